@@ -1,0 +1,262 @@
+"""The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
+
+Every response body is JSON except the /jd redirect. What a route serves is decided by the
+store's current snapshot, taken once per request.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+from urllib.parse import unquote_to_bytes
+
+import bottle
+import waitress
+
+import store as store_module
+
+log = logging.getLogger(__name__)
+
+API = "/api/v2"
+JAVADOC_SUFFIX = "-R0.1-SNAPSHOT"
+BUILD_PARAMETERS = ("project", "channel", "experimental")
+SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
+ALLOWED_METHODS = "GET, HEAD"
+ERROR_STATUSES = (400, 404, 405, 410, 500)
+MAX_QUERY_FIELDS = 50
+DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+
+
+class ApiError(bottle.HTTPError):
+    """An error response: `code` is the machine-readable snake_case name of the problem."""
+
+    def __init__(self, status, code, message):
+        super().__init__(status, message)
+        self.code = code
+
+
+def error_body(code, message):
+    return json.dumps({"error": message, "code": code}, ensure_ascii=False)
+
+
+def _json(obj):
+    bottle.response.content_type = "application/json"
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def project_json(project):
+    return {"slug": project.slug, "ciJob": project.ci_job, "ciJobUrl": project.ci_job_url,
+            "javadocBaseUrl": project.javadoc_base_url}
+
+
+def build_json(build):
+    """The one place that decides a build's fields and their order (never `commit`)."""
+    return {"buildNumber": build.number, "url": build.url, "downloadUrl": build.download_url,
+            "channelVersion": build.channel, "timestamp": build.timestamp,
+            "isExperimental": build.is_experimental,
+            "commits": [{"message": c.message, "hash": c.hash} for c in build.commits]}
+
+
+def _shown(text, limit=100):
+    """A client's value quoted for an error message, cut so a message stays readable."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _decode(field):
+    return unquote_to_bytes(field.replace(b"+", b" ")).decode()
+
+
+def _query():
+    """The query parameters as {name: value}, refusing what no client means to send."""
+    # WSGI hands over the raw bytes as latin-1; percent-decode those bytes, then read UTF-8.
+    fields = [f for f in bottle.request.query_string.encode("latin-1").split(b"&") if f]
+    if len(fields) > MAX_QUERY_FIELDS:
+        raise ApiError(400, "invalid_query", f"too many query parameters (at most "
+                       f"{MAX_QUERY_FIELDS})")
+    try:
+        pairs = [(_decode(name), _decode(value))
+                 for name, _, value in (f.partition(b"=") for f in fields)]
+    except UnicodeError:
+        raise ApiError(400, "invalid_query", "the query string is not valid UTF-8 once "
+                       "percent-decoded") from None
+    params = {}
+    for name, value in pairs:
+        if not (name + value).isprintable():
+            raise ApiError(400, "invalid_query", f"parameter {_shown(name)} holds a control "
+                           "character (such as NUL, CR or LF)")
+        if name in SUPERSEDED_PARAMETERS:
+            raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
+                           f"use 'channel' instead")
+        if name in params and name in BUILD_PARAMETERS:
+            raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
+                           "once: give it once")
+        params.setdefault(name, value)
+    return params
+
+
+def _required(params, name):
+    value = params.get(name, "")
+    if not value:
+        raise ApiError(400, "missing_parameter", f"the query parameter {name!r} is required, "
+                       f"e.g. ?{name}=... (see {API}/projects for the projects)")
+    return value
+
+
+def _flag(params, name):
+    """True only for the value 'true' in any letter case: anything else means false."""
+    return params.get(name, "").lower() == "true"
+
+
+def _build_filter(snapshot):
+    """The project, channel (None for all) and experimental flag a builds request names."""
+    params = _query()
+    slug = _required(params, "project")
+    project = snapshot.project(slug)
+    if project is None:
+        raise ApiError(404, "unknown_project", f"no project {_shown(slug)}: see {API}/projects "
+                       "for the projects served")
+    return project, params.get("channel") or None, _flag(params, "experimental")
+
+
+def _no_build(project, channel, experimental):
+    which = "build" if experimental else "stable build"
+    where = f" in channel {_shown(channel)}" if channel else ""
+    hint = "" if experimental else " (add experimental=true to include experimental builds)"
+    return ApiError(404, "no_matching_build", f"project {project.slug!r} has no {which}{where}"
+                    f"{hint}")
+
+
+def make_app(store):
+    """The WSGI app serving `store`'s data."""
+    app = bottle.Bottle()
+
+    @app.get(API + "/projects")
+    def projects():
+        """Every project served."""
+        return _json({"projects": [project_json(p)
+                                   for p in store.snapshot().projects.values()]})
+
+    @app.get(API + "/builds")
+    @app.get(API + "/builds/all")
+    def builds():
+        """A project's builds passing the filters, ascending by build number."""
+        project, channel, experimental = _build_filter(store.snapshot())
+        return _json([build_json(b) for b in project.select(channel, experimental)])
+
+    @app.get(API + "/builds/latest")
+    def latest_build():
+        """The highest-numbered build passing the filters."""
+        project, channel, experimental = _build_filter(store.snapshot())
+        build = project.latest(channel, experimental)
+        if build is None:
+            raise _no_build(project, channel, experimental)
+        return _json(build_json(build))
+
+    @app.get(API + "/jd")
+    def javadoc():
+        """A redirect to the javadoc pages of a channel (by default the latest build's)."""
+        project, channel, experimental = _build_filter(store.snapshot())
+        build = project.latest(channel, experimental)
+        if build is None:
+            raise _no_build(project, channel, experimental)
+        # Built from stored, validated values only: nothing the client sent reaches Location.
+        bottle.redirect(javadoc_url(project, build.channel), 302)
+
+    @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
+    def removed_v1(rest):
+        """API version 1, removed."""
+        raise ApiError(410, "api_version_removed", "API v1 was removed on 2025-11-05: use "
+                       f"{API} (e.g. {API}/projects)")
+
+    def error_response(error):
+        if error.status_code == 500:
+            log.error("%s %s failed:\n%s", bottle.request.method, bottle.request.path,
+                      error.traceback)
+        bottle.response.content_type = "application/json"
+        if error.status_code == 405:
+            bottle.response.set_header("Allow", ALLOWED_METHODS)
+        if isinstance(error, ApiError):
+            return error_body(error.code, error.body)
+        code, message = {
+            404: ("not_found", f"no such path: see {API}/projects"),
+            405: ("method_not_allowed", "this API only answers GET and HEAD"),
+        }.get(error.status_code, ("internal_error", "internal error: the cause is in the "
+                                  "server's log"))
+        return error_body(code, message)
+
+    for status in ERROR_STATUSES:
+        app.error(status)(error_response)
+    return app
+
+
+def javadoc_url(project, channel):
+    return project.javadoc_base_url.rstrip("/") + "/" + channel + JAVADOC_SUFFIX
+
+
+# --- command line ----------------------------------------------------------------------------
+
+def _directory(value):
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
+    return value
+
+
+def _number_in(low, high):
+    def number(value):
+        try:
+            n = int(value)
+        except ValueError:
+            n = None
+        if n is None or not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from {low} to "
+                                             f"{high}")
+        return n
+    return number
+
+
+def parse_args(argv=None, environ=os.environ):
+    parser = argparse.ArgumentParser(
+        prog="buildshelf", description="Serve the build-distribution API (v2) over the JSON "
+        "files of a data directory, reloading them when they change.",
+        epilog="Each flag's default may also come from the environment variable named in its "
+        "help; a flag on the command line wins.")
+    parser.add_argument("--data", type=_directory, metavar="DIR",
+                        default=environ.get("BUILDSHELF_DATA", DEFAULT_DATA),
+                        help="directory of <slug>.json files (BUILDSHELF_DATA; default: the "
+                        "data/ directory beside server.py)")
+    parser.add_argument("--host", default=environ.get("BUILDSHELF_HOST", "127.0.0.1"),
+                        help="address to listen on (BUILDSHELF_HOST; default: %(default)s)")
+    parser.add_argument("--port", type=_number_in(1, 65535),
+                        default=environ.get("BUILDSHELF_PORT", "8080"),
+                        help="TCP port (BUILDSHELF_PORT; default: %(default)s)")
+    parser.add_argument("--threads", type=_number_in(1, 256),
+                        default=environ.get("BUILDSHELF_THREADS", "4"),
+                        help="worker threads (BUILDSHELF_THREADS; default: %(default)s)")
+    parser.add_argument("--check", action="store_true",
+                        help="validate every data file, print each problem, exit 0 if all are "
+                        "valid and 1 otherwise, without serving")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.check:
+        problems = store_module.check_directory(args.data)
+        for problem in problems:
+            print(problem)
+        log.info("checked %s: %d problem(s)", args.data, len(problems))
+        return 1 if problems else 0
+
+    data = store_module.Store(args.data)
+    log.info("serving %d projects from %s on http://%s:%d%s", len(data.snapshot().projects),
+             os.path.abspath(args.data), args.host, args.port, API)
+    waitress.serve(make_app(data), host=args.host, port=args.port, threads=args.threads,
+                   max_request_header_size=16 * 1024, ident="buildshelf")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""The data directory as an immutable, indexed snapshot, reloaded when its files change.
+
+One project per file, ``<slug>.json``. Nothing here knows about HTTP: the server asks a
+`Snapshot` questions and gets plain values or ``None`` back.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
+# A channel becomes a path segment of the javadoc redirect, so it may hold no '/', '%', '?'...
+CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
+HASH_PATTERN = re.compile(r"[0-9a-fA-F]+\Z")
+URL_PATTERN = re.compile(r"https?://[^\s/?#]+[^\s]*\Z", re.IGNORECASE)
+
+PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"}
+BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
+              "isExperimental", "commits"}
+COMMIT_KEYS = {"message", "hash"}
+LEGACY_BUILD_KEYS = {"commit"}  # accepted and dropped: never served
+
+
+class DataError(Exception):
+    """A data file that cannot be served, with where in the file the problem is."""
+
+    def __init__(self, path, message, line=None, column=None, where=None):
+        super().__init__(message)
+        self.path, self.message = path, message
+        self.line, self.column, self.where = line, column, where
+
+    def __str__(self):
+        if self.line is not None:
+            return f"{self.path}:{self.line}:{self.column}: {self.message}"
+        if self.where is not None:
+            return f"{self.path}: {self.where}: {self.message}"
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    message: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Build:
+    number: int
+    url: str
+    download_url: str
+    channel: str
+    timestamp: int
+    is_experimental: bool
+    commits: tuple
+
+
+@dataclass(frozen=True, eq=False)
+class Project:
+    """One data file's project; `builds` ascending by number, indexes built once."""
+
+    slug: str
+    ci_job: str
+    ci_job_url: str
+    javadoc_base_url: str
+    builds: tuple
+    # (channel or None, include experimental) -> builds ascending; None covers all channels.
+    _selections: dict = field(repr=False)
+    # Values derived from this project by its readers (encoded responses): dropped with it.
+    memo: dict = field(default_factory=dict, repr=False)
+
+    def select(self, channel=None, experimental=False):
+        """The builds passing the filters, ascending by number."""
+        return self._selections.get((channel, bool(experimental)), ())
+
+    def latest(self, channel=None, experimental=False):
+        """The highest-numbered build passing the filters, or None."""
+        selected = self.select(channel, experimental)
+        return selected[-1] if selected else None
+
+    def has_channel(self, channel):
+        return (channel, True) in self._selections
+
+
+def index_builds(builds):
+    """Map every (channel, experimental) filter to its builds, keeping ascending order."""
+    selections = {(None, True): builds,
+                  (None, False): tuple(b for b in builds if not b.is_experimental)}
+    for channel in {b.channel for b in builds}:
+        in_channel = tuple(b for b in builds if b.channel == channel)
+        selections[channel, True] = in_channel
+        selections[channel, False] = tuple(b for b in in_channel if not b.is_experimental)
+    return selections
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """Everything served at one moment. Never changed: a reload builds a new one."""
+
+    projects: dict  # slug -> Project, in slug order
+    errors: dict = field(default_factory=dict)  # file name -> DataError, files not served as is
+    loaded_at: float = 0.0  # time.time() of the reload that made this snapshot
+
+    def project(self, slug):
+        """The project named `slug` (any letter case), or None."""
+        if not slug.isascii():  # str.lower() maps some non-ASCII letters onto ASCII ones
+            return None
+        return self.projects.get(slug.lower())
+
+
+# --- validation ------------------------------------------------------------------------------
+
+def _json_position(text, pos):
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _unique_keys(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {duplicate!r} appears twice in one object")
+    return obj
+
+
+def parse_json(path, data):
+    """Decode `data` (bytes) or raise DataError with line and column."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line, column = _json_position(data[:error.start].decode("utf-8", "replace"), error.start)
+        raise DataError(path, "not valid UTF-8", line, column) from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+    except json.JSONDecodeError as error:
+        raise DataError(path, error.msg, error.lineno, error.colno) from None
+    except ValueError as error:  # from the hooks, which know no position
+        raise DataError(path, str(error)) from None
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_url(value):
+    return isinstance(value, str) and URL_PATTERN.match(value) is not None
+
+
+def _check_keys(path, where, value, allowed, required):
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise DataError(path, f"unknown key {unknown[0]!r}", where=where)
+    missing = [key for key in required if key not in value]
+    if missing:
+        raise DataError(path, f"missing key {missing[0]!r}", where=where)
+
+
+def _commit(path, where, value):
+    if not isinstance(value, dict):
+        raise DataError(path, "must be an object with 'message' and 'hash'", where=where)
+    _check_keys(path, where, value, COMMIT_KEYS, COMMIT_KEYS)
+    message, commit_hash = value["message"], value["hash"]
+    if not isinstance(message, str):
+        raise DataError(path, "'message' must be a string", where=where)
+    if not (isinstance(commit_hash, str) and HASH_PATTERN.match(commit_hash)):
+        raise DataError(path, "'hash' must be a string of hexadecimal digits", where=where)
+    return Commit(message, commit_hash)
+
+
+def _build(path, index, value):
+    where = f"builds[{index}]"
+    if not isinstance(value, dict):
+        raise DataError(path, "must be an object", where=where)
+    number = value.get("buildNumber")
+    if not (_is_int(number) and number >= 0):
+        raise DataError(path, "'buildNumber' must be an integer >= 0", where=where)
+    where = f"build {number} (builds[{index}])"
+    if "gameVersion" in value:
+        raise DataError(path, "'gameVersion' is the old name: rename it to 'channelVersion'",
+                        where=where)
+    _check_keys(path, where, value, BUILD_KEYS | LEGACY_BUILD_KEYS, BUILD_KEYS)
+    for key in ("url", "downloadUrl"):
+        if not _is_url(value[key]):
+            raise DataError(path, f"{key!r} must be an absolute http(s) URL", where=where)
+    channel = value["channelVersion"]
+    if not (isinstance(channel, str) and CHANNEL_PATTERN.match(channel)):
+        raise DataError(path, "'channelVersion' must be a non-empty string of letters, "
+                        "digits and . _ + -", where=where)
+    if not _is_int(value["timestamp"]):
+        raise DataError(path, "'timestamp' must be an integer", where=where)
+    if not isinstance(value["isExperimental"], bool):
+        raise DataError(path, "'isExperimental' must be true or false", where=where)
+    if not isinstance(value["commits"], list):
+        raise DataError(path, "'commits' must be an array", where=where)
+    commits = tuple(_commit(path, f"{where}: commits[{i}]", commit)
+                    for i, commit in enumerate(value["commits"]))
+    # Thousands of builds share a handful of channel strings.
+    return Build(number, value["url"], value["downloadUrl"], sys.intern(channel),
+                 value["timestamp"], value["isExperimental"], commits)
+
+
+def parse_project(path, slug, data):
+    """Validate one file's bytes into a Project, or raise DataError."""
+    if not SLUG_PATTERN.match(slug):
+        raise DataError(path, f"{slug!r} is not a project slug: name the file <slug>.json, "
+                        "the slug made of a-z, 0-9, '.', '_' and '-', starting with a-z or 0-9")
+    doc = parse_json(path, data)
+    if not isinstance(doc, dict):
+        raise DataError(path, "the file must hold a JSON object")
+    _check_keys(path, None, doc, PROJECT_KEYS, PROJECT_KEYS - {"slug"})
+    if doc.get("slug", slug) != slug:
+        raise DataError(path, f"'slug' is {doc['slug']!r} but the file name says {slug!r}")
+    if not (isinstance(doc["ciJob"], str) and doc["ciJob"]):
+        raise DataError(path, "'ciJob' must be a non-empty string")
+    for key in ("ciJobUrl", "javadocBaseUrl"):
+        if not _is_url(doc[key]):
+            raise DataError(path, f"{key!r} must be an absolute http(s) URL")
+    if not isinstance(doc["builds"], list):
+        raise DataError(path, "'builds' must be an array")
+    builds = sorted((_build(path, i, b) for i, b in enumerate(doc["builds"])),
+                    key=lambda b: b.number)
+    for earlier, later in zip(builds, builds[1:]):
+        if earlier.number == later.number:
+            raise DataError(path, "buildNumber appears more than once",
+                            where=f"build {later.number}")
+    builds = tuple(builds)
+    return Project(slug, doc["ciJob"], doc["ciJobUrl"], doc["javadocBaseUrl"], builds,
+                   index_builds(builds))
+
+
+# --- the directory ----------------------------------------------------------------------------
+
+def data_files(directory):
+    """{slug: path} of the project files in `directory`: names ending in .json, not hidden."""
+    files = {}
+    for entry in os.scandir(directory):
+        slug, ext = os.path.splitext(entry.name)
+        if ext == ".json" and not slug.startswith(".") and entry.is_file():
+            files[slug] = entry.path
+    return files
+
+
+def stamp(path):
+    """What tells a changed file from an unchanged one without reading it (as linecache)."""
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def check_directory(directory):
+    """Every DataError in `directory`, in file order: the --check command."""
+    problems = []
+    for slug, path in sorted(data_files(directory).items()):
+        try:
+            with open(path, "rb") as f:
+                parse_project(path, slug, f.read())
+        except DataError as error:
+            problems.append(error)
+        except OSError as error:
+            problems.append(DataError(path, error.strerror))
+    return problems
+
+
+# A file changed again within the file system's timestamp granularity after we read it would
+# keep its stamp: a file this young is read again (git's "racy clean" problem).
+RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What the store remembers of one file between checks."""
+
+    stamp: tuple
+    digest: bytes
+    racy: bool
+    project: Project = None  # the last good version, kept while the file is broken
+    error: DataError = None
+
+
+class Store:
+    """Serves the current Snapshot and replaces it when the data files change.
+
+    Readers call `snapshot()` once per request and keep that object: they never lock. At
+    most one thread reloads at a time; the others go on with the snapshot they have.
+    """
+
+    def __init__(self, directory, check_interval=1.0):
+        self.directory = os.fspath(directory)
+        self.check_interval = check_interval
+        self._reload_lock = threading.Lock()
+        self._files = {}  # slug -> _Loaded
+        self._directory_error = None
+        self._snapshot = Snapshot({})
+        self._next_check = 0.0
+        self.refresh()
+
+    def snapshot(self):
+        """The current snapshot, first checking the files when the interval has passed."""
+        if time.monotonic() >= self._next_check and self._reload_lock.acquire(blocking=False):
+            try:
+                self._refresh_locked()
+            finally:
+                self._reload_lock.release()
+        return self._snapshot
+
+    def refresh(self):
+        """Check the files now and reload what changed; returns the current snapshot."""
+        with self._reload_lock:
+            self._refresh_locked()
+        return self._snapshot
+
+    def _refresh_locked(self):
+        self._next_check = time.monotonic() + self.check_interval
+        try:
+            paths = data_files(self.directory)
+        except OSError as error:
+            # Say, a directory swapped away mid-deploy: keep serving what we have.
+            if self._directory_error is None:
+                log.error("cannot read data directory %s: %s (still serving the last data)",
+                          self.directory, error.strerror)
+                self._directory_error = DataError(self.directory, error.strerror)
+                self._publish()
+            return
+        files = {slug: self._load(slug, path) for slug, path in paths.items()}
+        for slug in self._files.keys() - files.keys():
+            log.info("project %s removed: its file is gone", slug)
+        changed = self._directory_error is not None or files.keys() != self._files.keys() or any(
+            (loaded.project, loaded.error) != (self._files[slug].project, self._files[slug].error)
+            for slug, loaded in files.items())
+        self._files, self._directory_error = files, None
+        if changed:
+            self._publish()
+
+    def _publish(self):
+        files = self._files
+        projects = {slug: files[slug].project for slug in sorted(files) if files[slug].project}
+        errors = {loaded.error.path: loaded.error for loaded in files.values() if loaded.error}
+        if self._directory_error:
+            errors[self.directory] = self._directory_error
+        self._snapshot = Snapshot(projects, errors, time.time())
+
+    def _load(self, slug, path):
+        known = self._files.get(slug)
+        try:
+            if known and not known.racy and known.stamp == stamp(path):
+                return known
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except OSError as error:  # deleted or unreadable since the directory was listed
+            error = DataError(path, error.strerror or str(error))
+            if not (known and known.error and known.error.message == error.message):
+                log.error("%s", error)
+            return _Loaded((), b"", False, known and known.project, error)
+        file_stamp = st.st_mtime_ns, st.st_size, st.st_ino
+        racy = time.time_ns() - st.st_mtime_ns < RACY_NS
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        if known and known.digest == digest:  # touched, or rewritten with the same bytes
+            return _Loaded(file_stamp, digest, racy, known.project, known.error)
+        try:
+            project = parse_project(path, slug, data)
+        except DataError as error:
+            kept = known and known.project
+            log.error("%s (%s)", error, "still serving its last good version" if kept
+                      else "not served")
+            return _Loaded(file_stamp, digest, racy, kept, error)
+        log.info("%s %s: %d builds", "reloaded" if known else "loaded", slug, len(project.builds))
+        return _Loaded(file_stamp, digest, racy, project)

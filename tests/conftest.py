@@ -1,0 +1,91 @@
+"""Fixtures: a temporary data directory written the way editors and deploy tools write it."""
+
+import json
+import os
+
+import pytest
+import webtest
+
+import server
+import store as store_module
+
+
+def make_build(number, channel="1.21", experimental=False, commits=1, **fields):
+    build = {
+        "buildNumber": number,
+        "url": f"https://ci.example.org/job/Alpha/{number}/",
+        "downloadUrl": f"https://ci.example.org/job/Alpha/{number}/artifact/alpha-{number}.jar",
+        "channelVersion": channel,
+        "timestamp": 1700000000000 + number,
+        "isExperimental": experimental,
+        "commits": [{"message": f"Change {number}.{i}", "hash": f"{number:04x}{i:036x}"}
+                    for i in range(commits)],
+    }
+    build.update(fields)
+    return build
+
+
+def make_project(builds, **fields):
+    project = {
+        "ciJob": "Alpha",
+        "ciJobUrl": "https://ci.example.org/job/Alpha/",
+        "javadocBaseUrl": "https://jd.example.org/alpha/",
+        "builds": builds,
+    }
+    project.update(fields)
+    return project
+
+
+ALPHA_BUILDS = [
+    make_build(3, "1.20", commits=0),
+    make_build(1, "1.20"),  # out of order on purpose: hand-edited files are
+    make_build(2, "1.20", experimental=True),
+    make_build(5, "1.21", commits=3),
+    make_build(7, "1.21", experimental=True),
+    make_build(8, "1.21.1-pre1", experimental=True),
+]
+
+
+def write_file(path, content):
+    """Write atomically, as editors and deploy tools do; dicts and lists become JSON."""
+    if not isinstance(content, (str, bytes)):
+        content = json.dumps(content, indent=2)
+    if isinstance(content, str):
+        content = content.encode()
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(content)
+    os.replace(tmp, path)
+    return path
+
+
+def bump_mtime(path, seconds=10):
+    """Move the file's mtime, as a later edit would, without sleeping."""
+    t = os.stat(path).st_mtime_ns + seconds * 1_000_000_000
+    os.utime(path, ns=(t, t))
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    directory = tmp_path / "data"
+    directory.mkdir()
+    write_file(directory / "alpha.json", make_project(ALPHA_BUILDS))
+    write_file(directory / "beta.json", make_project(
+        [make_build(10, "2.0")], ciJob="Beta", ciJobUrl="https://ci.example.org/job/Beta/",
+        javadocBaseUrl="https://jd.example.org/beta"))
+    return directory
+
+
+@pytest.fixture
+def store(data_dir):
+    return store_module.Store(data_dir, check_interval=0)
+
+
+@pytest.fixture
+def app(store):
+    return server.make_app(store)
+
+
+@pytest.fixture
+def client(app):
+    return webtest.TestApp(app)

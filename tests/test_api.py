@@ -1,0 +1,363 @@
+"""The HTTP API, through webtest: every rule of the spec and every decision of the README."""
+
+import json
+
+import pytest
+import webtest
+
+import server
+from conftest import make_build, make_project, write_file
+
+API = "/api/v2"
+
+
+def numbers(resp):
+    return [b["buildNumber"] for b in resp.json]
+
+
+def build_body(number, channel, experimental, commits):
+    """What the API must serve for conftest's make_build(number, ...): written out by hand."""
+    return {
+        "buildNumber": number,
+        "url": f"https://ci.example.org/job/Alpha/{number}/",
+        "downloadUrl": f"https://ci.example.org/job/Alpha/{number}/artifact/alpha-{number}.jar",
+        "channelVersion": channel,
+        "timestamp": 1700000000000 + number,
+        "isExperimental": experimental,
+        "commits": [{"message": f"Change {number}.{i}", "hash": f"{number:04x}{i:036x}"}
+                    for i in range(commits)],
+    }
+
+
+def assert_error(resp, status, code):
+    assert resp.status_int == status
+    assert resp.content_type == "application/json"
+    assert set(resp.json) == {"error", "code"}
+    assert resp.json["code"] == code
+    return resp.json["error"]
+
+
+# --- /projects -------------------------------------------------------------------------------
+
+def test_projects_lists_every_project_in_slug_order(client):
+    resp = client.get(API + "/projects")
+    assert resp.content_type == "application/json"
+    assert resp.json == {"projects": [
+        {"slug": "alpha", "ciJob": "Alpha", "ciJobUrl": "https://ci.example.org/job/Alpha/",
+         "javadocBaseUrl": "https://jd.example.org/alpha/"},
+        {"slug": "beta", "ciJob": "Beta", "ciJobUrl": "https://ci.example.org/job/Beta/",
+         "javadocBaseUrl": "https://jd.example.org/beta"},
+    ]}
+
+
+def test_bodies_are_compact_utf8_json(client):
+    body = client.get(API + "/projects").body
+    assert body.startswith(b'{"projects":[{"slug":"alpha","ciJob":"Alpha",')
+    assert b" " not in body and b"\n" not in body
+
+
+def test_projects_with_no_data_is_an_empty_list(tmp_path):
+    import store
+    client = webtest.TestApp(server.make_app(store.Store(tmp_path, check_interval=0)))
+    assert client.get(API + "/projects").json == {"projects": []}
+
+
+# --- /builds and /builds/all -----------------------------------------------------------------
+
+def test_builds_serves_stable_builds_in_ascending_order_with_every_field(client):
+    resp = client.get(API + "/builds", {"project": "alpha"})
+    assert resp.content_type == "application/json"
+    assert resp.json == [build_body(1, "1.20", False, 1), build_body(3, "1.20", False, 0),
+                         build_body(5, "1.21", False, 3)]
+
+
+def test_build_fields_come_in_the_spec_order_with_commits_last(client):
+    body = client.get(API + "/builds/latest", {"project": "alpha"}).body
+    keys = list(json.loads(body, object_pairs_hook=lambda pairs: [k for k, _ in pairs]))
+    assert keys == ["buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
+                    "isExperimental", "commits"]
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "True", "tRuE"])
+def test_experimental_true_in_any_case_includes_experimental_builds(client, value):
+    resp = client.get(API + "/builds", {"project": "alpha", "experimental": value})
+    assert numbers(resp) == [1, 2, 3, 5, 7, 8]
+    assert [b["isExperimental"] for b in resp.json] == [False, True, False, False, True, True]
+
+
+@pytest.mark.parametrize("query", ["", "&experimental=false", "&experimental=yes",
+                                   "&experimental=1", "&experimental=", "&experimental=on"])
+def test_anything_but_true_means_stable_only(client, query):
+    assert numbers(client.get(API + "/builds?project=alpha" + query)) == [1, 3, 5]
+
+
+@pytest.mark.parametrize("channel, experimental, expected", [
+    ("1.20", "false", [1, 3]),
+    ("1.20", "true", [1, 2, 3]),
+    ("1.21", "false", [5]),
+    ("1.21", "true", [5, 7]),
+    ("1.21.1-pre1", "false", []),
+    ("1.21.1-pre1", "true", [8]),
+    ("9.9", "true", []),
+    ("1.2", "true", []),  # exact match, not a prefix
+    ("1.21 ", "true", []),
+])
+def test_channel_is_an_exact_match(client, channel, experimental, expected):
+    resp = client.get(API + "/builds", {"project": "alpha", "channel": channel,
+                                        "experimental": experimental})
+    assert numbers(resp) == expected
+
+
+def test_an_empty_channel_is_no_filter(client):
+    assert numbers(client.get(API + "/builds?project=alpha&channel=")) == [1, 3, 5]
+
+
+@pytest.mark.parametrize("query", ["project=alpha", "project=alpha&experimental=true",
+                                   "project=alpha&channel=1.21", "project=alpha&channel=none",
+                                   "project=ALPHA&channel=1.20&experimental=TRUE"])
+def test_builds_and_builds_all_are_byte_identical(client, query):
+    builds = client.get(f"{API}/builds?{query}")
+    assert builds.body == client.get(f"{API}/builds/all?{query}").body
+    assert builds.headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("slug", ["ALPHA", "Alpha", "aLpHa"])
+def test_project_is_matched_in_any_letter_case(client, slug):
+    assert numbers(client.get(API + "/builds", {"project": slug})) == [1, 3, 5]
+
+
+def test_project_lookalike_letters_do_not_match(data_dir, client):
+    # KELVIN SIGN lowercases to 'k': no slug may be reached through such letters.
+    write_file(data_dir / "kappa.json", make_project([make_build(1)]))
+    assert numbers(client.get(API + "/builds", {"project": "KAPPA"})) == [1]
+    resp = client.get(API + "/builds", {"project": "\u212aappa"}, status=404)
+    assert_error(resp, 404, "unknown_project")
+
+
+def test_commit_messages_keep_unicode_and_json_special_characters(data_dir, client):
+    message = 'Fix "null" world \\ names\n\tÜbersetzung 更新 🚀 \u2028 </script>'
+    build = make_build(4, commits=0)
+    build["commits"] = [{"message": message, "hash": "ABCdef0123"}]
+    write_file(data_dir / "gamma.json", make_project([build]))
+    resp = client.get(API + "/builds", {"project": "gamma"})
+    assert resp.json[0]["commits"] == [{"message": message, "hash": "ABCdef0123"}]
+    assert "Übersetzung 更新 🚀".encode() in resp.body  # UTF-8, not \u escapes
+
+
+def test_legacy_commit_key_is_never_served(data_dir, client):
+    build = make_build(4, commits=1, commit={"message": "old", "hash": "abc"})
+    write_file(data_dir / "gamma.json", make_project([build]))
+    resp = client.get(API + "/builds", {"project": "gamma"})
+    assert "commit" not in resp.json[0]
+    assert "commit" not in client.get(API + "/builds/latest", {"project": "gamma"}).json
+
+
+def test_builds_with_zero_one_and_many_commits(client):
+    by_number = {b["buildNumber"]: b for b in client.get(
+        API + "/builds", {"project": "alpha"}).json}
+    assert [len(by_number[n]["commits"]) for n in (3, 1, 5)] == [0, 1, 3]
+
+
+# --- /builds/latest --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query, expected", [
+    ("", build_body(5, "1.21", False, 3)),
+    ("&experimental=true", build_body(8, "1.21.1-pre1", True, 1)),
+    ("&channel=1.20", build_body(3, "1.20", False, 0)),
+    ("&channel=1.20&experimental=true", build_body(3, "1.20", False, 0)),
+    ("&channel=1.21&experimental=true", build_body(7, "1.21", True, 1)),
+])
+def test_latest_is_the_highest_number_passing_the_filters(client, query, expected):
+    assert client.get(API + "/builds/latest?project=alpha" + query).json == expected
+
+
+@pytest.mark.parametrize("query, message", [
+    ("&channel=1.21.1-pre1", "project 'alpha' has no stable build in channel '1.21.1-pre1' "
+                             "(add experimental=true to include experimental builds)"),
+    ("&channel=9.9&experimental=true", "project 'alpha' has no build in channel '9.9'"),
+])
+def test_latest_with_no_matching_build_is_404(client, query, message):
+    resp = client.get(API + "/builds/latest?project=alpha" + query, status=404)
+    assert assert_error(resp, 404, "no_matching_build") == message
+
+
+def test_latest_of_a_project_with_no_builds_is_404(data_dir, client):
+    write_file(data_dir / "empty.json", make_project([]))
+    assert client.get(API + "/builds", {"project": "empty"}).json == []
+    resp = client.get(API + "/builds/latest", {"project": "empty"}, status=404)
+    assert_error(resp, 404, "no_matching_build")
+
+
+# --- project parameter errors, on every endpoint that takes it ---------------------------------
+
+PROJECT_ENDPOINTS = ["/builds", "/builds/all", "/builds/latest", "/jd"]
+
+
+@pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
+@pytest.mark.parametrize("query", ["", "?project=", "?channel=1.21", "?Project=alpha"])
+def test_missing_or_empty_project_is_400(client, endpoint, query):
+    resp = client.get(API + endpoint + query, status=400)
+    assert assert_error(resp, 400, "missing_parameter") == (
+        "the query parameter 'project' is required, e.g. ?project=... "
+        "(see /api/v2/projects for the projects)")
+
+
+@pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
+def test_unknown_project_is_404(client, endpoint):
+    resp = client.get(API + endpoint, {"project": "nope"}, status=404)
+    assert assert_error(resp, 404, "unknown_project") == (
+        "no project 'nope': see /api/v2/projects for the projects served")
+
+
+@pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
+@pytest.mark.parametrize("name", ["game_version", "version", "minecraft_version"])
+def test_superseded_parameters_are_refused_naming_channel(client, endpoint, name):
+    resp = client.get(f"{API}{endpoint}?project=alpha&{name}=1.21", status=400)
+    assert assert_error(resp, 400, "superseded_parameter") == (
+        f"parameter '{name}' was replaced: use 'channel' instead")
+
+
+@pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
+@pytest.mark.parametrize("query", ["project=alpha&project=beta", "project=alpha&project=alpha",
+                                   "project=alpha&channel=1.20&channel=1.21",
+                                   "project=alpha&experimental=true&experimental=false"])
+def test_repeated_parameters_are_refused(client, endpoint, query):
+    resp = client.get(f"{API}{endpoint}?{query}", status=400)
+    assert_error(resp, 400, "repeated_parameter")
+
+
+def test_unknown_parameters_are_ignored(client):
+    resp = client.get(API + "/builds?project=alpha&page=2&foo=bar&foo=baz")
+    assert numbers(resp) == [1, 3, 5]
+
+
+@pytest.mark.parametrize("query", ["project=%FF", "project=alpha&channel=%C3%28",
+                                   "project=alpha&x%FE=1", "project=alpha&channel=\xe9"])
+def test_a_query_that_is_not_utf8_is_400(client, query):
+    resp = client.get(f"{API}/builds?{query}", status=400)
+    assert assert_error(resp, 400, "invalid_query") == (
+        "the query string is not valid UTF-8 once percent-decoded")
+
+
+@pytest.mark.parametrize("query", ["project=alpha%00", "project=alpha&channel=1.21%0D%0AX:1",
+                                   "project=alpha&channel=%0A", "project=alpha&x=%07"])
+def test_control_characters_are_400(client, query):
+    resp = client.get(f"{API}/builds?{query}", status=400)
+    assert_error(resp, 400, "invalid_query")
+
+
+def test_a_flood_of_parameters_is_400(client):
+    query = "&".join(f"p{i}=1" for i in range(60))
+    resp = client.get(f"{API}/builds?project=alpha&{query}", status=400)
+    assert_error(resp, 400, "invalid_query")
+
+
+def test_utf8_parameter_values_are_decoded(client):
+    resp = client.get(API + "/builds?project=alpha&channel=%C3%A9t%C3%A9", status=200)
+    assert resp.json == []
+
+
+# --- /jd -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query, location", [
+    ("project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+    ("project=alpha&experimental=false", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+    ("project=alpha&experimental=true", "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT"),
+    ("project=alpha&channel=1.20", "https://jd.example.org/alpha/1.20-R0.1-SNAPSHOT"),
+    ("project=alpha&channel=1.21.1-pre1&experimental=TRUE",
+     "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT"),
+    ("project=BETA", "https://jd.example.org/beta/2.0-R0.1-SNAPSHOT"),  # base without '/'
+])
+def test_jd_redirects_to_the_channel_javadoc(client, query, location):
+    resp = client.get(f"{API}/jd?{query}", status=302)
+    assert resp.location == location
+    assert resp.body == b""
+
+
+def test_jd_joins_with_exactly_one_slash(data_dir, client):
+    write_file(data_dir / "gamma.json", make_project(
+        [make_build(1, "3.1")], javadocBaseUrl="https://jd.example.org/docs/gamma//"))
+    resp = client.get(API + "/jd", {"project": "gamma"}, status=302)
+    assert resp.location == "https://jd.example.org/docs/gamma/3.1-R0.1-SNAPSHOT"
+
+
+@pytest.mark.parametrize("query, code", [
+    ("channel=1.21.1-pre1", "no_matching_build"),  # only experimental builds in it
+    ("channel=9.9&experimental=true", "no_matching_build"),
+])
+def test_jd_channel_must_have_a_build_passing_the_filter(client, query, code):
+    resp = client.get(f"{API}/jd?project=alpha&{query}", status=404)
+    assert_error(resp, 404, code)
+
+
+@pytest.mark.parametrize("channel", [
+    "//evil.example", "https://evil.example/", "../../evil", "..", "1.21/../../x",
+    "\\\\evil.example", "/\\evil.example", "%2F%2Fevil.example", "1.21%0D%0ALocation:x",
+    "1.21\r\nSet-Cookie: a=b", "1.21?x=1", "1.21#x", "\uff0e\uff0e\uff0fevil", "@evil.example",
+    "1.21\u2215..", " 1.21",
+])
+def test_jd_never_redirects_where_the_client_says(client, channel):
+    resp = client.get(API + "/jd", {"project": "alpha", "channel": channel,
+                                    "experimental": "true"}, expect_errors=True)
+    assert resp.status_int in (400, 404)
+    assert "Location" not in resp.headers
+    assert resp.content_type == "application/json"
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/api/v1", "/api/v1/", "/api/v1/builds", "/api/v1/jd?x=1",
+                                  "/api/v1/projects/paper/versions"])
+def test_v1_is_gone(client, path):
+    resp = client.get(path, status=410)
+    assert assert_error(resp, 410, "api_version_removed") == (
+        "API v1 was removed on 2025-11-05: use /api/v2 (e.g. /api/v2/projects)")
+
+
+@pytest.mark.parametrize("path", ["/", "/api", "/api/v2", "/api/v2/", "/api/v2/project",
+                                  "/api/v2/projects/", "/api/v3/projects", "/favicon.ico",
+                                  "/api/v2/builds/latest/x", "/api/v2/%FF"])
+def test_unknown_paths_are_404(client, path):
+    resp = client.get(path, status=404)
+    assert assert_error(resp, 404, "not_found") == "no such path: see /api/v2/projects"
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
+                                  "/api/v2/jd?project=alpha"])
+def test_other_methods_are_405_with_allow(client, method, path):
+    resp = client.request(path, method=method, status=405)
+    assert assert_error(resp, 405, "method_not_allowed") == "this API only answers GET and HEAD"
+    assert resp.headers["Allow"] == "GET, HEAD"
+
+
+@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
+                                  "/api/v2/builds/all?project=alpha",
+                                  "/api/v2/builds/latest?project=alpha"])
+def test_head_answers_like_get_without_a_body(client, path):
+    get = client.get(path)
+    head = client.head(path)
+    assert head.status_int == 200 and head.body == b""
+    assert head.headers["Content-Type"] == "application/json"
+    assert head.headers["Content-Length"] == str(len(get.body))
+
+
+def test_head_on_jd_and_errors(client):
+    assert client.head(API + "/jd?project=alpha", status=302).location == (
+        "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT")
+    assert client.head(API + "/builds", status=400).body == b""
+    assert client.head(API + "/builds?project=nope", status=404).body == b""
+
+
+class BrokenStore:
+    def snapshot(self):
+        raise RuntimeError("secret detail")
+
+
+def test_an_unexpected_exception_is_a_json_500_with_the_trace_in_the_log(caplog):
+    client = webtest.TestApp(server.make_app(BrokenStore()))
+    resp = client.get(API + "/projects", status=500, expect_errors=True)
+    assert resp.json == {"error": "internal error: the cause is in the server's log",
+                         "code": "internal_error"}
+    assert b"secret" not in resp.body and b"Traceback" not in resp.body
+    assert "RuntimeError: secret detail" in caplog.text
