@@ -10,16 +10,17 @@ import server
 import store as store_module
 
 
-def make_build(number, channel="1.21", experimental=False, commits=1, **fields):
+def make_build(number, channel="1.21", experimental=False, commit_count=1, **fields):
+    n = number if isinstance(number, int) else 0  # so invalid numbers can be tested too
     build = {
         "buildNumber": number,
         "url": f"https://ci.example.org/job/Alpha/{number}/",
         "downloadUrl": f"https://ci.example.org/job/Alpha/{number}/artifact/alpha-{number}.jar",
         "channelVersion": channel,
-        "timestamp": 1700000000000 + number,
+        "timestamp": 1700000000000 + n,
         "isExperimental": experimental,
-        "commits": [{"message": f"Change {number}.{i}", "hash": f"{number:04x}{i:036x}"}
-                    for i in range(commits)],
+        "commits": [{"message": f"Change {number}.{i}", "hash": f"{n:04x}{i:036x}"}
+                    for i in range(commit_count)],
     }
     build.update(fields)
     return build
@@ -37,10 +38,10 @@ def make_project(builds, **fields):
 
 
 ALPHA_BUILDS = [
-    make_build(3, "1.20", commits=0),
+    make_build(3, "1.20", commit_count=0),
     make_build(1, "1.20"),  # out of order on purpose: hand-edited files are
     make_build(2, "1.20", experimental=True),
-    make_build(5, "1.21", commits=3),
+    make_build(5, "1.21", commit_count=3),
     make_build(7, "1.21", experimental=True),
     make_build(8, "1.21.1-pre1", experimental=True),
 ]

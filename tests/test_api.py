@@ -136,7 +136,7 @@ def test_project_lookalike_letters_do_not_match(data_dir, client):
 
 def test_commit_messages_keep_unicode_and_json_special_characters(data_dir, client):
     message = 'Fix "null" world \\ names\n\tÜbersetzung 更新 🚀 \u2028 </script>'
-    build = make_build(4, commits=0)
+    build = make_build(4, commit_count=0)
     build["commits"] = [{"message": message, "hash": "ABCdef0123"}]
     write_file(data_dir / "gamma.json", make_project([build]))
     resp = client.get(API + "/builds", {"project": "gamma"})
@@ -145,7 +145,7 @@ def test_commit_messages_keep_unicode_and_json_special_characters(data_dir, clie
 
 
 def test_legacy_commit_key_is_never_served(data_dir, client):
-    build = make_build(4, commits=1, commit={"message": "old", "hash": "abc"})
+    build = make_build(4, commit={"message": "old", "hash": "abc"})
     write_file(data_dir / "gamma.json", make_project([build]))
     resp = client.get(API + "/builds", {"project": "gamma"})
     assert "commit" not in resp.json[0]

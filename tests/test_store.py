@@ -1,0 +1,373 @@
+"""The store without HTTP: validation of data files, queries, and reloading on change."""
+
+import json
+import logging
+import os
+import shutil
+
+import pytest
+
+import store as store_module
+from conftest import ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
+
+
+def parse(doc, slug="alpha", path="data/alpha.json"):
+    data = doc if isinstance(doc, bytes) else json.dumps(doc, indent=2).encode()
+    return store_module.parse_project(path, slug, data)
+
+
+def parse_error(doc, **kwargs):
+    with pytest.raises(store_module.DataError) as raised:
+        parse(doc, **kwargs)
+    return str(raised.value)
+
+
+# --- parsing and queries ---------------------------------------------------------------------
+
+def test_builds_are_sorted_whatever_the_file_order():
+    project = parse(make_project(ALPHA_BUILDS))
+    assert [b.number for b in project.builds] == [1, 2, 3, 5, 7, 8]
+
+
+@pytest.mark.parametrize("channel, experimental, expected, latest", [
+    (None, False, [1, 3, 5], 5),
+    (None, True, [1, 2, 3, 5, 7, 8], 8),
+    ("1.20", False, [1, 3], 3),
+    ("1.21", True, [5, 7], 7),
+    ("1.21.1-pre1", False, [], None),
+    ("nope", True, [], None),
+])
+def test_select_and_latest(channel, experimental, expected, latest):
+    project = parse(make_project(ALPHA_BUILDS))
+    assert [b.number for b in project.select(channel, experimental)] == expected
+    found = project.latest(channel, experimental)
+    assert (found and found.number) == latest
+
+
+def test_a_build_keeps_every_value_of_its_file():
+    project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=-5)]))
+    assert project.builds[0] == store_module.Build(
+        4, "https://ci.example.org/job/Alpha/4/",
+        "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar", "1.21", -5, True,
+        (store_module.Commit("Change 4.0", "0004" + "0" * 36),
+         store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1")))
+
+
+def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
+    project = parse(make_project([make_build(1, commit={"message": "m", "hash": "ab"})],
+                                 slug="alpha"))
+    assert not hasattr(project.builds[0], "commit")
+
+
+def test_a_utf8_bom_is_accepted():
+    assert parse(b"\xef\xbb\xbf" + json.dumps(make_project([])).encode()).builds == ()
+
+
+# --- validation: every error names the file and where ------------------------------------------
+
+def test_json_syntax_errors_give_line_and_column():
+    assert parse_error(b'{\n  "ciJob": "A",\n  "builds": [,]\n}') == (
+        "data/alpha.json:3:14: Expecting value")
+
+
+def test_invalid_utf8_gives_line_and_column():
+    assert parse_error(b'{\n "ciJob": "\xff"}') == "data/alpha.json:2:12: not valid UTF-8"
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'{"ciJob": NaN}', "NaN is not valid JSON"),
+    (b'{"ciJob": "a", "ciJob": "b"}', "key 'ciJob' appears twice in one object"),
+])
+def test_json_that_python_would_accept_but_json_does_not(text, message):
+    assert parse_error(text) == f"data/alpha.json: {message}"
+
+
+def build_error(**fields):
+    return parse_error(make_project([make_build(1), make_build(12, **fields)]))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"url": "ftp://ci.example.org/1"}, "'url' must be an absolute http(s) URL"),
+    ({"url": "/job/1/"}, "'url' must be an absolute http(s) URL"),
+    ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' must be an absolute http(s) URL"),
+    ({"downloadUrl": "https://"}, "'downloadUrl' must be an absolute http(s) URL"),
+    ({"downloadUrl": "https://a b/"}, "'downloadUrl' must be an absolute http(s) URL"),
+    ({"channelVersion": ""}, "'channelVersion' must be a non-empty string of letters, digits "
+                             "and . _ + -"),
+    ({"channelVersion": "1.21/../x"}, "'channelVersion' must be a non-empty string of "
+                                      "letters, digits and . _ + -"),
+    ({"channelVersion": 1.21}, "'channelVersion' must be a non-empty string of letters, "
+                               "digits and . _ + -"),
+    ({"timestamp": 1.5}, "'timestamp' must be an integer"),
+    ({"timestamp": True}, "'timestamp' must be an integer"),
+    ({"timestamp": "1700000000"}, "'timestamp' must be an integer"),
+    ({"isExperimental": "false"}, "'isExperimental' must be true or false"),
+    ({"isExperimental": 0}, "'isExperimental' must be true or false"),
+    ({"commits": {}}, "'commits' must be an array"),
+    ({"commits": None}, "'commits' must be an array"),
+    ({"gameVersion": "1.21"}, "'gameVersion' is the old name: rename it to 'channelVersion'"),
+    ({"isExperimentl": True}, "unknown key 'isExperimentl'"),
+])
+def test_build_field_errors_name_the_build_and_field(fields, message):
+    assert build_error(**fields) == f"data/alpha.json: build 12 (builds[1]): {message}"
+
+
+@pytest.mark.parametrize("commits, message", [
+    (["abc"], "commits[0]: must be an object with 'message' and 'hash'"),
+    ([{"message": "m", "hash": "xyz"}], "commits[0]: 'hash' must be a string of hexadecimal "
+                                        "digits"),
+    ([{"message": "m", "hash": ""}], "commits[0]: 'hash' must be a string of hexadecimal "
+                                     "digits"),
+    ([{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
+     "commits[1]: 'message' must be a string"),
+    ([{"message": "m"}], "commits[0]: missing key 'hash'"),
+    ([{"message": "m", "hash": "ab", "author": "x"}], "commits[0]: unknown key 'author'"),
+])
+def test_commit_errors_name_the_commit(commits, message):
+    assert build_error(commits=commits) == f"data/alpha.json: build 12 (builds[1]): {message}"
+
+
+def test_a_missing_build_field_is_named():
+    build = make_build(12)
+    del build["downloadUrl"]
+    assert parse_error(make_project([build])) == (
+        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl'")
+
+
+@pytest.mark.parametrize("number", [-1, True, 1.0, "12", None])
+def test_build_number_must_be_a_whole_number(number):
+    assert parse_error(make_project([make_build(1), make_build(number)])) == (
+        "data/alpha.json: builds[1]: 'buildNumber' must be an integer >= 0")
+
+
+def test_a_build_must_be_an_object():
+    assert parse_error(make_project([make_build(1), 7])) == (
+        "data/alpha.json: builds[1]: must be an object")
+
+
+def test_duplicate_build_numbers_are_refused():
+    assert parse_error(make_project([make_build(3), make_build(1), make_build(3)])) == (
+        "data/alpha.json: build 3: buildNumber appears more than once")
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
+    ({"ciJob": None}, "'ciJob' must be a non-empty string"),
+    ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' must be an absolute http(s) URL"),
+    ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' must be an absolute http(s) "
+                                              "URL"),
+    ({"builds": {}}, "'builds' must be an array"),
+    ({"slug": "beta"}, "'slug' is 'beta' but the file name says 'alpha'"),
+    ({"name": "Alpha"}, "unknown key 'name'"),
+])
+def test_project_field_errors(fields, message):
+    doc = make_project([])
+    doc.update(fields)
+    assert parse_error(doc) == f"data/alpha.json: {message}"
+
+
+def test_a_missing_project_field_is_named():
+    doc = make_project([])
+    del doc["javadocBaseUrl"]
+    assert parse_error(doc) == "data/alpha.json: missing key 'javadocBaseUrl'"
+
+
+@pytest.mark.parametrize("doc", [[], "alpha", 3, None])
+def test_the_file_must_hold_an_object(doc):
+    assert parse_error(doc) == "data/alpha.json: the file must hold a JSON object"
+
+
+@pytest.mark.parametrize("slug", ["Alpha", "my project", "-x", "_x", "ünï"])
+def test_the_file_name_must_be_a_slug(slug):
+    assert f"{slug!r} is not a project slug" in parse_error(make_project([]), slug=slug)
+
+
+# --- the directory ---------------------------------------------------------------------------
+
+def test_only_visible_json_files_are_project_files(data_dir):
+    for name in [".alpha.json.swp", "alpha.json~", "alpha.json.tmp", ".hidden.json",
+                 "notes.txt", "4913"]:
+        (data_dir / name).write_text("not json")
+    (data_dir / "sub.json").mkdir()
+    assert sorted(store_module.data_files(data_dir)) == ["alpha", "beta"]
+
+
+def test_start_up_skips_invalid_files_and_serves_the_rest(data_dir, caplog):
+    write_file(data_dir / "broken.json", '{"ciJob": ')
+    write_file(data_dir / "Bad Name.json", make_project([]))
+    snapshot = store_module.Store(data_dir, check_interval=0).snapshot()
+    assert list(snapshot.projects) == ["alpha", "beta"]
+    assert sorted(os.path.basename(p) for p in snapshot.errors) == ["Bad Name.json",
+                                                                    "broken.json"]
+    assert f"{data_dir / 'broken.json'}:1:11: Expecting value (not served)" in caplog.text
+
+
+def test_check_directory_lists_every_problem(data_dir):
+    write_file(data_dir / "broken.json", '{"ciJob": ')
+    write_file(data_dir / "gamma.json", make_project([make_build(1, channelVersion="")]))
+    assert [str(e) for e in store_module.check_directory(data_dir)] == [
+        f"{data_dir / 'broken.json'}:1:11: Expecting value",
+        f"{data_dir / 'gamma.json'}: build 1 (builds[0]): 'channelVersion' must be a non-empty "
+        "string of letters, digits and . _ + -",
+    ]
+
+
+def test_lookup_is_case_insensitive_for_ascii_only(store):
+    snapshot = store.snapshot()
+    assert snapshot.project("ALPHA") is snapshot.project("alpha") is not None
+    assert snapshot.project("\u212a") is None and snapshot.project("nope") is None
+
+
+# --- reloading -------------------------------------------------------------------------------
+
+def numbers(store, slug="alpha"):
+    return [b.number for b in store.snapshot().project(slug).builds]
+
+
+def test_an_edit_is_seen_on_the_next_check(data_dir, store):
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    assert numbers(store) == [40]
+
+
+def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_while_the_file_is_young(data_dir,
+                                                                                  store):
+    path = data_dir / "alpha.json"
+    before = os.stat(path)
+    data = path.read_bytes().replace(b'"buildNumber": 5,', b'"buildNumber": 6,')
+    with open(path, "r+b") as f:  # in place: same inode, same size
+        f.write(data)
+    os.utime(path, ns=(before.st_mtime_ns, before.st_mtime_ns))
+    assert numbers(store) == [1, 2, 3, 6, 7, 8]
+
+
+def test_only_changed_files_are_parsed_again(data_dir, store):
+    before = store.snapshot()
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    after = store.snapshot()
+    assert after is not before
+    assert after.projects["beta"] is before.projects["beta"]
+    assert after.projects["alpha"] is not before.projects["alpha"]
+
+
+def test_a_check_with_no_change_keeps_the_snapshot(data_dir):
+    store = store_module.Store(data_dir, check_interval=0)
+    for path in data_dir.iterdir():  # older than the racy window: trusted by stamp
+        os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    store.refresh()
+    snapshot = store.snapshot()
+    assert store.snapshot() is snapshot
+
+
+def test_a_touched_file_is_not_parsed_again(data_dir, store):
+    before = store.snapshot().projects["alpha"]
+    bump_mtime(data_dir / "alpha.json")
+    assert store.snapshot().projects["alpha"] is before
+
+
+def test_a_snapshot_never_changes_under_its_reader(data_dir, store):
+    snapshot = store.snapshot()
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    (data_dir / "beta.json").unlink()
+    store.refresh()
+    assert [b.number for b in snapshot.projects["alpha"].builds] == [1, 2, 3, 5, 7, 8]
+    assert list(snapshot.projects) == ["alpha", "beta"]
+
+
+def test_an_invalid_edit_keeps_the_last_good_data_and_other_projects_update(data_dir, store,
+                                                                            caplog):
+    write_file(data_dir / "alpha.json", make_project([make_build(40, channelVersion="a/b")]))
+    write_file(data_dir / "beta.json", make_project([make_build(41)]))
+    snapshot = store.snapshot()
+    assert numbers(store) == [1, 2, 3, 5, 7, 8]
+    assert numbers(store, "beta") == [41]
+    assert list(snapshot.errors) == [str(data_dir / "alpha.json")]
+    assert "(still serving its last good version)" in caplog.text
+
+
+def test_an_error_is_logged_once_per_change(data_dir, store, caplog):
+    path = write_file(data_dir / "alpha.json", "{")
+    for _ in range(3):
+        store.refresh()
+    bump_mtime(path)
+    store.refresh()
+    assert caplog.text.count("alpha.json:1:2:") == 1
+    write_file(path, "[")
+    store.refresh()
+    assert caplog.text.count("alpha.json:1:2:") == 2
+
+
+def test_a_torn_write_is_an_invalid_file_until_complete(data_dir, store):
+    path = data_dir / "alpha.json"
+    data = json.dumps(make_project([make_build(40), make_build(41)]), indent=2).encode()
+    with open(path, "wb") as f:  # an editor saving in place
+        f.write(data[: len(data) // 2])
+        f.flush()
+        assert numbers(store) == [1, 2, 3, 5, 7, 8]
+        assert str(path) in store.snapshot().errors
+        f.write(data[len(data) // 2:])
+    assert numbers(store) == [40, 41]
+    assert store.snapshot().errors == {}
+
+
+def test_a_repaired_file_is_served_again(data_dir, store):
+    path = write_file(data_dir / "alpha.json", '{"oops"')
+    assert store.snapshot().errors
+    write_file(path, make_project([make_build(9)]))
+    assert numbers(store) == [9] and store.snapshot().errors == {}
+
+
+def test_a_new_file_adds_its_project_and_a_deleted_file_removes_it(data_dir, store):
+    write_file(data_dir / "gamma.json", make_project([make_build(2)]))
+    assert list(store.snapshot().projects) == ["alpha", "beta", "gamma"]
+    (data_dir / "alpha.json").unlink()
+    assert list(store.snapshot().projects) == ["beta", "gamma"]
+
+
+def test_a_new_invalid_file_is_reported_and_not_served(data_dir, store):
+    write_file(data_dir / "gamma.json", make_project([make_build(2, timestamp="x")]))
+    snapshot = store.snapshot()
+    assert list(snapshot.projects) == ["alpha", "beta"]
+    assert list(snapshot.errors) == [str(data_dir / "gamma.json")]
+
+
+def test_a_deleted_broken_file_clears_its_error(data_dir, store):
+    path = write_file(data_dir / "gamma.json", "{")
+    assert store.snapshot().errors
+    path.unlink()
+    assert store.snapshot().errors == {}
+
+
+def test_a_vanished_directory_keeps_the_data_and_recovers(data_dir, store, caplog):
+    moved = data_dir.with_name("moved")
+    data_dir.rename(moved)
+    snapshot = store.snapshot()
+    assert list(snapshot.projects) == ["alpha", "beta"]
+    assert list(snapshot.errors) == [str(data_dir)]
+    store.refresh()
+    assert caplog.text.count("cannot read data directory") == 1
+    moved.rename(data_dir)
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    assert numbers(store) == [40] and store.snapshot().errors == {}
+
+
+def test_an_emptied_directory_serves_nothing(data_dir, store):
+    shutil.rmtree(data_dir)
+    data_dir.mkdir()
+    assert store.snapshot().projects == {}
+
+
+def test_the_check_interval_spaces_out_checks(data_dir):
+    store = store_module.Store(data_dir, check_interval=3600)
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    assert numbers(store) == [1, 2, 3, 5, 7, 8]  # not checked again yet
+    store.refresh()
+    assert numbers(store) == [40]
+
+
+def test_reload_logs_say_what_happened(data_dir, store, caplog):
+    caplog.set_level(logging.INFO, logger="store")
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    (data_dir / "beta.json").unlink()
+    store.refresh()
+    assert "reloaded alpha: 1 builds" in caplog.text
+    assert "project beta removed: its file is gone" in caplog.text
