@@ -1,0 +1,173 @@
+"""The command line, and the real server over a real socket."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import server
+from conftest import make_build, make_project, write_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_check_passes_valid_data(data_dir, capsys):
+    assert server.main(["--check", "--data", str(data_dir)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_check_prints_each_problem_and_fails(data_dir, capsys):
+    write_file(data_dir / "broken.json", '{\n  "ciJob": "x",,\n}')
+    write_file(data_dir / "gamma.json", make_project([make_build(7, isExperimental="no")]))
+    assert server.main(["--check", "--data", str(data_dir)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{data_dir / 'broken.json'}:2:16: Expecting property name enclosed in double quotes",
+        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or "
+        "false",
+    ]
+
+
+def test_the_sample_data_is_valid():
+    assert server.main(["--check", "--data", os.path.join(ROOT, "data")]) == 0
+
+
+def serve_args(monkeypatch, argv, environ=None):
+    """main(argv) with waitress.serve replaced: what it would have served, and how."""
+    calls = []
+    monkeypatch.setattr(server.waitress, "serve", lambda app, **kw: calls.append((app, kw)))
+    for name, value in (environ or {}).items():
+        monkeypatch.setenv(name, value)
+    assert server.main(argv) == 0
+    [(app, kwargs)] = calls
+    return app, kwargs
+
+
+def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch):
+    for name in ("BUILDSHELF_DATA", "BUILDSHELF_HOST", "BUILDSHELF_PORT", "BUILDSHELF_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    app, kwargs = serve_args(monkeypatch, [])
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
+    assert kwargs["max_request_header_size"] == 16 * 1024
+    assert server.DEFAULT_DATA == os.path.join(ROOT, "data")
+
+
+def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
+    environ = {"BUILDSHELF_DATA": str(tmp_path), "BUILDSHELF_HOST": "0.0.0.0",
+               "BUILDSHELF_PORT": "9000", "BUILDSHELF_THREADS": "2"}
+    _, kwargs = serve_args(monkeypatch, [], environ)
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("0.0.0.0", 9000, 2)
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--host", "::1", "--port",
+                                           "8081", "--threads", "8"], environ)
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("::1", 8081, 8)
+    import webtest
+    assert len(webtest.TestApp(app).get("/api/v2/projects").json["projects"]) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
+    (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
+    (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
+    (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
+])
+def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        server.main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_environment_value_is_named_too(monkeypatch, capsys):
+    monkeypatch.setenv("BUILDSHELF_PORT", "eighty")
+    with pytest.raises(SystemExit):
+        server.main(["--check"])
+    assert "'eighty' is not a whole number from 1 to 65535" in capsys.readouterr().err
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit) as exited:
+        server.main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("--data", "--host", "--port", "--threads", "--check", "BUILDSHELF_PORT"):
+        assert word in out
+
+
+# --- the real thing --------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def running_server(data_dir):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                             str(data_dir), "--port", str(port)],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"server did not start: {proc.communicate()[1]}")
+            time.sleep(0.05)
+    yield port, proc
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    proc.stderr.close()
+
+
+def request(port, path, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp, body
+
+
+def test_the_real_server_answers_over_http(running_server, data_dir):
+    port, proc = running_server
+    resp, body = request(port, "/api/v2/builds/latest?project=alpha",
+                         {"Accept": "application/json"})
+    assert resp.status == 200 and resp.getheader("Content-Type") == "application/json"
+    assert json.loads(body)["buildNumber"] == 5
+    resp, body = request(port, "/api/v2/jd?project=alpha")
+    assert resp.status == 302
+    assert resp.getheader("Location") == "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
+    write_file(data_dir / "alpha.json", make_project([make_build(60)]))
+    time.sleep(1.2)  # the real server checks files at most once a second
+    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+    assert json.loads(body)["buildNumber"] == 60
+
+
+def test_the_real_server_refuses_oversized_headers(running_server):
+    port, _ = running_server
+    resp, _ = request(port, "/api/v2/projects", {"X-Big": "a" * 17 * 1024})
+    assert resp.status == 431
+    resp, _ = request(port, "/api/v2/projects", {"X-Fine": "a" * 8 * 1024})
+    assert resp.status == 200
+
+
+def test_the_real_server_logs_start_up_to_stderr(running_server):
+    port, proc = running_server
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=10)
+    log = proc.stderr.read()
+    assert f"serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
