@@ -9,12 +9,14 @@ import json
 import logging
 import os
 import sys
+import time
 from urllib.parse import unquote_to_bytes
 
 import bottle
 import waitress
 
 import store as store_module
+from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +24,12 @@ API = "/api/v2"
 JAVADOC_SUFFIX = "-R0.1-SNAPSHOT"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
-ALLOWED_METHODS = "GET, HEAD"
+ALLOWED_METHODS = "GET, HEAD, OPTIONS"
+JSON = "application/json"
+DEFAULT_MAX_AGE = 60
+CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
+JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
+GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
 MAX_QUERY_FIELDS = 50
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -36,13 +43,12 @@ class ApiError(bottle.HTTPError):
         self.code = code
 
 
-def error_body(code, message):
-    return json.dumps({"error": message, "code": code}, ensure_ascii=False)
-
-
-def _json(obj):
-    bottle.response.content_type = "application/json"
+def encode(obj):
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def error_body(code, message):
+    return encode({"error": message, "code": code})
 
 
 def project_json(project):
@@ -127,22 +133,68 @@ def _no_build(project, channel, experimental):
                     f"{hint}")
 
 
-def make_app(store):
-    """The WSGI app serving `store`'s data."""
+def _send(representation, max_age):
+    """Answer with `representation`, gzipped if the client takes it, or 304 if it has it."""
+    environ, response = bottle.request.environ, bottle.response
+    response.content_type = JSON
+    response.set_header("Cache-Control", f"public, max-age={max_age}")
+    body, etag = representation.body, representation.etag
+    if representation.gzipped is not None:
+        response.set_header("Vary", "Accept-Encoding")
+        if accepts_gzip(environ.get("HTTP_ACCEPT_ENCODING", "")):
+            body, etag = representation.gzipped, representation.gzip_etag
+            response.set_header("Content-Encoding", "gzip")
+    response.set_header("ETag", etag)
+    dated = representation.is_dated(time.time())
+    if dated:
+        response.set_header("Last-Modified", representation.modified_date)
+    if_none_match = environ.get("HTTP_IF_NONE_MATCH")
+    if_modified_since = environ.get("HTTP_IF_MODIFIED_SINCE")
+    if if_none_match is not None:  # it wins over If-Modified-Since (RFC 9110 13.2.2)
+        current = etag_matches(if_none_match, etag)
+    else:
+        current = dated and if_modified_since is not None and not modified_since(
+            if_modified_since, representation.modified)
+    if current:
+        response.status = 304
+        return b""
+    return body
+
+
+def _project_response(project, key, make_body):
+    """The representation of one view of a project, memoized if the view is a known one."""
+    def make():
+        return Representation.of(encode(make_body()), project.loaded_at)
+    channel = key[1]
+    if channel is not None and not project.has_channel(channel):
+        return make()  # clients may send any channel: keep only the project's own
+    return memoized(project.memo, key, make)
+
+
+def make_app(store, max_age=DEFAULT_MAX_AGE):
+    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds."""
     app = bottle.Bottle()
+
+    @app.hook("after_request")
+    def common_headers():
+        _set_common_headers(bottle.response)
 
     @app.get(API + "/projects")
     def projects():
         """Every project served."""
-        return _json({"projects": [project_json(p)
-                                   for p in store.snapshot().projects.values()]})
+        snapshot = store.snapshot()
+        return _send(memoized(snapshot.memo, "projects", lambda: Representation.of(encode(
+            {"projects": [project_json(p) for p in snapshot.projects.values()]}),
+            snapshot.loaded_at)), max_age)
 
     @app.get(API + "/builds")
     @app.get(API + "/builds/all")
     def builds():
         """A project's builds passing the filters, ascending by build number."""
         project, channel, experimental = _build_filter(store.snapshot())
-        return _json([build_json(b) for b in project.select(channel, experimental)])
+        return _send(_project_response(
+            project, ("builds", channel, experimental),
+            lambda: [build_json(b) for b in project.select(channel, experimental)]), max_age)
 
     @app.get(API + "/builds/latest")
     def latest_build():
@@ -151,7 +203,8 @@ def make_app(store):
         build = project.latest(channel, experimental)
         if build is None:
             raise _no_build(project, channel, experimental)
-        return _json(build_json(build))
+        return _send(_project_response(project, ("latest", channel, experimental),
+                                       lambda: build_json(build)), max_age)
 
     @app.get(API + "/jd")
     def javadoc():
@@ -160,8 +213,31 @@ def make_app(store):
         build = project.latest(channel, experimental)
         if build is None:
             raise _no_build(project, channel, experimental)
+        bottle.response.set_header("Cache-Control", f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
         # Built from stored, validated values only: nothing the client sent reaches Location.
         bottle.redirect(javadoc_url(project, build.channel), 302)
+
+    @app.get("/healthz")
+    def health():
+        """Whether data is being served, and which files are rejected."""
+        snapshot = store.snapshot()
+        bottle.response.status = 200 if snapshot.projects else 503
+        bottle.response.content_type = JSON
+        return encode({
+            "status": "ok" if snapshot.projects else "no_data",
+            "projects": len(snapshot.projects),
+            "lastReload": _iso_time(snapshot.loaded_at),
+            "rejectedFiles": [{"file": name, "error": error.located()}
+                              for name, error in sorted(snapshot.errors.items())],
+        })
+
+    def preflight():
+        """CORS preflight: any origin may read this API from a browser."""
+        bottle.response.status = 204
+        bottle.response.set_header("Access-Control-Allow-Methods", ALLOWED_METHODS)
+        bottle.response.set_header("Access-Control-Allow-Headers", CORS_REQUEST_HEADERS)
+        bottle.response.set_header("Access-Control-Max-Age", "86400")
+        bottle.response.set_header("Cache-Control", "public, max-age=86400")
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):
@@ -173,21 +249,41 @@ def make_app(store):
         if error.status_code == 500:
             log.error("%s %s failed:\n%s", bottle.request.method, bottle.request.path,
                       error.traceback)
-        bottle.response.content_type = "application/json"
+        response = bottle.response
+        # Bottle replaced the headers the after_request hook set with the error's own.
+        _set_common_headers(response)
+        response.content_type = JSON
+        response.set_header("Cache-Control", f"public, max-age={GONE_MAX_AGE}"
+                            if error.status_code == 410 else "no-store")
         if error.status_code == 405:
-            bottle.response.set_header("Allow", ALLOWED_METHODS)
+            response.set_header("Allow", ALLOWED_METHODS)
         if isinstance(error, ApiError):
             return error_body(error.code, error.body)
         code, message = {
             404: ("not_found", f"no such path: see {API}/projects"),
-            405: ("method_not_allowed", "this API only answers GET and HEAD"),
+            405: ("method_not_allowed", "this API only answers GET and HEAD (and OPTIONS for "
+                  "CORS)"),
         }.get(error.status_code, ("internal_error", "internal error: the cause is in the "
                                   "server's log"))
         return error_body(code, message)
 
     for status in ERROR_STATUSES:
         app.error(status)(error_response)
+    for rule in {route.rule for route in app.routes if route.method == "GET"}:
+        app.route(rule, "OPTIONS", preflight)
     return app
+
+
+def _set_common_headers(response):
+    response.set_header("X-Content-Type-Options", "nosniff")
+    response.set_header("Access-Control-Allow-Origin", "*")
+    response.set_header("Access-Control-Expose-Headers", "ETag")
+    if "Cache-Control" not in response:
+        response.set_header("Cache-Control", "no-store")
+
+
+def _iso_time(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 def javadoc_url(project, channel):

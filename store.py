@@ -40,9 +40,15 @@ class DataError(Exception):
     def __str__(self):
         if self.line is not None:
             return f"{self.path}:{self.line}:{self.column}: {self.message}"
+        return f"{self.path}: {self.located()}"
+
+    def located(self):
+        """The message with its place in the file, without the file's path."""
+        if self.line is not None:
+            return f"line {self.line}, column {self.column}: {self.message}"
         if self.where is not None:
-            return f"{self.path}: {self.where}: {self.message}"
-        return f"{self.path}: {self.message}"
+            return f"{self.where}: {self.message}"
+        return self.message
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,9 @@ class Project:
     builds: tuple
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     _selections: dict = field(repr=False)
+    loaded_at: float = field(default_factory=time.time)  # when this version was read
     # Values derived from this project by its readers (encoded responses): dropped with it.
-    memo: dict = field(default_factory=dict, repr=False)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def select(self, channel=None, experimental=False):
         """The builds passing the filters, ascending by number."""
@@ -105,8 +112,11 @@ class Snapshot:
     """Everything served at one moment. Never changed: a reload builds a new one."""
 
     projects: dict  # slug -> Project, in slug order
-    errors: dict = field(default_factory=dict)  # file name -> DataError, files not served as is
-    loaded_at: float = 0.0  # time.time() of the reload that made this snapshot
+    # name in the data directory ('.' for the directory itself) -> DataError: what is not
+    # served as it is on disk
+    errors: dict = field(default_factory=dict)
+    loaded_at: float = field(default_factory=time.time)  # when this snapshot replaced the last
+    memo: dict = field(default_factory=dict, repr=False)  # like Project.memo
 
     def project(self, slug):
         """The project named `slug` (any letter case), or None."""
@@ -345,9 +355,10 @@ class Store:
     def _publish(self):
         files = self._files
         projects = {slug: files[slug].project for slug in sorted(files) if files[slug].project}
-        errors = {loaded.error.path: loaded.error for loaded in files.values() if loaded.error}
+        errors = {os.path.basename(loaded.error.path): loaded.error
+                  for loaded in files.values() if loaded.error}
         if self._directory_error:
-            errors[self.directory] = self._directory_error
+            errors["."] = self._directory_error
         self._snapshot = Snapshot(projects, errors, time.time())
 
     def _load(self, slug, path):

@@ -327,8 +327,9 @@ def test_unknown_paths_are_404(client, path):
                                   "/api/v2/jd?project=alpha"])
 def test_other_methods_are_405_with_allow(client, method, path):
     resp = client.request(path, method=method, status=405)
-    assert assert_error(resp, 405, "method_not_allowed") == "this API only answers GET and HEAD"
-    assert resp.headers["Allow"] == "GET, HEAD"
+    assert assert_error(resp, 405, "method_not_allowed") == (
+        "this API only answers GET and HEAD (and OPTIONS for CORS)")
+    assert resp.headers["Allow"] == "GET, HEAD, OPTIONS"
 
 
 @pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",

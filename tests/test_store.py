@@ -197,8 +197,7 @@ def test_start_up_skips_invalid_files_and_serves_the_rest(data_dir, caplog):
     write_file(data_dir / "Bad Name.json", make_project([]))
     snapshot = store_module.Store(data_dir, check_interval=0).snapshot()
     assert list(snapshot.projects) == ["alpha", "beta"]
-    assert sorted(os.path.basename(p) for p in snapshot.errors) == ["Bad Name.json",
-                                                                    "broken.json"]
+    assert sorted(snapshot.errors) == ["Bad Name.json", "broken.json"]
     assert f"{data_dir / 'broken.json'}:1:11: Expecting value (not served)" in caplog.text
 
 
@@ -280,7 +279,7 @@ def test_an_invalid_edit_keeps_the_last_good_data_and_other_projects_update(data
     snapshot = store.snapshot()
     assert numbers(store) == [1, 2, 3, 5, 7, 8]
     assert numbers(store, "beta") == [41]
-    assert list(snapshot.errors) == [str(data_dir / "alpha.json")]
+    assert list(snapshot.errors) == ["alpha.json"]
     assert "(still serving its last good version)" in caplog.text
 
 
@@ -303,7 +302,7 @@ def test_a_torn_write_is_an_invalid_file_until_complete(data_dir, store):
         f.write(data[: len(data) // 2])
         f.flush()
         assert numbers(store) == [1, 2, 3, 5, 7, 8]
-        assert str(path) in store.snapshot().errors
+        assert "alpha.json" in store.snapshot().errors
         f.write(data[len(data) // 2:])
     assert numbers(store) == [40, 41]
     assert store.snapshot().errors == {}
@@ -327,7 +326,7 @@ def test_a_new_invalid_file_is_reported_and_not_served(data_dir, store):
     write_file(data_dir / "gamma.json", make_project([make_build(2, timestamp="x")]))
     snapshot = store.snapshot()
     assert list(snapshot.projects) == ["alpha", "beta"]
-    assert list(snapshot.errors) == [str(data_dir / "gamma.json")]
+    assert list(snapshot.errors) == ["gamma.json"]
 
 
 def test_a_deleted_broken_file_clears_its_error(data_dir, store):
@@ -342,7 +341,7 @@ def test_a_vanished_directory_keeps_the_data_and_recovers(data_dir, store, caplo
     data_dir.rename(moved)
     snapshot = store.snapshot()
     assert list(snapshot.projects) == ["alpha", "beta"]
-    assert list(snapshot.errors) == [str(data_dir)]
+    assert list(snapshot.errors) == ["."]
     store.refresh()
     assert caplog.text.count("cannot read data directory") == 1
     moved.rename(data_dir)
