@@ -10,12 +10,13 @@ import logging
 import os
 import sys
 import time
-from urllib.parse import unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes
 
 import bottle
 import waitress
 
 import store as store_module
+import openapi
 from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,13 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         # Built from stored, validated values only: nothing the client sent reaches Location.
         bottle.redirect(javadoc_url(project, build.channel), 302)
 
+    openapi_document = Representation.of(encode(openapi.DOCUMENT), time.time())
+
+    @app.get(API + "/openapi.json")
+    def openapi_json():
+        """The OpenAPI 3.1 description of this API."""
+        return _send(openapi_document, max_age)
+
     @app.get("/healthz")
     def health():
         """Whether data is being served, and which files are rejected."""
@@ -292,6 +300,47 @@ def javadoc_url(project, channel):
 
 # --- command line ----------------------------------------------------------------------------
 
+access_log = logging.getLogger("buildshelf.access")
+LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
+
+
+def access_logged(app):
+    """`app`, logging a line per request: client, method, target, status, bytes, time taken."""
+    def logged(environ, start_response):
+        started = time.perf_counter()
+        status = []
+
+        def start(status_line, headers, exc_info=None):
+            status.append(status_line[:3])
+            return start_response(status_line, headers, exc_info)
+        body = app(environ, start)
+        target = environ.get("PATH_INFO", "")
+        if environ.get("QUERY_STRING"):
+            target += "?" + environ["QUERY_STRING"]
+        access_log.info("%s %s %s %s %s %.2fms", environ.get("REMOTE_ADDR", "-"),
+                        environ["REQUEST_METHOD"],
+                        quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS),
+                        status[0] if status else "-",
+                        sum(map(len, body)) if isinstance(body, list) else "-",
+                        (time.perf_counter() - started) * 1000)
+        return body
+    return logged
+
+
+class AtMostEvery(logging.Filter):
+    """Lets one record through per `seconds`."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds, self.next_time = seconds, 0.0
+
+    def filter(self, record):
+        if record.created < self.next_time:
+            return False
+        self.next_time = record.created + self.seconds
+        return True
+
+
 def _directory(value):
     if not os.path.isdir(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
@@ -329,6 +378,12 @@ def parse_args(argv=None, environ=os.environ):
     parser.add_argument("--threads", type=_number_in(1, 256),
                         default=environ.get("BUILDSHELF_THREADS", "4"),
                         help="worker threads (BUILDSHELF_THREADS; default: %(default)s)")
+    parser.add_argument("--max-age", type=_number_in(0, 31536000),
+                        default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
+                        help="seconds clients and proxies may cache a JSON success "
+                        "(BUILDSHELF_MAX_AGE; default: %(default)s)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no access log line per request")
     parser.add_argument("--check", action="store_true",
                         help="validate every data file, print each problem, exit 0 if all are "
                         "valid and 1 otherwise, without serving")
@@ -346,11 +401,14 @@ def main(argv=None):
         log.info("checked %s: %d problem(s)", args.data, len(problems))
         return 1 if problems else 0
 
+    # Under overload waitress warns once per queued request; one line a minute says as much.
+    logging.getLogger("waitress.queue").addFilter(AtMostEvery(60))
     data = store_module.Store(args.data)
     log.info("serving %d projects from %s on http://%s:%d%s", len(data.snapshot().projects),
              os.path.abspath(args.data), args.host, args.port, API)
-    waitress.serve(make_app(data), host=args.host, port=args.port, threads=args.threads,
-                   max_request_header_size=16 * 1024, ident="buildshelf")
+    app = make_app(data, max_age=args.max_age)
+    waitress.serve(app if args.quiet else access_logged(app), host=args.host, port=args.port,
+                   threads=args.threads, max_request_header_size=16 * 1024, ident="buildshelf")
     return 0
 
 

@@ -2,13 +2,16 @@
 
 import http.client
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 
+import bottle
 import pytest
 
 import server
@@ -171,3 +174,59 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
     proc.wait(timeout=10)
     log = proc.stderr.read()
     assert f"serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
+
+
+# --- access log ------------------------------------------------------------------------------
+
+@pytest.fixture
+def logged_client(store, caplog):
+    import webtest
+    caplog.set_level(logging.INFO, logger="buildshelf.access")
+    return webtest.TestApp(server.access_logged(server.make_app(store)),
+                           extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+
+
+def access_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "buildshelf.access"]
+
+
+def test_one_access_line_per_request(logged_client, caplog):
+    resp = logged_client.get("/api/v2/builds?project=alpha")
+    logged_client.get("/api/v2/builds?project=nope", status=404)
+    logged_client.head("/api/v2/projects")
+    lines = access_lines(caplog)
+    assert len(lines) == 3
+    assert re.fullmatch(rf"192\.0\.2\.7 GET /api/v2/builds\?project=alpha 200 {len(resp.body)} "
+                        r"\d+\.\d\dms", lines[0])
+    assert re.fullmatch(r"192\.0\.2\.7 GET /api/v2/builds\?project=nope 404 \d+ \d+\.\d\dms",
+                        lines[1])
+    assert re.fullmatch(r"192\.0\.2\.7 HEAD /api/v2/projects 200 0 \d+\.\d\dms", lines[2])
+
+
+def test_the_access_log_cannot_be_forged(logged_client, caplog):
+    logged_client.get("/api/v2/x%0A1.2.3.4%20GET%20/%20200", status=404)
+    [line] = access_lines(caplog)
+    assert "\n" not in line and " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in line
+
+
+def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
+    assert isinstance(app, bottle.Bottle)
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir)])
+    assert not isinstance(app, bottle.Bottle) and app.__name__ == "logged"
+
+
+def test_max_age_flag(monkeypatch, data_dir):
+    import webtest
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--max-age", "300", "--quiet"])
+    assert webtest.TestApp(app).get("/api/v2/projects").headers["Cache-Control"] == (
+        "public, max-age=300")
+
+
+def test_queue_depth_warnings_are_thinned_to_one_a_minute():
+    thinning = server.AtMostEvery(60)
+    records = [logging.LogRecord("waitress.queue", logging.WARNING, "", 0, "Task queue depth "
+                                 "is %d", (n,), None) for n in range(5)]
+    for offset, record in zip([0, 1, 59, 61, 62], records):
+        record.created = 1000.0 + offset
+    assert [thinning.filter(r) for r in records] == [True, False, False, True, False]
