@@ -414,6 +414,7 @@ class Store:
         digest = hashlib.blake2b(data, digest_size=16).digest()
         if known and known.digest == digest:  # touched, or rewritten with the same bytes
             return _Loaded(file_stamp, digest, racy, known.project, known.error)
+        started = time.perf_counter()
         try:
             project = parse_project(path, slug, data)
         except DataError as error:
@@ -421,5 +422,6 @@ class Store:
             log.error("%s (%s)", error, "still serving its last good version" if kept
                       else "not served")
             return _Loaded(file_stamp, digest, racy, kept, error)
-        log.info("%s %s: %d builds", "reloaded" if known else "loaded", slug, len(project.builds))
+        log.info("%s %s: %d builds in %.0f ms", "reloaded" if known else "loaded", slug,
+                 len(project.builds), (time.perf_counter() - started) * 1000)
         return _Loaded(file_stamp, digest, racy, project)
