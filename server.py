@@ -10,13 +10,13 @@ import logging
 import os
 import sys
 import time
-from urllib.parse import quote, unquote_to_bytes
+from urllib.parse import unquote_to_bytes
 
 import bottle
-import waitress
 
-import store as store_module
 import openapi
+import serving
+import store as store_module
 from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
 
 log = logging.getLogger(__name__)
@@ -300,47 +300,6 @@ def javadoc_url(project, channel):
 
 # --- command line ----------------------------------------------------------------------------
 
-access_log = logging.getLogger("buildshelf.access")
-LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
-
-
-def access_logged(app):
-    """`app`, logging a line per request: client, method, target, status, bytes, time taken."""
-    def logged(environ, start_response):
-        started = time.perf_counter()
-        status = []
-
-        def start(status_line, headers, exc_info=None):
-            status.append(status_line[:3])
-            return start_response(status_line, headers, exc_info)
-        body = app(environ, start)
-        target = environ.get("PATH_INFO", "")
-        if environ.get("QUERY_STRING"):
-            target += "?" + environ["QUERY_STRING"]
-        access_log.info("%s %s %s %s %s %.2fms", environ.get("REMOTE_ADDR", "-"),
-                        environ["REQUEST_METHOD"],
-                        quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS),
-                        status[0] if status else "-",
-                        sum(map(len, body)) if isinstance(body, list) else "-",
-                        (time.perf_counter() - started) * 1000)
-        return body
-    return logged
-
-
-class AtMostEvery(logging.Filter):
-    """Lets one record through per `seconds`."""
-
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds, self.next_time = seconds, 0.0
-
-    def filter(self, record):
-        if record.created < self.next_time:
-            return False
-        self.next_time = record.created + self.seconds
-        return True
-
-
 def _directory(value):
     if not os.path.isdir(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
@@ -401,14 +360,13 @@ def main(argv=None):
         log.info("checked %s: %d problem(s)", args.data, len(problems))
         return 1 if problems else 0
 
-    # Under overload waitress warns once per queued request; one line a minute says as much.
-    logging.getLogger("waitress.queue").addFilter(AtMostEvery(60))
     data = store_module.Store(args.data)
     log.info("serving %d projects from %s on http://%s:%d%s", len(data.snapshot().projects),
              os.path.abspath(args.data), args.host, args.port, API)
     app = make_app(data, max_age=args.max_age)
-    waitress.serve(app if args.quiet else access_logged(app), host=args.host, port=args.port,
-                   threads=args.threads, max_request_header_size=16 * 1024, ident="buildshelf")
+    serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
+                  args.threads)
+    log.info("stopped")
     return 0
 
 

@@ -15,6 +15,7 @@ import bottle
 import pytest
 
 import server
+import serving
 from conftest import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,7 +44,8 @@ def test_the_sample_data_is_valid():
 def serve_args(monkeypatch, argv, environ=None):
     """main(argv) with waitress.serve replaced: what it would have served, and how."""
     calls = []
-    monkeypatch.setattr(server.waitress, "serve", lambda app, **kw: calls.append((app, kw)))
+    monkeypatch.setattr(server.serving, "serve", lambda app, host, port, threads: calls.append(
+        (app, {"host": host, "port": port, "threads": threads})))
     for name, value in (environ or {}).items():
         monkeypatch.setenv(name, value)
     assert server.main(argv) == 0
@@ -56,7 +58,6 @@ def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch)
         monkeypatch.delenv(name, raising=False)
     app, kwargs = serve_args(monkeypatch, [])
     assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
-    assert kwargs["max_request_header_size"] == 16 * 1024
     assert server.DEFAULT_DATA == os.path.join(ROOT, "data")
 
 
@@ -182,7 +183,7 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
 def logged_client(store, caplog):
     import webtest
     caplog.set_level(logging.INFO, logger="buildshelf.access")
-    return webtest.TestApp(server.access_logged(server.make_app(store)),
+    return webtest.TestApp(serving.access_logged(server.make_app(store)),
                            extra_environ={"REMOTE_ADDR": "192.0.2.7"})
 
 
@@ -224,9 +225,46 @@ def test_max_age_flag(monkeypatch, data_dir):
 
 
 def test_queue_depth_warnings_are_thinned_to_one_a_minute():
-    thinning = server.AtMostEvery(60)
+    thinning = serving.AtMostEvery(60)
     records = [logging.LogRecord("waitress.queue", logging.WARNING, "", 0, "Task queue depth "
                                  "is %d", (n,), None) for n in range(5)]
     for offset, record in zip([0, 1, 59, 61, 62], records):
         record.created = 1000.0 + offset
     assert [thinning.filter(r) for r in records] == [True, False, False, True, False]
+
+
+# --- shutdown --------------------------------------------------------------------------------
+
+def read_response_head(sock):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, rest = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+    return head, rest, length
+
+
+def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_server):
+    port, proc = running_server
+    write_file(data_dir / "huge.json", make_project([make_build(n, commit_count=3)
+                                                     for n in range(15000)]))
+    time.sleep(1.2)  # let the server see the new file
+    sock = socket.create_connection(("127.0.0.1", port))
+    idle = socket.create_connection(("127.0.0.1", port))  # a keep-alive client, between requests
+    sock.sendall(b"GET /api/v2/builds?project=huge HTTP/1.1\r\nHost: x\r\n\r\n")
+    head, body, length = read_response_head(sock)
+    assert b" 200 " in head.split(b"\r\n")[0] and length > 5_000_000
+    proc.send_signal(signal.SIGTERM)  # with megabytes still to send: the client reads nothing
+    time.sleep(0.5)
+    with pytest.raises(ConnectionRefusedError):  # no new connections once stopping
+        socket.create_connection(("127.0.0.1", port), timeout=2)
+    while len(body) < length:
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"connection closed after {len(body)} of {length} bytes"
+        body += chunk
+    assert json.loads(body)[-1]["buildNumber"] == 14999
+    assert proc.wait(timeout=10) == 0
+    assert idle.recv(1) == b""  # closed, not left hanging
+    sock.close()
+    idle.close()
+    assert "finishing the requests in flight" in proc.stderr.read()
