@@ -90,8 +90,8 @@ def _query():
     params = {}
     for name, value in pairs:
         if not (name + value).isprintable():
-            raise ApiError(400, "invalid_query", f"parameter {_shown(name)} holds a control "
-                           "character (such as NUL, CR or LF)")
+            raise ApiError(400, "invalid_query", f"parameter {_shown(name)} holds a control or "
+                           "invisible character (such as NUL, CR, LF or a zero-width space)")
         if name in SUPERSEDED_PARAMETERS:
             raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
                            f"use 'channel' instead")

@@ -1,0 +1,141 @@
+"""Property-based tests: random data files and random queries against a simple model."""
+
+import json
+import tempfile
+from pathlib import Path
+
+import webtest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import server
+import store as store_module
+from conftest import write_file
+
+API = "/api/v2"
+CHANNELS = ["1.20", "1.21", "1.21.1-pre1", "2.0+b", "x_y"]
+
+commits = st.lists(st.fixed_dictionaries({
+    "message": st.text(max_size=30),
+    "hash": st.text("0123456789abcdefABCDEF", min_size=1, max_size=40),
+}), max_size=3)
+
+
+@st.composite
+def projects(draw):
+    numbers = draw(st.lists(st.integers(0, 10**12), unique=True, max_size=25))
+    builds = [{
+        "buildNumber": n,
+        "url": f"https://ci.example.org/{n}/",
+        "downloadUrl": f"http://dl.example.org/{n}.jar",
+        "channelVersion": draw(st.sampled_from(CHANNELS)),
+        "timestamp": draw(st.integers(-(2**63), 2**63)),
+        "isExperimental": draw(st.booleans()),
+        "commits": draw(commits),
+    } for n in numbers]
+    base = draw(st.sampled_from(["https://jd.example.org/p/", "https://jd.example.org/p",
+                                 "http://jd.example.org/a/b//"]))
+    return {"ciJob": draw(st.text(min_size=1, max_size=20)),
+            "ciJobUrl": "https://ci.example.org/job/p/", "javadocBaseUrl": base,
+            "builds": builds}
+
+
+queries = st.fixed_dictionaries({}, optional={
+    "channel": st.sampled_from(CHANNELS) | st.text(max_size=8),
+    "experimental": st.sampled_from(["true", "TRUE", "True", "false", "yes", "1", ""]),
+    "unknown": st.text(max_size=5),
+})
+
+
+def model_select(doc, query):
+    """What /builds must return: written from the README's rules, not from store.py."""
+    channel = query.get("channel") or None
+    experimental = query.get("experimental", "").lower() == "true"
+    chosen = [b for b in doc["builds"] if (channel is None or b["channelVersion"] == channel)
+              and (experimental or not b["isExperimental"])]
+    return sorted(chosen, key=lambda b: b["buildNumber"])
+
+
+def serve(doc):
+    directory = Path(tempfile.mkdtemp())
+    write_file(directory / "p.json", doc)
+    return webtest.TestApp(server.make_app(store_module.Store(directory, check_interval=0)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=projects(), query=queries, slug=st.sampled_from(["p", "P"]))
+def test_builds_latest_and_jd_follow_the_model(doc, query, slug):
+    client = serve(doc)
+    params = dict(query, project=slug)
+    if not all(value.isprintable() for value in query.values()):
+        for endpoint in ("/builds", "/builds/all", "/builds/latest", "/jd"):
+            resp = client.get(API + endpoint, params, status=400)
+            assert resp.json["code"] == "invalid_query"
+        return
+    expected = model_select(doc, query)
+
+    listed = client.get(API + "/builds", params)
+    assert listed.json == expected
+    assert client.get(API + "/builds/all", params).body == listed.body
+
+    latest = client.get(API + "/builds/latest", params, expect_errors=True)
+    jd = client.get(API + "/jd", params, expect_errors=True)
+    if expected:
+        assert latest.status_int == 200 and latest.json == expected[-1]
+        assert jd.status_int == 302
+        assert jd.location == (doc["javadocBaseUrl"].rstrip("/") + "/"
+                               + expected[-1]["channelVersion"] + "-R0.1-SNAPSHOT")
+    else:
+        assert latest.status_int == 404 and latest.json["code"] == "no_matching_build"
+        assert jd.status_int == 404 and "Location" not in jd.headers
+
+
+@settings(max_examples=100, deadline=None)
+@given(doc=projects())
+def test_every_build_in_the_file_is_served_once_in_order(doc):
+    client = serve(doc)
+    served = client.get(API + "/builds", {"project": "p", "experimental": "true"}).json
+    assert served == sorted(doc["builds"], key=lambda b: b["buildNumber"])
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_any_file_content_is_a_project_or_a_data_error(data):
+    try:
+        project = store_module.parse_project("p.json", "p", data)
+    except store_module.DataError as error:
+        assert str(error).startswith("p.json")
+    else:
+        assert isinstance(project, store_module.Project)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=projects(), path=st.lists(st.sampled_from(
+    ["builds", 0, "commits", "channelVersion", "buildNumber", "timestamp", "hash"]),
+    min_size=1, max_size=4), value=json_values)
+def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value):
+    target = doc
+    for step in path[:-1]:  # walk as far as the path goes in this document
+        if isinstance(target, dict) and step in target:
+            target = target[step]
+        elif isinstance(target, list) and isinstance(step, int) and step < len(target):
+            target = target[step]
+    if isinstance(target, dict):
+        target[path[-1]] = value
+    data = json.dumps(doc).encode()
+    try:
+        project = store_module.parse_project("p.json", "p", data)
+    except store_module.DataError:
+        return
+    # Accepted: then it must obey every rule of the format.
+    for build in project.builds:
+        assert type(build.number) is int and build.number >= 0
+        assert store_module.CHANNEL_PATTERN.match(build.channel)
+        assert type(build.timestamp) is int and type(build.is_experimental) is bool
+        assert all(type(c.message) is str and c.hash for c in build.commits)
