@@ -268,3 +268,41 @@ def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_
     sock.close()
     idle.close()
     assert "finishing the requests in flight" in proc.stderr.read()
+
+
+# --- hostile requests over a real socket ------------------------------------------------------
+
+HOSTILE_REQUESTS = [  # (raw request, status expected): what waitress refuses never reaches us
+    (b"GET http://evil.example/api/v2/jd?project=alpha HTTP/1.1\r\nHost: x\r\n\r\n", 302),
+    (b"GET //evil.example/api/v2/jd?project=alpha HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (b"GET /api/v2/jd?project=alpha&channel=%2F%2Fevil.example HTTP/1.1\r\nHost: x\r\n\r\n",
+     404),
+    (b"GET /api/v2/jd?project=alpha&channel=1.21%0d%0aSet-Cookie:x HTTP/1.1\r\nHost: x\r\n\r\n",
+     400),
+    (b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", 413),
+    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 15000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     200),
+    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 17000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+     431),
+    (b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400),
+    (b"GET /api/v2/builds?project=alpha\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (b"GET /api/v2/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (b"GET /api/v2/proj%00ects HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (b"TRACE /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    (b"BREW /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n", 405),
+    (b"CONNECT evil.example:443 HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+]
+
+
+def test_hostile_requests_get_a_4xx_or_a_safe_answer(running_server):
+    port, _ = running_server
+    for raw, expected in HOSTILE_REQUESTS:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(raw)
+            head, _, _ = read_response_head(sock)
+        status_line, *headers = head.decode("latin-1").split("\r\n")
+        assert int(status_line.split()[1]) == expected, raw[:70]
+        locations = [h for h in headers if h.lower().startswith("location:")]
+        assert all(h == "Location: https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
+                   for h in locations), raw[:70]

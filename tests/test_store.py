@@ -371,3 +371,16 @@ def test_reload_logs_say_what_happened(data_dir, store, caplog):
     store.refresh()
     assert re.search(r"reloaded alpha: 1 builds in \d+ ms", caplog.text)
     assert "project beta removed: its file is gone" in caplog.text
+
+
+def test_the_store_never_writes_to_the_data_directory(data_dir, store):
+    write_file(data_dir / "broken.json", '{"ciJob": ')
+    write_file(data_dir / "gamma.json", make_project([make_build(1, channelVersion="a b")]))
+    before = {p.name: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in data_dir.iterdir()}
+    for _ in range(3):
+        snapshot = store.refresh()
+        for project in snapshot.projects.values():
+            project.select(None, True)
+    after = {p.name: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in data_dir.iterdir()}
+    assert after == before  # nothing rewritten, "fixed" or added
+    assert sorted(snapshot.errors) == ["broken.json", "gamma.json"]
