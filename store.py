@@ -83,7 +83,7 @@ class Project:
     _selections: dict = field(repr=False)
     loaded_at: float = field(default_factory=time.time)  # when this version was read
     # Values derived from this project by its readers (encoded responses): dropped with it.
-    memo: dict = field(default_factory=dict, repr=False, compare=False)
+    memo: dict = field(default_factory=dict, repr=False)
 
     def select(self, channel=None, experimental=False):
         """The builds passing the filters, ascending by number."""
@@ -129,11 +129,6 @@ class Snapshot:
 
 # --- validation ------------------------------------------------------------------------------
 
-def _json_position(text, pos):
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
-
-
 def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
@@ -152,8 +147,10 @@ def parse_json(path, data):
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line, column = _json_position(data[:error.start].decode("utf-8", "replace"), error.start)
-        raise DataError(path, "not valid UTF-8", line, column) from None
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        column = len(data[line_start:error.start].decode("utf-8", "replace")) + 1
+        raise DataError(path, "not valid UTF-8", data.count(b"\n", 0, error.start) + 1,
+                        column) from None
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:

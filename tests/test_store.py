@@ -73,6 +73,8 @@ def test_json_syntax_errors_give_line_and_column():
 
 def test_invalid_utf8_gives_line_and_column():
     assert parse_error(b'{\n "ciJob": "\xff"}') == "data/alpha.json:2:12: not valid UTF-8"
+    assert parse_error('{\n "ciJob": "ü€\n"ü€\xff'.encode()[:-2] + b"\xff") == (
+        "data/alpha.json:3:4: not valid UTF-8")  # columns count characters, not bytes
 
 
 @pytest.mark.parametrize("text, message", [
