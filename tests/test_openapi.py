@@ -1,0 +1,405 @@
+"""The OpenAPI document: valid in itself, and true of what every endpoint really answers."""
+
+import json
+import re
+from datetime import datetime
+from typing import NamedTuple
+from urllib.parse import parse_qsl, urlsplit
+
+import jsonschema
+import pytest
+import referencing.exceptions
+import referencing.jsonschema
+import webtest
+
+import openapi
+import server
+import store as store_module
+from conftest import make_build, make_project, write_file
+
+DOCUMENT = openapi.DOCUMENT
+# The document is registered under a URI of its own so that "#/components/..." in any of its
+# schemas resolves against the whole document wherever validation starts.
+DOCUMENT_URI = "urn:buildshelf:openapi"
+REGISTRY = referencing.Registry().with_resource(
+    DOCUMENT_URI, referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT))
+RESOLVER = REGISTRY.resolver(base_uri=DOCUMENT_URI)
+ERROR_CODES = DOCUMENT["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+
+# jsonschema checks "uri" and "date-time" only with optional packages this project does not
+# install; without a checker, `format` would be ignored.
+FORMATS = jsonschema.FormatChecker()
+URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]*\Z")
+
+
+@FORMATS.checks("uri")
+def is_uri(value):
+    """RFC 3986: a scheme, then only the characters a URI may hold."""
+    return not isinstance(value, str) or URI.match(value) is not None
+
+
+@FORMATS.checks("date-time", raises=ValueError)
+def is_date_time(value):
+    """RFC 3339: a date, a time and an offset."""
+    if not isinstance(value, str):
+        return True
+    return "T" in value and datetime.fromisoformat(value).tzinfo is not None
+
+
+def escaped(token):
+    """A JSON pointer reference token (RFC 6901)."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def lookup(where):
+    """The part of DOCUMENT at the JSON pointer `where` ("#/...")."""
+    return RESOLVER.lookup(where).contents
+
+
+def followed(where):
+    """The object at `where` once every `$ref` is followed, and the pointer it is at."""
+    node = lookup(where)
+    while "$ref" in node:
+        where = node["$ref"]
+        node = lookup(where)
+    return node, where
+
+
+def validate(instance, where):
+    """Validate `instance` against the schema at the pointer `where` in DOCUMENT."""
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": DOCUMENT_URI + where}, registry=REGISTRY, format_checker=FORMATS)
+    validator.validate(instance)
+
+
+def walk(node, where="#"):
+    """Every (pointer, key, value) in `node`, depth first."""
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for key, value in items:
+        yield where, key, value
+        if isinstance(value, (dict, list)):
+            yield from walk(value, f"{where}/{escaped(key)}")
+
+
+def schema_pointers():
+    """Where every schema of DOCUMENT starts: components/schemas and each `schema` field."""
+    pointers = [f"#/components/schemas/{name}" for name in DOCUMENT["components"]["schemas"]]
+    pointers += [f"{where}/schema" for where, key, _ in walk(DOCUMENT)
+                 if key == "schema" and not where.startswith("#/components/schemas/")]
+    return pointers
+
+
+HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+def operations():
+    """(path template, method, operation) of every operation."""
+    return [(path, method, operation) for path, item in DOCUMENT["paths"].items()
+            for method, operation in item.items() if method in HTTP_METHODS]
+
+
+# --- the document itself -----------------------------------------------------------------------
+
+def test_the_document_is_openapi_3_1_json():
+    assert DOCUMENT["openapi"].startswith("3.1")
+    assert DOCUMENT["info"]["title"] == "Buildshelf" and DOCUMENT["info"]["version"] == "2"
+    assert DOCUMENT["info"]["description"].strip()
+    # Lists, not tuples; str keys; no NaN: what json.dumps writes reads back the same.
+    assert json.loads(json.dumps(DOCUMENT, allow_nan=False)) == DOCUMENT
+
+
+def test_every_ref_is_local_and_resolves():
+    refs = [(where, value) for where, key, value in walk(DOCUMENT) if key == "$ref"]
+    assert len(refs) > 50
+    for where, ref in refs:
+        assert ref.startswith("#/components/"), f"{where}: {ref}"
+        try:
+            lookup(ref)
+        except referencing.exceptions.Unresolvable:
+            pytest.fail(f"{where}: {ref} does not resolve")
+
+
+@pytest.mark.parametrize("where", schema_pointers())
+def test_every_schema_is_valid_json_schema_2020_12(where):
+    jsonschema.Draft202012Validator.check_schema(lookup(where))
+
+
+@pytest.mark.parametrize("name, example", [
+    (name, example) for name, schema in DOCUMENT["components"]["schemas"].items()
+    for example in schema.get("examples", [])])
+def test_schema_examples_are_valid(name, example):
+    validate(example, f"#/components/schemas/{name}")
+
+
+@pytest.mark.parametrize("name", ["Project", "ProjectList", "Commit", "Build", "Error",
+                                  "RejectedFile", "Health"])
+def test_object_schemas_are_strict(name):
+    schema = DOCUMENT["components"]["schemas"][name]
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert schema["required"] == list(schema["properties"])
+
+
+@pytest.mark.parametrize("build, problem", [
+    ({"commit": {"message": "old", "hash": "abc"}}, "('commit' was unexpected)"),
+    ({"buildNumber": -1}, "less than the minimum"),
+    ({"buildNumber": True}, "is not of type 'integer'"),
+    ({"timestamp": 1.5}, "is not of type 'integer'"),
+    ({"isExperimental": "false"}, "is not of type 'boolean'"),
+    ({"channelVersion": "1.21/x"}, "does not match"),
+    ({"url": "ftp://ci.example.org/1/"}, "does not match"),
+    ({"downloadUrl": "https://ci.example.org/<a>"}, "is not a 'uri'"),
+    ({"commits": [{"message": "m", "hash": "xyz"}]}, "does not match"),
+])
+def test_the_build_schema_refuses_what_is_never_served(build, problem):
+    valid = DOCUMENT["components"]["schemas"]["Build"]["examples"][0]
+    validate(valid, "#/components/schemas/Build")
+    with pytest.raises(jsonschema.ValidationError) as refused:
+        validate({**valid, **build}, "#/components/schemas/Build")
+    assert problem in refused.value.message
+
+
+def test_operations_are_named_once_and_described():
+    ids = [operation["operationId"] for _, _, operation in operations()]
+    assert len(ids) == len(set(ids)) == len(DOCUMENT["paths"])
+    for path, method, operation in operations():
+        assert operation["summary"] and operation["responses"], (path, method)
+        for status in operation["responses"]:
+            response, _ = followed(f"#/paths/{escaped(path)}/{method}/responses/{status}")
+            assert response["description"], (path, method, status)
+
+
+@pytest.mark.parametrize("path", list(DOCUMENT["paths"]))
+def test_path_parameters_match_the_template(path):
+    parameters = [followed(f"#/paths/{escaped(path)}/get/parameters/{i}")[0]
+                  for i in range(len(DOCUMENT["paths"][path]["get"].get("parameters", [])))]
+    assert {p["name"] for p in parameters if p["in"] == "path"} == set(
+        re.findall(r"\{(\w+)\}", path))
+    assert all(p["required"] for p in parameters if p["in"] == "path")
+    assert all(p["in"] in ("query", "header", "path") and "schema" in p for p in parameters)
+
+
+def test_every_route_of_the_app_is_documented_and_nothing_else(app):
+    v1_rule = "/api/v1<rest:re:(/.*)?>"
+    documented = set()
+    for route in app.routes:
+        documented |= {"/api/v1", "/api/v1/{rest}"} if route.rule == v1_rule else {route.rule}
+    assert set(DOCUMENT["paths"]) == documented
+
+
+def test_the_document_is_served_exactly(client):
+    resp = client.get("/api/v2/openapi.json")
+    assert resp.content_type == "application/json"
+    assert resp.json == DOCUMENT
+    assert json.loads(resp.body) == json.loads(json.dumps(DOCUMENT))
+
+
+# --- real responses against the document -------------------------------------------------------
+
+class Case(NamedTuple):
+    """One request, what it must be answered with, and by which server."""
+
+    method: str
+    target: str
+    status: int
+    code: str = None  # the error code the body must hold
+    headers: tuple = ()  # request headers, as (name, value) pairs
+    server: str = "sample"  # see answering()
+
+
+MANY_PARAMETERS = "&".join(f"p{i}=1" for i in range(60))
+ANY_ETAG = (("If-None-Match", "*"),)
+LONG_AGO = (("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT"),)
+
+CASES = [
+    # successes
+    Case("GET", "/api/v2/projects", 200),
+    Case("GET", "/api/v2/projects", 200, server="aged"),  # with Last-Modified
+    Case("GET", "/api/v2/builds?project=alpha", 200),
+    Case("GET", "/api/v2/builds?project=ALPHA&channel=1.21&experimental=true", 200),
+    Case("GET", "/api/v2/builds?project=alpha&channel=9.9", 200),
+    Case("GET", "/api/v2/builds?project=alpha&channel=&experimental=yes", 200),
+    Case("GET", "/api/v2/builds/all?project=alpha&experimental=TRUE", 200),
+    Case("GET", "/api/v2/builds/all?project=big", 200, headers=(("Accept-Encoding", "gzip"),),
+         server="large"),
+    Case("GET", "/api/v2/builds/latest?project=alpha", 200),
+    Case("GET", "/api/v2/builds/latest?project=alpha&experimental=true", 200, server="aged"),
+    Case("GET", "/api/v2/builds/latest?project=beta&channel=2.0", 200),
+    Case("GET", "/api/v2/jd?project=alpha", 302),
+    Case("GET", "/api/v2/jd?project=beta&channel=2.0&experimental=true", 302),
+    Case("GET", "/api/v2/openapi.json", 200),
+    Case("GET", "/healthz", 200),
+    Case("GET", "/healthz", 200, server="with_a_broken_file"),
+    Case("GET", "/healthz", 503, server="no_data"),
+    Case("HEAD", "/api/v2/builds?project=alpha", 200),
+    Case("HEAD", "/api/v2/jd?project=alpha", 302),
+    # 304
+    Case("GET", "/api/v2/projects", 304, headers=ANY_ETAG),
+    Case("GET", "/api/v2/builds?project=alpha", 304, headers=ANY_ETAG),
+    Case("GET", "/api/v2/builds/all?project=big", 304,
+         headers=ANY_ETAG + (("Accept-Encoding", "gzip"),), server="large"),
+    Case("GET", "/api/v2/builds/latest?project=alpha", 304, headers=ANY_ETAG),
+    Case("GET", "/api/v2/openapi.json", 304, headers=ANY_ETAG),
+    Case("GET", "/api/v2/builds/latest?project=alpha", 304, headers=LONG_AGO, server="aged"),
+    # 400
+    Case("GET", "/api/v2/builds", 400, "missing_parameter"),
+    Case("GET", "/api/v2/builds/all?project=", 400, "missing_parameter"),
+    Case("GET", "/api/v2/jd?channel=1.21", 400, "missing_parameter"),
+    Case("GET", "/api/v2/builds/latest?project=alpha&game_version=1.21", 400,
+         "superseded_parameter"),
+    Case("GET", "/api/v2/jd?project=alpha&version=1.21", 400, "superseded_parameter"),
+    Case("GET", "/api/v2/builds?project=alpha&minecraft_version=1.21", 400,
+         "superseded_parameter"),
+    Case("GET", "/api/v2/builds?project=alpha&project=beta", 400, "repeated_parameter"),
+    Case("GET", "/api/v2/jd?project=alpha&experimental=true&experimental=false", 400,
+         "repeated_parameter"),
+    Case("GET", "/api/v2/builds/all?project=alpha&channel=%FF", 400, "invalid_query"),
+    Case("GET", "/api/v2/builds/latest?project=alpha%00", 400, "invalid_query"),
+    Case("GET", "/api/v2/jd?project=alpha&channel=1.21%E2%80%8B", 400, "invalid_query"),
+    Case("GET", f"/api/v2/builds?project=alpha&{MANY_PARAMETERS}", 400, "invalid_query"),
+    # 404
+    Case("GET", "/api/v2/builds?project=nope", 404, "unknown_project"),
+    Case("GET", "/api/v2/builds/all?project=nope", 404, "unknown_project"),
+    Case("GET", "/api/v2/builds/latest?project=nope", 404, "unknown_project"),
+    Case("GET", "/api/v2/jd?project=nope", 404, "unknown_project"),
+    Case("GET", "/api/v2/builds/latest?project=alpha&channel=1.21.1-pre1", 404,
+         "no_matching_build"),
+    Case("GET", "/api/v2/jd?project=alpha&channel=9.9&experimental=true", 404,
+         "no_matching_build"),
+    Case("GET", "/nope", 404, "not_found"),
+    Case("GET", "/api/v2", 404, "not_found"),
+    Case("GET", "/api/v2/projects/", 404, "not_found"),
+    Case("GET", "/api/v3/projects", 404, "not_found"),
+    # 405
+    Case("POST", "/api/v2/projects", 405, "method_not_allowed"),
+    Case("DELETE", "/api/v2/builds?project=alpha", 405, "method_not_allowed"),
+    Case("PUT", "/api/v2/jd?project=alpha", 405, "method_not_allowed"),
+    Case("PATCH", "/api/v2/openapi.json", 405, "method_not_allowed"),
+    Case("POST", "/healthz", 405, "method_not_allowed"),
+    # 410
+    Case("GET", "/api/v1", 410, "api_version_removed"),
+    Case("GET", "/api/v1/projects", 410, "api_version_removed"),
+    Case("GET", "/api/v1/builds?project=alpha", 410, "api_version_removed"),
+    # 500
+    Case("GET", "/api/v2/projects", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/builds?project=alpha", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/builds/all?project=alpha", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/builds/latest?project=alpha", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/jd?project=alpha", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/openapi.json", 500, "internal_error", server="failing"),
+    Case("GET", "/healthz", 500, "internal_error", server="failing"),
+]
+
+
+def fail(*args, **kwargs):
+    raise RuntimeError("a bug")
+
+
+class FailingStore:
+    """A store with a bug in it."""
+
+    snapshot = staticmethod(fail)
+
+
+@pytest.fixture
+def answering(client, data_dir, tmp_path, monkeypatch):
+    """The client of the server a case names: the sample data, or a variation of it."""
+    def make(kind):
+        if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
+            real_time = server.time.time
+            monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
+        elif kind == "large":  # bodies over 1 KiB, so gzip and Vary
+            write_file(data_dir / "big.json", make_project(
+                [make_build(n, commit_count=3) for n in range(40)]))
+        elif kind == "with_a_broken_file":
+            write_file(data_dir / "broken.json", '{"ciJob": ')
+        elif kind == "no_data":
+            only_broken = tmp_path / "only-broken"
+            only_broken.mkdir()
+            write_file(only_broken / "broken.json", "[]")
+            return webtest.TestApp(server.make_app(
+                store_module.Store(only_broken, check_interval=0)))
+        elif kind == "failing":
+            # /openapi.json reads no store: a bug in sending reaches it too.
+            monkeypatch.setattr(server, "_send", fail)
+            return webtest.TestApp(server.make_app(FailingStore()))
+        return client
+    return make
+
+
+def path_template(path):
+    """The DOCUMENT path that `path` falls under, or None; literal paths win (OpenAPI)."""
+    if path in DOCUMENT["paths"]:
+        return path
+    for template in DOCUMENT["paths"]:
+        pattern = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            return template
+    return None
+
+
+def documented_response(method, target, status):
+    """The pointer of the response DOCUMENT gives for this request and status."""
+    template = path_template(urlsplit(target).path)
+    if template is None:
+        assert status == 404, "a path missing from the document must be 404"
+        return "#/components/responses/NotFound"
+    operation = "get" if method in ("GET", "HEAD") else method.lower()
+    if operation not in DOCUMENT["paths"][template]:
+        assert status == 405, f"{method} is not documented on {template}: it must be 405"
+        return "#/components/responses/MethodNotAllowed"
+    responses = DOCUMENT["paths"][template][operation]["responses"]
+    assert str(status) in responses, f"{status} is not documented for {method} {template}"
+    return f"#/paths/{escaped(template)}/{operation}/responses/{status}"
+
+
+def documented_parameters(target):
+    """The parameters DOCUMENT gives for GET on `target`'s path."""
+    operation_at = f"#/paths/{escaped(path_template(urlsplit(target).path))}/get"
+    count = len(lookup(operation_at).get("parameters", []))
+    return [followed(f"{operation_at}/parameters/{i}")[0] for i in range(count)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[
+    f"{case.status}-{case.method}-{case.target[:60]}-{case.server}" for case in CASES])
+def test_real_responses_are_documented(answering, case):
+    resp = answering(case.server).request(
+        case.target, method=case.method, headers=dict(case.headers), expect_errors=True)
+    assert resp.status_int == case.status
+    response, response_at = followed(documented_response(case.method, case.target, case.status))
+
+    for name in response.get("headers", {}):
+        header, header_at = followed(f"{response_at}/headers/{escaped(name)}")
+        if header.get("required"):
+            assert name in resp.headers, f"documented header {name} is missing"
+        if name in resp.headers:
+            validate(resp.headers[name], f"{header_at}/schema")
+
+    if "content" not in response:
+        assert resp.body == b"" and "Content-Encoding" not in resp.headers
+    else:
+        assert list(response["content"]) == [resp.content_type]
+        if case.method != "HEAD":
+            schema_at = f"{response_at}/content/{escaped(resp.content_type)}/schema"
+            validate(resp.json, schema_at)
+    if case.code is not None:
+        assert resp.json["code"] == case.code
+
+    if case.status < 400:  # a request that worked used only documented parameters
+        query = {name for name, _ in parse_qsl(urlsplit(case.target).query,
+                                               keep_blank_values=True)}
+        parameters = [p for p in documented_parameters(case.target)
+                      if p["in"] == "query"]
+        assert query <= {p["name"] for p in parameters}
+        assert {p["name"] for p in parameters if p["required"]} <= query
+
+
+def test_every_error_code_is_exercised_and_no_other():
+    assert {case.code for case in CASES if case.code} == set(ERROR_CODES)
+
+
+def test_every_documented_status_is_exercised():
+    documented = {(path, int(status)) for path, _, operation in operations()
+                  for status in operation["responses"]}
+    exercised = {(path_template(urlsplit(case.target).path), case.status) for case in CASES
+                 if case.method in ("GET", "HEAD")}
+    assert documented <= exercised
