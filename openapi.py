@@ -63,6 +63,7 @@ DOCUMENT = {
                         }},
                     },
                     "304": {"$ref": "#/components/responses/NotModified"},
+                    "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
                 },
             },
@@ -208,6 +209,7 @@ DOCUMENT = {
                         }},
                     },
                     "304": {"$ref": "#/components/responses/NotModified"},
+                    "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
                 },
             },
@@ -219,6 +221,7 @@ DOCUMENT = {
                 "summary": "Whether data is served, and which files are rejected",
                 "description": "For load balancers and monitoring; never cached.",
                 "responses": {
+                    "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "200": {
                         "description": "At least one project is served.",
                         "headers": {
@@ -432,6 +435,20 @@ DOCUMENT = {
                         "missing_parameter", "superseded_parameter", "repeated_parameter",
                         "invalid_query",
                     ]}},
+                }}},
+            },
+            "InvalidQuery": {
+                "description": (
+                    "The query is not UTF-8 once percent-decoded, holds a control or "
+                    "invisible character, or has more than 50 parameters (`invalid_query`). "
+                    "Every route checks this, even those that take no parameters."
+                ),
+                "headers": {
+                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
+                },
+                "content": {"application/json": {"schema": {
+                    "$ref": "#/components/schemas/Error",
+                    "properties": {"code": {"const": "invalid_query"}},
                 }}},
             },
             "UnknownProject": {

@@ -75,7 +75,7 @@ def _decode(field):
 
 
 def _query():
-    """The query parameters as {name: value}, refusing what no client means to send."""
+    """The query as (name, value) pairs, refusing bytes and characters no client means."""
     # WSGI hands over the raw bytes as latin-1; percent-decode those bytes, then read UTF-8.
     fields = [f for f in bottle.request.query_string.encode("latin-1").split(b"&") if f]
     if len(fields) > MAX_QUERY_FIELDS:
@@ -87,14 +87,20 @@ def _query():
     except UnicodeError:
         raise ApiError(400, "invalid_query", "the query string is not valid UTF-8 once "
                        "percent-decoded") from None
-    params = {}
     for name, value in pairs:
         if not (name + value).isprintable():
             raise ApiError(400, "invalid_query", f"parameter {_shown(name)} holds a control or "
                            "invisible character (such as NUL, CR, LF or a zero-width space)")
+    return pairs
+
+
+def _build_query():
+    """The parameters of a builds request as {name: value}."""
+    params = {}
+    for name, value in _query():
         if name in SUPERSEDED_PARAMETERS:
             raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
-                           f"use 'channel' instead")
+                           "use 'channel' instead")
         if name in params and name in BUILD_PARAMETERS:
             raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
                            "once: give it once")
@@ -117,7 +123,7 @@ def _flag(params, name):
 
 def _build_filter(snapshot):
     """The project, channel (None for all) and experimental flag a builds request names."""
-    params = _query()
+    params = _build_query()
     slug = _required(params, "project")
     project = snapshot.project(slug)
     if project is None:
@@ -183,6 +189,7 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     @app.get(API + "/projects")
     def projects():
         """Every project served."""
+        _query()  # takes no parameters, but refuses a malformed query like every route
         snapshot = store.snapshot()
         return _send(memoized(snapshot.memo, "projects", lambda: Representation.of(encode(
             {"projects": [project_json(p) for p in snapshot.projects.values()]}),
@@ -214,7 +221,8 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         build = project.latest(channel, experimental)
         if build is None:
             raise _no_build(project, channel, experimental)
-        bottle.response.set_header("Cache-Control", f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
+        bottle.response.set_header("Cache-Control",
+                                   f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
         # Built from stored, validated values only: nothing the client sent reaches Location.
         bottle.redirect(javadoc_url(project, build.channel), 302)
 
@@ -223,11 +231,13 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     @app.get(API + "/openapi.json")
     def openapi_json():
         """The OpenAPI 3.1 description of this API."""
+        _query()
         return _send(openapi_document, max_age)
 
     @app.get("/healthz")
     def health():
         """Whether data is being served, and which files are rejected."""
+        _query()
         snapshot = store.snapshot()
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON

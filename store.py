@@ -22,7 +22,11 @@ SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 # A channel becomes a path segment of the javadoc redirect, so it may hold no '/', '%', '?'...
 CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-URL_PATTERN = re.compile(r"https?://[^\s/?#]+[^\s]*\Z", re.IGNORECASE)
+# Absolute http(s) URLs of URI characters only (RFC 3986): they are served as they are and
+# javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
+URL_PATTERN = re.compile(r"https?://(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
+                         r"(?:[/?#][a-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z", re.IGNORECASE)
+URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 
 PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"}
 BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
@@ -201,9 +205,9 @@ def _build(value, channels):
         _check_keys(value, BUILD_KEYS | LEGACY_BUILD_KEYS, BUILD_KEYS)
     url, download_url = value["url"], value["downloadUrl"]
     if not (type(url) is str and URL_PATTERN.match(url)):
-        raise _Invalid("'url' must be an absolute http(s) URL")
+        raise _Invalid(f"'url' {URL_RULE}")
     if not (type(download_url) is str and URL_PATTERN.match(download_url)):
-        raise _Invalid("'downloadUrl' must be an absolute http(s) URL")
+        raise _Invalid(f"'downloadUrl' {URL_RULE}")
     channel = value["channelVersion"]
     if channel not in channels:
         if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
@@ -255,7 +259,10 @@ def parse_project(path, slug, data):
         raise DataError(path, "'ciJob' must be a non-empty string")
     for key in ("ciJobUrl", "javadocBaseUrl"):
         if not _is_url(doc[key]):
-            raise DataError(path, f"{key!r} must be an absolute http(s) URL")
+            raise DataError(path, f"{key!r} {URL_RULE}")
+    if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
+        raise DataError(path, "'javadocBaseUrl' must have no query or fragment: the channel's "
+                        "page is added to its path")
     if not isinstance(doc["builds"], list):
         raise DataError(path, "'builds' must be an array")
     builds, channels = [], {}

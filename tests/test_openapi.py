@@ -256,6 +256,9 @@ CASES = [
     Case("GET", "/api/v2/builds/latest?project=alpha%00", 400, "invalid_query"),
     Case("GET", "/api/v2/jd?project=alpha&channel=1.21%E2%80%8B", 400, "invalid_query"),
     Case("GET", f"/api/v2/builds?project=alpha&{MANY_PARAMETERS}", 400, "invalid_query"),
+    Case("GET", "/api/v2/projects?x=%FF", 400, "invalid_query"),
+    Case("GET", "/api/v2/openapi.json?x=%00", 400, "invalid_query"),
+    Case("GET", "/healthz?x=%0A", 400, "invalid_query"),
     # 404
     Case("GET", "/api/v2/builds?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/builds/all?project=nope", 404, "unknown_project"),

@@ -60,6 +60,13 @@ def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
     assert not hasattr(project.builds[0], "commit")
 
 
+@pytest.mark.parametrize("url", ["https://ci.example.org:8443/job/a%20b/1/?x=1&y=2#frag",
+                                 "http://[::1]:8080/x", "HTTPS://CI.EXAMPLE.ORG",
+                                 "https://ci.example.org/~user/(1)/a+b;c=d@e!$'*,"])
+def test_urls_of_uri_characters_are_accepted(url):
+    assert parse(make_project([make_build(1, url=url, downloadUrl=url)])).builds[0].url == url
+
+
 def test_a_utf8_bom_is_accepted():
     assert parse(b"\xef\xbb\xbf" + json.dumps(make_project([])).encode()).builds == ()
 
@@ -90,11 +97,13 @@ def build_error(**fields):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"url": "ftp://ci.example.org/1"}, "'url' must be an absolute http(s) URL"),
-    ({"url": "/job/1/"}, "'url' must be an absolute http(s) URL"),
-    ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' must be an absolute http(s) URL"),
-    ({"downloadUrl": "https://"}, "'downloadUrl' must be an absolute http(s) URL"),
-    ({"downloadUrl": "https://a b/"}, "'downloadUrl' must be an absolute http(s) URL"),
+    ({"url": "ftp://ci.example.org/1"}, "'url' " + store_module.URL_RULE),
+    ({"url": "/job/1/"}, "'url' " + store_module.URL_RULE),
+    ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + store_module.URL_RULE),
+    ({"downloadUrl": "https://"}, "'downloadUrl' " + store_module.URL_RULE),
+    ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + store_module.URL_RULE),
+    ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + store_module.URL_RULE),
+    ({"url": "https://a.example/\u00e9"}, "'url' " + store_module.URL_RULE),
     ({"channelVersion": ""}, "'channelVersion' must be a non-empty string of letters, digits "
                              "and . _ + -"),
     ({"channelVersion": "1.21/../x"}, "'channelVersion' must be a non-empty string of "
@@ -156,9 +165,15 @@ def test_duplicate_build_numbers_are_refused():
 @pytest.mark.parametrize("fields, message", [
     ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
     ({"ciJob": None}, "'ciJob' must be a non-empty string"),
-    ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' must be an absolute http(s) URL"),
-    ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' must be an absolute http(s) "
-                                              "URL"),
+    ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + store_module.URL_RULE),
+    ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
+    ({"javadocBaseUrl": "https://jd.example.org/ä/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
+    ({"javadocBaseUrl": "https://jd.example.org/a?v=1"}, "'javadocBaseUrl' must have no query "
+                                                         "or fragment: the channel's page is "
+                                                         "added to its path"),
+    ({"javadocBaseUrl": "https://jd.example.org/a#top"}, "'javadocBaseUrl' must have no query "
+                                                         "or fragment: the channel's page is "
+                                                         "added to its path"),
     ({"builds": {}}, "'builds' must be an array"),
     ({"slug": "beta"}, "'slug' is 'beta' but the file name says 'alpha'"),
     ({"name": "Alpha"}, "unknown key 'name'"),
