@@ -1,5 +1,41 @@
 """The OpenAPI 3.1 description of the API, served at /api/v2/openapi.json."""
 
+
+def _error(description, *codes, cache_control="CacheControlNoStore", headers=None):
+    """An error response: the Error schema narrowed to the codes this response may carry."""
+    code = {"const": codes[0]} if len(codes) == 1 else {"enum": list(codes)}
+    return {
+        "description": description,
+        "headers": {**(headers or {}),
+                    "Cache-Control": {"$ref": f"#/components/headers/{cache_control}"}},
+        "content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/Error", "properties": {"code": code},
+        }}},
+    }
+
+
+
+def _cacheable(description, schema):
+    """A JSON success with its validators and caching headers."""
+    return {
+        "description": description,
+        "headers": {name: {"$ref": f"#/components/headers/{header}"} for name, header in [
+            ("ETag", "ETag"), ("Last-Modified", "LastModified"),
+            ("Cache-Control", "CacheControlPublic"), ("Vary", "Vary"),
+            ("Content-Encoding", "ContentEncoding")]},
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+
+# /builds and /builds/all are one operation under two names.
+BUILD_LIST_PARAMETERS = [{"$ref": f"#/components/parameters/{name}"} for name in (
+    "Project", "Channel", "Experimental", "IfNoneMatch", "IfModifiedSince")]
+BUILD_LIST_RESPONSES = {status: {"$ref": f"#/components/responses/{name}"} for status, name in [
+    ("200", "Builds"), ("304", "NotModified"), ("400", "BadQuery"), ("404", "UnknownProject"),
+    ("500", "InternalError")]}
+
+
 DOCUMENT = {
     "openapi": "3.1.0",
     "info": {
@@ -48,20 +84,10 @@ DOCUMENT = {
                     {"$ref": "#/components/parameters/IfModifiedSince"},
                 ],
                 "responses": {
-                    "200": {
-                        "description": "The projects. `Last-Modified` is when this server "
-                                       "loaded the data shown.",
-                        "headers": {
-                            "ETag": {"$ref": "#/components/headers/ETag"},
-                            "Last-Modified": {"$ref": "#/components/headers/LastModified"},
-                            "Cache-Control": {"$ref": "#/components/headers/CacheControlPublic"},
-                            "Vary": {"$ref": "#/components/headers/Vary"},
-                            "Content-Encoding": {"$ref": "#/components/headers/ContentEncoding"},
-                        },
-                        "content": {"application/json": {
-                            "schema": {"$ref": "#/components/schemas/ProjectList"},
-                        }},
-                    },
+                    "200": _cacheable(
+                        "The projects. `Last-Modified` is when this server "
+                        "loaded the data shown.",
+                        "ProjectList"),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
@@ -75,20 +101,8 @@ DOCUMENT = {
                 "summary": "A project's builds passing the filters",
                 "description": "Sorted by ascending `buildNumber`. The same operation as "
                                "`/api/v2/builds/all`, with byte-identical bodies.",
-                "parameters": [
-                    {"$ref": "#/components/parameters/Project"},
-                    {"$ref": "#/components/parameters/Channel"},
-                    {"$ref": "#/components/parameters/Experimental"},
-                    {"$ref": "#/components/parameters/IfNoneMatch"},
-                    {"$ref": "#/components/parameters/IfModifiedSince"},
-                ],
-                "responses": {
-                    "200": {"$ref": "#/components/responses/Builds"},
-                    "304": {"$ref": "#/components/responses/NotModified"},
-                    "400": {"$ref": "#/components/responses/BadQuery"},
-                    "404": {"$ref": "#/components/responses/UnknownProject"},
-                    "500": {"$ref": "#/components/responses/InternalError"},
-                },
+                "parameters": BUILD_LIST_PARAMETERS,
+                "responses": BUILD_LIST_RESPONSES,
             },
         },
         "/api/v2/builds/all": {
@@ -98,20 +112,8 @@ DOCUMENT = {
                 "summary": "A project's builds passing the filters (same as /builds)",
                 "description": "Another name of `/api/v2/builds`: same parameters, "
                                "byte-identical bodies.",
-                "parameters": [
-                    {"$ref": "#/components/parameters/Project"},
-                    {"$ref": "#/components/parameters/Channel"},
-                    {"$ref": "#/components/parameters/Experimental"},
-                    {"$ref": "#/components/parameters/IfNoneMatch"},
-                    {"$ref": "#/components/parameters/IfModifiedSince"},
-                ],
-                "responses": {
-                    "200": {"$ref": "#/components/responses/Builds"},
-                    "304": {"$ref": "#/components/responses/NotModified"},
-                    "400": {"$ref": "#/components/responses/BadQuery"},
-                    "404": {"$ref": "#/components/responses/UnknownProject"},
-                    "500": {"$ref": "#/components/responses/InternalError"},
-                },
+                "parameters": BUILD_LIST_PARAMETERS,
+                "responses": BUILD_LIST_RESPONSES,
             },
         },
         "/api/v2/builds/latest": {
@@ -129,20 +131,10 @@ DOCUMENT = {
                     {"$ref": "#/components/parameters/IfModifiedSince"},
                 ],
                 "responses": {
-                    "200": {
-                        "description": "The latest build. `Last-Modified` is when this server "
-                                       "loaded the project's file.",
-                        "headers": {
-                            "ETag": {"$ref": "#/components/headers/ETag"},
-                            "Last-Modified": {"$ref": "#/components/headers/LastModified"},
-                            "Cache-Control": {"$ref": "#/components/headers/CacheControlPublic"},
-                            "Vary": {"$ref": "#/components/headers/Vary"},
-                            "Content-Encoding": {"$ref": "#/components/headers/ContentEncoding"},
-                        },
-                        "content": {"application/json": {
-                            "schema": {"$ref": "#/components/schemas/Build"},
-                        }},
-                    },
+                    "200": _cacheable(
+                        "The latest build. `Last-Modified` is when this server "
+                        "loaded the project's file.",
+                        "Build"),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/BadQuery"},
                     "404": {"$ref": "#/components/responses/UnknownProjectOrNoBuild"},
@@ -194,20 +186,10 @@ DOCUMENT = {
                     {"$ref": "#/components/parameters/IfModifiedSince"},
                 ],
                 "responses": {
-                    "200": {
-                        "description": "The OpenAPI 3.1 description of this API, errors "
-                                       "included.",
-                        "headers": {
-                            "ETag": {"$ref": "#/components/headers/ETag"},
-                            "Last-Modified": {"$ref": "#/components/headers/LastModified"},
-                            "Cache-Control": {"$ref": "#/components/headers/CacheControlPublic"},
-                            "Vary": {"$ref": "#/components/headers/Vary"},
-                            "Content-Encoding": {"$ref": "#/components/headers/ContentEncoding"},
-                        },
-                        "content": {"application/json": {
-                            "schema": {"$ref": "#/components/schemas/OpenApiDocument"},
-                        }},
-                    },
+                    "200": _cacheable(
+                        "The OpenAPI 3.1 description of this API, errors "
+                        "included.",
+                        "OpenApiDocument"),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
@@ -393,21 +375,11 @@ DOCUMENT = {
             },
         },
         "responses": {
-            "Builds": {
-                "description": "The builds, ascending by `buildNumber`; `[]` when none "
-                               "passes the filters. `Last-Modified` is when this server loaded "
-                               "the project's file.",
-                "headers": {
-                    "ETag": {"$ref": "#/components/headers/ETag"},
-                    "Last-Modified": {"$ref": "#/components/headers/LastModified"},
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlPublic"},
-                    "Vary": {"$ref": "#/components/headers/Vary"},
-                    "Content-Encoding": {"$ref": "#/components/headers/ContentEncoding"},
-                },
-                "content": {"application/json": {
-                    "schema": {"$ref": "#/components/schemas/BuildList"},
-                }},
-            },
+            "Builds": _cacheable(
+                "The builds, ascending by `buildNumber`; `[]` when none "
+                "passes the filters. `Last-Modified` is when this server loaded "
+                "the project's file.",
+                "BuildList"),
             "NotModified": {
                 "description": "The client's copy, named by `If-None-Match` or dated by "
                                "`If-Modified-Since`, is current. No body.",
@@ -417,112 +389,48 @@ DOCUMENT = {
                     "Vary": {"$ref": "#/components/headers/Vary"},
                 },
             },
-            "BadQuery": {
-                "description": (
-                    "The query is refused: `project` missing or empty "
-                    "(`missing_parameter`); `game_version`, `version` or `minecraft_version` "
-                    "given (`superseded_parameter`: use `channel`); `project`, `channel` or "
-                    "`experimental` given twice (`repeated_parameter`); not UTF-8 once "
-                    "percent-decoded, a control or invisible character, or more than 50 "
-                    "parameters (`invalid_query`)."
-                ),
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"enum": [
-                        "missing_parameter", "superseded_parameter", "repeated_parameter",
-                        "invalid_query",
-                    ]}},
-                }}},
-            },
-            "InvalidQuery": {
-                "description": (
-                    "The query is not UTF-8 once percent-decoded, holds a control or "
-                    "invisible character, or has more than 50 parameters (`invalid_query`). "
-                    "Every route checks this, even those that take no parameters."
-                ),
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "invalid_query"}},
-                }}},
-            },
-            "UnknownProject": {
-                "description": "No project has that slug (`unknown_project`).",
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "unknown_project"}},
-                }}},
-            },
-            "UnknownProjectOrNoBuild": {
-                "description": "No project has that slug (`unknown_project`), or none of its "
-                               "builds passes the filters (`no_matching_build`).",
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"enum": ["unknown_project", "no_matching_build"]}},
-                }}},
-            },
-            "NotFound": {
-                "description": "Any path not listed in this document (`not_found`).",
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "not_found"}},
-                }}},
-            },
-            "MethodNotAllowed": {
-                "description": "A method other than GET, HEAD or OPTIONS on any path listed "
-                               "here outside `/api/v1` (`method_not_allowed`).",
-                "headers": {
-                    "Allow": {"$ref": "#/components/headers/Allow"},
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "method_not_allowed"}},
-                }}},
-            },
-            "Gone": {
-                "description": "API version 1 was removed on 2025-11-05: use `/api/v2` "
-                               "(`api_version_removed`).",
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlGone"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "api_version_removed"}},
-                }}},
-            },
-            "InternalError": {
-                "description": "A bug (`internal_error`): the trace is in the server's log, "
-                               "never in the body.",
-                "headers": {
-                    "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
-                },
-                "content": {"application/json": {"schema": {
-                    "$ref": "#/components/schemas/Error",
-                    "properties": {"code": {"const": "internal_error"}},
-                }}},
-            },
+            "BadQuery": _error(
+                "The query is refused: `project` missing or empty (`missing_parameter`); "
+                "`game_version`, `version` or `minecraft_version` given "
+                "(`superseded_parameter`: use `channel`); `project`, `channel` or "
+                "`experimental` given twice (`repeated_parameter`); not UTF-8 once "
+                "percent-decoded, a control or invisible character, or more than 50 "
+                "parameters (`invalid_query`).",
+                "missing_parameter", "superseded_parameter", "repeated_parameter",
+                "invalid_query"),
+            "InvalidQuery": _error(
+                "The query is not UTF-8 once percent-decoded, holds a control or invisible "
+                "character, or has more than 50 parameters (`invalid_query`). Every route "
+                "checks this, even those that take no parameters.",
+                "invalid_query"),
+            "UnknownProject": _error("No project has that slug (`unknown_project`).",
+                                     "unknown_project"),
+            "UnknownProjectOrNoBuild": _error(
+                "No project has that slug (`unknown_project`), or none of its builds passes "
+                "the filters (`no_matching_build`).",
+                "unknown_project", "no_matching_build"),
+            "NotFound": _error("Any path not listed in this document (`not_found`).",
+                               "not_found"),
+            "MethodNotAllowed": _error(
+                "A method other than GET, HEAD or OPTIONS on any path listed here outside "
+                "`/api/v1` (`method_not_allowed`).",
+                "method_not_allowed", headers={"Allow": {"$ref": "#/components/headers/Allow"}}),
+            "Gone": _error(
+                "API version 1 was removed on 2025-11-05: use `/api/v2` "
+                "(`api_version_removed`).",
+                "api_version_removed", cache_control="CacheControlGone"),
+            "InternalError": _error(
+                "A bug (`internal_error`): the trace is in the server's log, never in the body.",
+                "internal_error"),
         },
         "schemas": {
             "HttpUrl": {
-                "description": "An absolute `http://` or `https://` URL.",
+                "description": "An absolute `http://` or `https://` URL of ASCII letters, digits "
+                               "and URL punctuation.",
                 "type": "string",
                 "format": "uri",
-                "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+\\S*$",
+                "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])"
+                           "(:[0-9]{1,5})?([/?#][A-Za-z0-9\\-._~%!$&'()*+,;=:@/?#]*)?$",
             },
             "Project": {
                 "description": "A project, one data file.",

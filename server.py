@@ -132,12 +132,17 @@ def _build_filter(snapshot):
     return project, params.get("channel") or None, _flag(params, "experimental")
 
 
-def _no_build(project, channel, experimental):
-    which = "build" if experimental else "stable build"
-    where = f" in channel {_shown(channel)}" if channel else ""
-    hint = "" if experimental else " (add experimental=true to include experimental builds)"
-    return ApiError(404, "no_matching_build", f"project {project.slug!r} has no {which}{where}"
-                    f"{hint}")
+def _latest(snapshot):
+    """The project, filters and latest build a request names; 404 when no build passes."""
+    project, channel, experimental = _build_filter(snapshot)
+    build = project.latest(channel, experimental)
+    if build is None:
+        which = "build" if experimental else "stable build"
+        where = f" in channel {_shown(channel)}" if channel else ""
+        hint = "" if experimental else " (add experimental=true to include experimental builds)"
+        raise ApiError(404, "no_matching_build", f"project {project.slug!r} has no "
+                       f"{which}{where}{hint}")
+    return project, channel, experimental, build
 
 
 def _send(representation, max_age):
@@ -207,20 +212,14 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     @app.get(API + "/builds/latest")
     def latest_build():
         """The highest-numbered build passing the filters."""
-        project, channel, experimental = _build_filter(store.snapshot())
-        build = project.latest(channel, experimental)
-        if build is None:
-            raise _no_build(project, channel, experimental)
+        project, channel, experimental, build = _latest(store.snapshot())
         return _send(_project_response(project, ("latest", channel, experimental),
                                        lambda: build_json(build)), max_age)
 
     @app.get(API + "/jd")
     def javadoc():
         """A redirect to the javadoc pages of a channel (by default the latest build's)."""
-        project, channel, experimental = _build_filter(store.snapshot())
-        build = project.latest(channel, experimental)
-        if build is None:
-            raise _no_build(project, channel, experimental)
+        project, _, _, build = _latest(store.snapshot())
         bottle.response.set_header("Cache-Control",
                                    f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
         # Built from stored, validated values only: nothing the client sent reaches Location.
