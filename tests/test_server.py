@@ -306,3 +306,19 @@ def test_hostile_requests_get_a_4xx_or_a_safe_answer(running_server):
         locations = [h for h in headers if h.lower().startswith("location:")]
         assert all(h == "Location: https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
                    for h in locations), raw[:70]
+
+
+def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
+    port, proc = running_server
+    moved = data_dir.with_name("moved")
+    data_dir.rename(moved)
+    time.sleep(1.2)
+    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+    assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
+    resp, body = request(port, "/healthz")
+    assert json.loads(body)["rejectedFiles"] == [{"file": ".", "error": os.strerror(2)}]
+    moved.rename(data_dir)
+    write_file(data_dir / "alpha.json", make_project([make_build(61)]))
+    time.sleep(1.2)
+    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+    assert json.loads(body)["buildNumber"] == 61 and proc.poll() is None
