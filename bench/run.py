@@ -60,6 +60,7 @@ def start(argv, port):
             return proc, time.perf_counter() - started
         except OSError:
             if proc.poll() is not None or time.perf_counter() > deadline:
+                proc.kill()
                 raise SystemExit(f"server did not start: {argv}")
             time.sleep(0.005)
 
@@ -136,19 +137,23 @@ def measure_efficiency(work, rounds, seconds, rows):
     data_dir = synthetic.generate(os.path.join(work, "twenty"),
                                   [500 + round(i * 1500 / 19) for i in range(20)])
     ours, port, _ = start_buildshelf(data_dir)
-    bodies = {target: get(port, target).decode("latin-1")
-              for target in EFFICIENCY_TARGETS.values()}
-    bodies_file = os.path.join(work, "bodies.json")
-    with open(bodies_file, "w") as f:
-        json.dump(bodies, f)
-    bare_port = free_port()
-    bare, _ = start([sys.executable, os.path.join(HERE, "bare.py"), str(bare_port),
-                     bodies_file], bare_port)
     try:
-        results = compare({"buildshelf": (ours, port), "bare": (bare, bare_port)},
-                          EFFICIENCY_TARGETS, rounds, seconds)
-    finally:
-        stop(bare)
+        bodies = {target: get(port, target).decode("latin-1")
+                  for target in EFFICIENCY_TARGETS.values()}
+        bodies_file = os.path.join(work, "bodies.json")
+        with open(bodies_file, "w") as f:
+            json.dump(bodies, f)
+        bare_port = free_port()
+        bare, _ = start([sys.executable, os.path.join(HERE, "bare.py"), str(bare_port),
+                         bodies_file], bare_port)
+        try:
+            results = compare({"buildshelf": (ours, port), "bare": (bare, bare_port)},
+                              EFFICIENCY_TARGETS, rounds, seconds)
+        finally:
+            stop(bare)
+    except BaseException:
+        stop(ours)
+        raise
     for name, cpu in results.items():
         size = len(bodies[EFFICIENCY_TARGETS[name]])
         efficiency = cpu["bare"] / cpu["buildshelf"]

@@ -2,6 +2,7 @@
 
 import json
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import webtest
@@ -56,16 +57,21 @@ def model_select(doc, query):
     return sorted(chosen, key=lambda b: b["buildNumber"])
 
 
-def serve(doc):
-    directory = Path(tempfile.mkdtemp())
-    write_file(directory / "p.json", doc)
-    return webtest.TestApp(server.make_app(store_module.Store(directory, check_interval=0)))
+@contextmanager
+def serving(doc):
+    with tempfile.TemporaryDirectory() as directory:
+        write_file(Path(directory) / "p.json", doc)
+        yield webtest.TestApp(server.make_app(store_module.Store(directory, check_interval=0)))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=projects(), query=queries, slug=st.sampled_from(["p", "P"]))
 def test_builds_latest_and_jd_follow_the_model(doc, query, slug):
-    client = serve(doc)
+    with serving(doc) as client:
+        check_against_the_model(client, doc, query, slug)
+
+
+def check_against_the_model(client, doc, query, slug):
     params = dict(query, project=slug)
     if not all(value.isprintable() for value in query.values()):
         for endpoint in ("/builds", "/builds/all", "/builds/latest", "/jd"):
@@ -93,8 +99,8 @@ def test_builds_latest_and_jd_follow_the_model(doc, query, slug):
 @settings(max_examples=100, deadline=None)
 @given(doc=projects())
 def test_every_build_in_the_file_is_served_once_in_order(doc):
-    client = serve(doc)
-    served = client.get(API + "/builds", {"project": "p", "experimental": "true"}).json
+    with serving(doc) as client:
+        served = client.get(API + "/builds", {"project": "p", "experimental": "true"}).json
     assert served == sorted(doc["builds"], key=lambda b: b["buildNumber"])
 
 
