@@ -17,12 +17,13 @@ access_log = logging.getLogger("buildshelf.access")
 # slot, never a thread; these bound the slots and what each may hold. README "Security and
 # limits" says why each value.
 LIMITS = {
-    "connection_limit": 1000,
+    # waitress watches sockets with select(), which sees none numbered 1,024 or more; its
+    # poll() mode would lift that but doubles the CPU cost of every request (measured).
+    "connection_limit": 900,
     "channel_timeout": 30,
     "cleanup_interval": 10,
     "max_request_header_size": 16 * 1024,
     "max_request_body_size": 1024,
-    "asyncore_use_poll": True,  # select() cannot watch more than 1,024 sockets
 }
 DRAIN_SECONDS = 10
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
@@ -77,7 +78,7 @@ def serve(app, host, port, threads, on_listening=None):
     if on_listening:
         on_listening(server)
     while not stopping:
-        wasyncore.loop(timeout=0.5, map=server._map, use_poll=True, count=1)
+        wasyncore.loop(timeout=0.5, map=server._map, count=1)
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
@@ -95,5 +96,5 @@ def drain(socket_map, deadline):
         for channel in channels:
             if not (channel.requests or channel.request or channel.total_outbufs_len):
                 channel.will_close = True
-        wasyncore.loop(timeout=0.05, map=socket_map, use_poll=True, count=1)
+        wasyncore.loop(timeout=0.05, map=socket_map, count=1)
     log.warning("gave up waiting for %d connection(s)", len(socket_map) - 1)
