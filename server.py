@@ -370,11 +370,17 @@ def main(argv=None):
         return 1 if problems else 0
 
     data = store_module.Store(args.data)
-    log.info("serving %d projects from %s on http://%s:%d%s", len(data.snapshot().projects),
-             os.path.abspath(args.data), args.host, args.port, API)
     app = make_app(data, max_age=args.max_age)
-    serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
-                  args.threads)
+
+    def listening(server):
+        log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),
+                 os.path.abspath(args.data), server.effective_host, server.effective_port, API)
+    try:
+        serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
+                      args.threads, on_listening=listening)
+    except OSError as error:  # the address is taken, or not ours to listen on
+        log.error("cannot listen on %s port %d: %s", args.host, args.port, error.strerror)
+        return 1
     log.info("stopped")
     return 0
 
