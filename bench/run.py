@@ -230,7 +230,7 @@ def measure_reload(data_dir, proc, port, seconds, rows):
     # Live: another project keeps being served while p00 is rewritten again and again.
     load = subprocess.Popen(["wrk", "-t1", "-c4", f"-d{seconds}s", "--latency",
                              f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p01"],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + seconds - 0.5
     edits = 0
     while time.monotonic() < deadline:
@@ -245,7 +245,10 @@ def measure_reload(data_dir, proc, port, seconds, rows):
     time.sleep(1.1)
     served = json.loads(get(port, "/api/v2/builds/latest?project=p00"))["buildNumber"]
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    p99 = re.search(r"99%\s+(\S+)", out).group(1)
+    p99 = re.search(r"99%\s+(\S+)", out)
+    if p99 is None:
+        raise SystemExit(f"wrk did not finish as expected:\n{out}")
+    p99 = p99.group(1)
     requests = re.search(r"(\d+) requests in", out)[1]
     print(f"while p00 was rewritten {edits} times: {requests} "
           f"requests for p01, p99 latency {p99}, {errors[1] if errors else 0} errors; "
