@@ -9,6 +9,7 @@ import waitress
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
+from waitress.task import WSGITask
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("buildshelf.access")
@@ -66,12 +67,30 @@ class AtMostEvery(logging.Filter):
         return True
 
 
+class KeepAliveTask(WSGITask):
+    """waitress 3.0 closes the connection after every 204 and 304, for want of the
+    Content-Length those answers may not carry. Clients revalidate all day: keep the
+    connection open unless the client asked to close it."""
+
+    def set_close_on_finish(self):
+        if (self.has_body or self.version != "1.1"
+                or self.request.headers.get("CONNECTION", "").lower() == "close"):
+            super().set_close_on_finish()
+
+
+class KeepAliveChannel(HTTPChannel):
+    task_class = KeepAliveTask
+
+
 def serve(app, host, port, threads, on_listening=None):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return."""
     # Under overload waitress warns once per queued request; one line a minute says as much.
     logging.getLogger("waitress.queue").addFilter(AtMostEvery(60))
     server = waitress.create_server(app, host=host, port=port, threads=threads,
                                     ident="buildshelf", **LIMITS)
+    for dispatcher in list(server._map.values()):
+        if isinstance(dispatcher, BaseWSGIServer):
+            dispatcher.channel_class = KeepAliveChannel
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
@@ -94,7 +113,8 @@ def drain(socket_map, deadline):
         if not channels:
             return
         for channel in channels:
-            if not (channel.requests or channel.request or channel.total_outbufs_len):
+            # A request still arriving has not been started: the client may send it again.
+            if not (channel.requests or channel.total_outbufs_len):
                 channel.will_close = True
         wasyncore.loop(timeout=0.05, map=socket_map, count=1)
     log.warning("gave up waiting for %d connection(s)", len(socket_map) - 1)
