@@ -8,6 +8,7 @@ down but barely moves the figures; the two servers take turns and medians are re
 """
 
 import argparse
+import io
 import json
 import os
 import re
@@ -154,6 +155,7 @@ def measure_efficiency(work, rounds, seconds, rows):
     except BaseException:
         stop(ours)
         raise
+    measure_app_cost(data_dir, bodies)
     for name, cpu in results.items():
         size = len(bodies[EFFICIENCY_TARGETS[name]])
         efficiency = cpu["bare"] / cpu["buildshelf"]
@@ -162,6 +164,35 @@ def measure_efficiency(work, rounds, seconds, rows):
         rows.append((f"efficiency, {name}", ">= 0.85", f"{efficiency:.2f}",
                      efficiency >= 0.85))
     return ours, port
+
+
+def app_cpu_per_call(app, target, calls=2000):
+    """Microseconds of CPU for one call of a WSGI app, without any server around it."""
+    path, _, query = target.partition("?")
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
+               "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
+               "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(),
+               "wsgi.errors": sys.stderr}
+
+    def start_response(status, headers, exc_info=None):
+        pass
+    b"".join(app(dict(environ), start_response))  # the first call encodes
+    started = time.process_time()
+    for _ in range(calls):
+        b"".join(app(dict(environ), start_response))
+    return (time.process_time() - started) / calls * 1e6
+
+
+def measure_app_cost(data_dir, bodies):
+    """The part of a request that is Buildshelf's own, measured in process: precise where
+    the loaded servers are noisy."""
+    import bare
+    import server
+    ours = server.make_app(store.Store(data_dir, check_interval=1))
+    yardstick = bare.make_app({t: b.encode("latin-1") for t, b in bodies.items()})
+    for name, target in EFFICIENCY_TARGETS.items():
+        print(f"{name}: the app alone takes {app_cpu_per_call(ours, target):.0f} us, the bare "
+              f"app {app_cpu_per_call(yardstick, target):.0f} us")
 
 
 def measure_independence(work, ours, port, rounds, seconds, rows):
