@@ -21,7 +21,7 @@ class Representation:
     gzipped: bytes  # None when not worth compressing
     gzip_etag: str  # each encoding is a representation of its own, with its own validator
     loaded_at: float  # when the data shown was loaded
-    modified: int  # the Last-Modified second, see last_modified()
+    modified: int  # the Last-Modified second, sent as is_dated() says
     modified_date: str  # the same as an HTTP date
 
     @classmethod

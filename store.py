@@ -204,9 +204,9 @@ def _build(value, channels):
     if value.keys() != BUILD_KEYS:
         _check_keys(value, BUILD_KEYS | LEGACY_BUILD_KEYS, BUILD_KEYS)
     url, download_url = value["url"], value["downloadUrl"]
-    if not (type(url) is str and URL_PATTERN.match(url)):
+    if not _is_url(url):
         raise _Invalid(f"'url' {URL_RULE}")
-    if not (type(download_url) is str and URL_PATTERN.match(download_url)):
+    if not _is_url(download_url):
         raise _Invalid(f"'downloadUrl' {URL_RULE}")
     channel = value["channelVersion"]
     if channel not in channels:

@@ -206,7 +206,7 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=10)
     log = proc.stderr.read()
-    assert f"serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
+    assert "serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
 
 
 # --- access log ------------------------------------------------------------------------------
