@@ -599,16 +599,25 @@ async def normal_client(number, port, deadline, stats, shared):
         await close(connection[1])
 
 
+async def open_slow_connection(port, stats):
+    """A slow client's connection, counted while open; None (after a pause) if refused."""
+    try:
+        connection = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
+    except (OSError, asyncio.TimeoutError):
+        await asyncio.sleep(1)
+        return None
+    stats.slow_open += 1
+    return connection
+
+
 async def idle_connection(port, deadline, stats):
     """Open a connection and send nothing; when the server gives up on it, open another."""
     loop = asyncio.get_running_loop()
     while loop.time() < deadline:
-        try:
-            reader, writer = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
-        except (OSError, asyncio.TimeoutError):
-            await asyncio.sleep(1)
+        opened = await open_slow_connection(port, stats)
+        if opened is None:
             continue
-        stats.slow_open += 1
+        reader, writer = opened
         try:
             if await asyncio.wait_for(reader.read(1), deadline - loop.time()) == b"":
                 stats.idle_closed += 1
@@ -625,12 +634,10 @@ async def trickling_connection(port, deadline, stats, rng):
     request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     await asyncio.sleep(rng.uniform(0, 1))  # spread all their bytes over the second
     while loop.time() < deadline:
-        try:
-            reader, writer = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
-        except (OSError, asyncio.TimeoutError):
-            await asyncio.sleep(1)
+        opened = await open_slow_connection(port, stats)
+        if opened is None:
             continue
-        stats.slow_open += 1
+        reader, writer = opened
         try:
             for i in range(len(request)):
                 writer.write(request[i:i + 1])
