@@ -602,9 +602,12 @@ DOCUMENT = {
                 "type": "object",
                 "properties": {
                     "status": {
-                        "description": "`no_data` when no project at all is served.",
+                        "description": "`no_data` when no project at all is served (status "
+                                       "503); `stalled` when a file has been read for longer "
+                                       "than a check waits, or a check takes too long: the "
+                                       "data served may be out of date.",
                         "type": "string",
-                        "enum": ["ok", "no_data"],
+                        "enum": ["ok", "stalled", "no_data"],
                     },
                     "projects": {
                         "description": "How many projects are served.",
@@ -617,20 +620,49 @@ DOCUMENT = {
                         "format": "date-time",
                         "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
                     },
+                    "lastCheck": {
+                        "description": "When the data files were last checked for changes, "
+                                       "UTC (about every second).",
+                        "type": "string",
+                        "format": "date-time",
+                        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+                    },
+                    "checkRunningFor": {
+                        "description": "Seconds the check under way has taken, or null.",
+                        "type": ["number", "null"],
+                        "minimum": 0,
+                    },
                     "rejectedFiles": {
                         "description": "Every data file not served as it is on disk.",
                         "type": "array",
                         "items": {"$ref": "#/components/schemas/RejectedFile"},
                     },
+                    "stalledReads": {
+                        "description": "Files (or `.`, the directory listing) whose read has "
+                                       "lasted longer than a check waits, with how long; each "
+                                       "keeps its last good version meanwhile.",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"file": {"type": "string"},
+                                           "seconds": {"type": "number", "minimum": 0}},
+                            "required": ["file", "seconds"],
+                            "additionalProperties": False,
+                        },
+                    },
                 },
-                "required": ["status", "projects", "lastReload", "rejectedFiles"],
+                "required": ["status", "projects", "lastReload", "lastCheck", "checkRunningFor",
+                             "rejectedFiles", "stalledReads"],
                 "additionalProperties": False,
                 "examples": [{
                     "status": "ok",
                     "projects": 3,
                     "lastReload": "2026-11-22T17:20:00Z",
+                    "lastCheck": "2026-11-22T17:31:05Z",
+                    "checkRunningFor": None,
                     "rejectedFiles": [{"file": "waystone.json",
                                        "error": "line 14, column 7: Expecting ',' delimiter"}],
+                    "stalledReads": [],
                 }],
             },
             "OpenApiDocument": {

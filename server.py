@@ -238,14 +238,20 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         """Whether data is being served, and which files are rejected."""
         _query()
         snapshot = store.snapshot()
+        checking_for, stalled = store.progress()
+        late = stalled or (checking_for or 0) > 2 * store.read_wait
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
         return encode({
-            "status": "ok" if snapshot.projects else "no_data",
+            "status": "no_data" if not snapshot.projects else "stalled" if late else "ok",
             "projects": len(snapshot.projects),
             "lastReload": _iso_time(snapshot.loaded_at),
+            "lastCheck": _iso_time(store.last_check),
+            "checkRunningFor": None if checking_for is None else round(checking_for, 1),
             "rejectedFiles": [{"file": name, "error": error.located()}
                               for name, error in sorted(snapshot.errors.items())],
+            "stalledReads": [{"file": name, "seconds": round(seconds, 1)}
+                             for name, seconds in sorted(stalled.items())],
         })
 
     def preflight():
@@ -370,6 +376,7 @@ def main(argv=None):
         return 1 if problems else 0
 
     data = store_module.Store(args.data)
+    data.start()
     app = make_app(data, max_age=args.max_age)
 
     def listening(server):
