@@ -5,6 +5,7 @@ store's current snapshot, taken once per request.
 """
 
 import argparse
+import io
 import json
 import logging
 import os
@@ -170,7 +171,10 @@ def _send(representation, max_age):
     if current:
         response.status = 304
         return b""
-    return body
+    response.set_header("Content-Length", str(len(body)))
+    # A large body goes out by reference (wsgi.file_wrapper): the connection holds the shared
+    # bytes of the representation, never a copy, however slowly its client reads.
+    return io.BytesIO(body) if len(body) >= serving.BY_REFERENCE_BYTES else body
 
 
 def _project_response(project, key, make_body):
@@ -186,6 +190,12 @@ def _project_response(project, key, make_body):
 def make_app(store, max_age=DEFAULT_MAX_AGE):
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds."""
     app = bottle.Bottle()
+
+    @app.hook("before_request")
+    def refuse_malformed():
+        problem = bottle.request.environ.get(serving.MALFORMED)
+        if problem:  # the server closes the connection after this answer
+            raise ApiError(400, "malformed_request", f"malformed request: {problem}")
 
     @app.hook("after_request")
     def common_headers():
@@ -388,6 +398,8 @@ def main(argv=None):
     except OSError as error:  # the address is taken, or not ours to listen on
         log.error("cannot listen on %s port %d: %s", args.host, args.port, error.strerror)
         return 1
+    finally:
+        data.stop()
     log.info("stopped")
     return 0
 

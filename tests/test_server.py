@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -370,3 +371,78 @@ def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
     write_file(data_dir / "alpha.json", make_project([make_build(61)]))
     eventually(lambda: latest_number(port) == 61)
     assert proc.poll() is None
+
+
+# --- clients that do not play along -----------------------------------------------------------
+
+@pytest.fixture
+def server_with_threads(data_dir):
+    """A real server with 2 worker threads: fewer than the clients that attack it."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                             str(data_dir), "--port", str(port), "--threads", "2", "--quiet"],
+                            stderr=subprocess.DEVNULL)
+    eventually(lambda: not refuses_connections(port))
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_threads):
+    port = server_with_threads
+    write_file(data_dir / "big.json", make_project([make_build(n, commit_count=3)
+                                                    for n in range(3000)]))
+    eventually(lambda: latest_number(port, "big") == 2999)
+    request_line = b"GET /api/v2/builds?project=big HTTP/1.1\r\nHost: x\r\n\r\n"
+    attackers = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    for sock in attackers:  # 40 answers of 1 MB each, pipelined, never read
+        sock.sendall(request_line * 40)
+    try:
+        # Within a second or so, waitress's own channel would block both threads until the
+        # attackers read or leave; here every request is answered throughout.
+        for _ in range(30):
+            resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+            assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
+            time.sleep(0.1)
+    finally:
+        for sock in attackers:
+            sock.close()
+
+
+@pytest.mark.parametrize("raw", [
+    b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /api/v2/projects HTTP/1.1\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+])
+def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_server, raw):
+    port, _ = running_server
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(raw)
+        data = b""
+        while chunk := sock.recv(65536):  # read to the end: the server must close
+            data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+    assert json.loads(body)["code"] == "malformed_request"  # and nothing smuggled after it
+
+
+def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(data_dir):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data_dir), "--port",
+         str(port), "--quiet"], stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    idle = []
+    try:
+        eventually(lambda: not refuses_connections(port))
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        for _ in range(5):  # the idlest connections make room for each new one
+            resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+            assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.send_signal(signal.SIGTERM)
+        log = proc.communicate(timeout=10)[1]
+    assert "the open-files limit (ulimit -n) is 64: at most 48 connections" in log
+    assert "Traceback" not in log and len(log.splitlines()) < 10, log
