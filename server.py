@@ -18,7 +18,8 @@ import bottle
 import openapi
 import serving
 import store as store_module
-from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
+from representation import (Representation, RepresentationCache, accepts_gzip, etag_matches,
+                            modified_since)
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
 MAX_QUERY_FIELDS = 50
+ENCODE_SLICE = 1000  # builds encoded in one call
+DEFAULT_CACHE_MB = 256
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
@@ -56,6 +59,14 @@ def error_body(code, message):
 def project_json(project):
     return {"slug": project.slug, "ciJob": project.ci_job, "ciJobUrl": project.ci_job_url,
             "javadocBaseUrl": project.javadoc_base_url}
+
+
+def encode_builds(builds):
+    """A JSON array of `builds`, made a slice at a time: one long call into the C encoder would
+    hold the interpreter lock, and every other request with it, for a list of a million."""
+    slices = (encode([build_json(b) for b in builds[i:i + ENCODE_SLICE]])[1:-1]
+              for i in range(0, len(builds), ENCODE_SLICE))
+    return b"[" + b",".join(slices) + b"]"
 
 
 def build_json(build):
@@ -177,19 +188,13 @@ def _send(representation, max_age):
     return io.BytesIO(body) if len(body) >= serving.BY_REFERENCE_BYTES else body
 
 
-def _project_response(project, key, make_body):
-    """The representation of one view of a project, memoized if the view is a known one."""
-    def make():
-        return Representation.of(encode(make_body()), project.loaded_at)
-    channel = key[1]
-    if channel is not None and not project.has_channel(channel):
-        return make()  # clients may send any channel: keep only the project's own
-    return memoized(project.memo, key, make)
+def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB):
+    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
 
-
-def make_app(store, max_age=DEFAULT_MAX_AGE):
-    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds."""
+    At most `cache_mb` MiB of encoded responses are kept.
+    """
     app = bottle.Bottle()
+    cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
 
     @app.hook("before_request")
     def refuse_malformed():
@@ -206,7 +211,7 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         """Every project served."""
         _query()  # takes no parameters, but refuses a malformed query like every route
         snapshot = store.snapshot()
-        return _send(memoized(snapshot.memo, "projects", lambda: Representation.of(encode(
+        return _send(cache.get(snapshot, "projects", lambda: Representation.of(encode(
             {"projects": [project_json(p) for p in snapshot.projects.values()]}),
             snapshot.loaded_at)), max_age)
 
@@ -215,16 +220,17 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     def builds():
         """A project's builds passing the filters, ascending by build number."""
         project, channel, experimental = _build_filter(store.snapshot())
-        return _send(_project_response(
-            project, ("builds", channel, experimental),
-            lambda: [build_json(b) for b in project.select(channel, experimental)]), max_age)
+        selected = project.select(channel, experimental)
+        # Keyed by the selection itself: filters that select the same builds share one body.
+        return _send(cache.get(project, ("builds", id(selected)), lambda: Representation.of(
+            encode_builds(selected), project.loaded_at)), max_age)
 
     @app.get(API + "/builds/latest")
     def latest_build():
         """The highest-numbered build passing the filters."""
-        project, channel, experimental, build = _latest(store.snapshot())
-        return _send(_project_response(project, ("latest", channel, experimental),
-                                       lambda: build_json(build)), max_age)
+        project, _, _, build = _latest(store.snapshot())
+        return _send(cache.get(project, ("latest", id(build)), lambda: Representation.of(
+            encode(build_json(build)), project.loaded_at)), max_age)
 
     @app.get(API + "/jd")
     def javadoc():
@@ -366,6 +372,10 @@ def parse_args(argv=None, environ=os.environ):
                         default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
                         help="seconds clients and proxies may cache a JSON success "
                         "(BUILDSHELF_MAX_AGE; default: %(default)s)")
+    parser.add_argument("--cache-mb", type=_number_in(1, 1 << 20),
+                        default=environ.get("BUILDSHELF_CACHE_MB", str(DEFAULT_CACHE_MB)),
+                        help="MiB of encoded responses kept in memory, least recently used "
+                        "dropped first (BUILDSHELF_CACHE_MB; default: %(default)s)")
     parser.add_argument("--quiet", action="store_true",
                         help="no access log line per request")
     parser.add_argument("--check", action="store_true",
@@ -387,7 +397,7 @@ def main(argv=None):
 
     data = store_module.Store(args.data)
     data.start()
-    app = make_app(data, max_age=args.max_age)
+    app = make_app(data, max_age=args.max_age, cache_mb=args.cache_mb)
 
     def listening(server):
         log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),

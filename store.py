@@ -89,8 +89,6 @@ class Project:
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     _selections: dict = field(repr=False)
     loaded_at: float = field(default_factory=time.time)  # when this version was read
-    # Values derived from this project by its readers (encoded responses): dropped with it.
-    memo: dict = field(default_factory=dict, repr=False)
 
     def select(self, channel=None, experimental=False):
         """The builds passing the filters, ascending by number."""
@@ -101,18 +99,27 @@ class Project:
         selected = self.select(channel, experimental)
         return selected[-1] if selected else None
 
-    def has_channel(self, channel):
-        return (channel, True) in self._selections
-
 
 def index_builds(builds):
-    """Map every (channel, experimental) filter to its builds, keeping ascending order."""
-    selections = {(None, True): builds,
-                  (None, False): tuple(b for b in builds if not b.is_experimental)}
-    for channel in {b.channel for b in builds}:
-        in_channel = tuple(b for b in builds if b.channel == channel)
+    """Map every (channel, experimental) filter to its builds, keeping ascending order.
+
+    One pass over the builds, whatever the number of channels. Selections with the same
+    builds are the same tuple, so that what is derived from one serves them all.
+    """
+    by_channel = {}
+    for build in builds:
+        by_channel.setdefault(build.channel, []).append(build)
+    stable = tuple(b for b in builds if not b.is_experimental)
+    all_stable = stable if len(stable) < len(builds) else builds
+    selections = {(None, True): builds, (None, False): all_stable}
+    # A subset as long as the set it is taken from is that set.
+    for channel, in_channel in by_channel.items():
+        in_channel = builds if len(in_channel) == len(builds) else tuple(in_channel)
+        stable = [b for b in in_channel if not b.is_experimental]
         selections[channel, True] = in_channel
-        selections[channel, False] = tuple(b for b in in_channel if not b.is_experimental)
+        selections[channel, False] = (in_channel if len(stable) == len(in_channel) else
+                                      all_stable if len(stable) == len(all_stable) else
+                                      tuple(stable))
     return selections
 
 
@@ -125,7 +132,6 @@ class Snapshot:
     # served as it is on disk
     errors: dict = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)  # when this snapshot replaced the last
-    memo: dict = field(default_factory=dict, repr=False)  # like Project.memo
 
     def project(self, slug):
         """The project named `slug` (any letter case), or None."""
