@@ -7,9 +7,12 @@ clients that use them.
 """
 
 import errno
+import functools
 import logging
+import os
 import resource
 import signal
+import sys
 import time
 from urllib.parse import quote
 
@@ -18,10 +21,9 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, TcpWSGIServer
-from waitress.task import WSGITask
+from waitress.task import ThreadedTaskDispatcher, WSGITask
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("buildshelf.access")
 
 # README "Security and limits" says why each value.
 LIMITS = {
@@ -46,8 +48,15 @@ LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: n
 MALFORMED = "buildshelf.malformed_request"
 
 
-def access_logged(app):
-    """`app`, logging a line per request: client, method, target, status, bytes, time taken."""
+def access_logged(app, write=None):
+    """`app`, writing a line per request: client, method, target, status, bytes, time taken.
+
+    The line has the format of the other log lines, and goes out with one os.write to
+    stderr: the logging module's handler lock made the worker threads queue behind each
+    other (README "Performance" has the profile). A line under 4 KiB is written whole.
+    """
+    write = write or functools.partial(os.write, sys.stderr.fileno())
+
     def logged(environ, start_response):
         started = time.perf_counter()
         status, length = [], []
@@ -60,29 +69,47 @@ def access_logged(app):
         target = environ.get("PATH_INFO", "")
         if environ.get("QUERY_STRING"):
             target += "?" + environ["QUERY_STRING"]
-        access_log.info("%s %s %s %s %s %.2fms", environ.get("REMOTE_ADDR", "-"),
-                        environ["REQUEST_METHOD"],
-                        quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS),
-                        status[0] if status else "-",
-                        sum(map(len, body)) if isinstance(body, list)
-                        else length[0] if length else "-",
-                        (time.perf_counter() - started) * 1000)
+        now = time.time()
+        sent = (sum(map(len, body)) if isinstance(body, list) else length[0] if length else "-")
+        line = (f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},"
+                f"{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
+                f"{environ.get('REMOTE_ADDR', '-')} {environ['REQUEST_METHOD']} "
+                f"{quote(target.encode('latin-1'), safe=LOGGED_URL_CHARACTERS)} "
+                f"{status[0] if status else '-'} {sent} "
+                f"{(time.perf_counter() - started) * 1000:.2f}ms\n")
+        try:
+            write(line.encode())
+        except OSError:  # stderr closed or full: serving matters more than its log
+            pass
         return body
     return logged
 
 
-class AtMostEvery(logging.Filter):
-    """Lets one record through per `seconds`."""
+class OncePer:
+    """Says yes at most once per `seconds`: for warnings that could otherwise flood the log."""
 
     def __init__(self, seconds):
-        super().__init__()
         self.seconds, self.next_time = seconds, 0.0
 
-    def filter(self, record):
-        if record.created < self.next_time:
+    def due(self, now):
+        if now < self.next_time:
             return False
-        self.next_time = record.created + self.seconds
+        self.next_time = now + self.seconds
         return True
+
+
+class QueueWatchingDispatcher(ThreadedTaskDispatcher):
+    """waitress's worker threads, noting the deepest queue instead of logging a warning per
+    queued request while holding the queue's lock (which stalled every worker under load)."""
+
+    deepest = 0
+
+    def add_task(self, task):
+        with self.lock:
+            self.queue.append(task)
+            self.queue_cv.notify()
+            idle = len(self.threads) - self.stop_count - self.active_count
+            self.deepest = max(self.deepest, len(self.queue) - idle)
 
 
 def malformed(request):
@@ -169,7 +196,8 @@ class GuardedServer(TcpWSGIServer):
     channel_class = GuardedChannel
     accept_paused_until = 0.0
     connection_limit = MAX_CONNECTIONS
-    _warn_full = AtMostEvery(60)
+    _warn_full = OncePer(60)
+    _warn_queue = OncePer(60)
 
     def add_task(self, channel):
         if channel.total_outbufs_len > UNSENT_OUTPUT_LIMIT:
@@ -187,6 +215,11 @@ class GuardedServer(TcpWSGIServer):
 
     def maintenance(self, now):
         super().maintenance(now)
+        dispatcher = self.task_dispatcher
+        if dispatcher.deepest > 0 and self._warn_queue.due(now):
+            log.warning("requests waited for a worker thread: up to %d queued at once "
+                        "(logged once a minute; see --threads)", dispatcher.deepest)
+            dispatcher.deepest = 0
         # waitress closes idle connections; also close those whose client reads nothing.
         cutoff = now - self.adj.channel_timeout
         for channel in list(self.active_channels.values()):
@@ -198,7 +231,7 @@ class GuardedServer(TcpWSGIServer):
         channels = sorted(self.active_channels.values(), key=lambda c: c.idle_since)[:count]
         for channel in channels:
             channel.handle_close()
-        if channels and self._warn_full.filter(logging.makeLogRecord({})):
+        if channels and self._warn_full.due(time.time()):
             log.warning("closed %d connection(s) idle since the longest to stay within %s "
                         "(%d open); logged once a minute", len(channels), reason,
                         len(self.active_channels))
@@ -250,11 +283,11 @@ def connection_limit():
 
 def serve(app, host, port, threads, on_listening=None):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return."""
-    # Under overload waitress warns once per queued request; one line a minute says as much.
-    logging.getLogger("waitress.queue").addFilter(AtMostEvery(60))
     limit = connection_limit()
-    server = waitress.create_server(app, host=host, port=port, threads=threads,
-                                    ident="buildshelf", connection_limit=limit, **LIMITS)
+    dispatcher = QueueWatchingDispatcher()
+    dispatcher.set_thread_count(threads)
+    server = waitress.create_server(app, host=host, port=port, ident="buildshelf",
+                                    connection_limit=limit, _dispatcher=dispatcher, **LIMITS)
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
             dispatcher.__class__ = GuardedServer

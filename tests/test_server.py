@@ -232,22 +232,32 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
 # --- access log ------------------------------------------------------------------------------
 
 @pytest.fixture
-def logged_client(store, caplog):
+def written():
+    return []
+
+
+@pytest.fixture
+def logged_client(store, written):
     import webtest
-    caplog.set_level(logging.INFO, logger="buildshelf.access")
-    return webtest.TestApp(serving.access_logged(server.make_app(store)),
+    return webtest.TestApp(serving.access_logged(server.make_app(store), written.append),
                            extra_environ={"REMOTE_ADDR": "192.0.2.7"})
 
 
-def access_lines(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "buildshelf.access"]
+ACCESS_PREFIX = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO buildshelf\.access: "
 
 
-def test_one_access_line_per_request(logged_client, caplog):
+def access_lines(written):
+    """The messages of the lines written, checked to have the format of every log line."""
+    lines = [data.decode() for data in written]
+    assert all(re.match(ACCESS_PREFIX + r".*\n\Z", line) for line in lines), lines
+    return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
+
+
+def test_one_access_line_per_request(logged_client, written):
     resp = logged_client.get("/api/v2/builds?project=alpha")
     logged_client.get("/api/v2/builds?project=nope", status=404)
     logged_client.head("/api/v2/projects")
-    lines = access_lines(caplog)
+    lines = access_lines(written)
     assert len(lines) == 3
     assert re.fullmatch(rf"192\.0\.2\.7 GET /api/v2/builds\?project=alpha 200 {len(resp.body)} "
                         r"\d+\.\d\dms", lines[0])
@@ -256,9 +266,9 @@ def test_one_access_line_per_request(logged_client, caplog):
     assert re.fullmatch(r"192\.0\.2\.7 HEAD /api/v2/projects 200 0 \d+\.\d\dms", lines[2])
 
 
-def test_the_access_log_cannot_be_forged(logged_client, caplog):
+def test_the_access_log_cannot_be_forged(logged_client, written):
     logged_client.get("/api/v2/x%0A1.2.3.4%20GET%20/%20200", status=404)
-    [line] = access_lines(caplog)
+    [line] = access_lines(written)
     assert "\n" not in line and " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in line
 
 
@@ -276,13 +286,10 @@ def test_max_age_flag(monkeypatch, data_dir):
         "public, max-age=300")
 
 
-def test_queue_depth_warnings_are_thinned_to_one_a_minute():
-    thinning = serving.AtMostEvery(60)
-    records = [logging.LogRecord("waitress.queue", logging.WARNING, "", 0, "Task queue depth "
-                                 "is %d", (n,), None) for n in range(5)]
-    for offset, record in zip([0, 1, 59, 61, 62], records):
-        record.created = 1000.0 + offset
-    assert [thinning.filter(r) for r in records] == [True, False, False, True, False]
+def test_warnings_are_thinned_to_one_a_minute():
+    once = serving.OncePer(60)
+    assert [once.due(1000.0 + t) for t in [0, 1, 59, 61, 62, 121]] == [
+        True, False, False, True, False, True]
 
 
 # --- shutdown --------------------------------------------------------------------------------
