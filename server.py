@@ -1,7 +1,7 @@
 """The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
 
-Every response body is JSON except the /jd redirect. What a route serves is decided by the
-store's current snapshot, taken once per request.
+Every response body is JSON except the /jd and /downloads/latest redirects. What a route
+serves is decided by the store's current snapshot, taken once per request.
 """
 
 import argparse
@@ -14,24 +14,28 @@ from urllib.parse import unquote_to_bytes
 
 import bottle
 
+import javadoc
 import openapi
 import serving
 import store as store_module
+import upstream
 from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
 
 log = logging.getLogger(__name__)
 
 API = "/api/v2"
-JAVADOC_SUFFIX = "-R0.1-SNAPSHOT"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
+JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
+COMPAT_MODES = (None, upstream.MODE)
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 JSON = "application/json"
 DEFAULT_MAX_AGE = 60
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
-JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
+REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
+DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 MAX_QUERY_FIELDS = 50
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
@@ -71,7 +75,9 @@ def _shown(text, limit=100):
 
 
 def _decode(field):
-    return unquote_to_bytes(field.replace(b"+", b" ")).decode()
+    # '+' stays a plus sign: no value here holds a space, and real clients send the '+' of a
+    # channel such as 1.0.0+71 unencoded.
+    return unquote_to_bytes(field).decode()
 
 
 def _query():
@@ -94,14 +100,14 @@ def _query():
     return pairs
 
 
-def _build_query():
-    """The parameters of a builds request as {name: value}."""
+def _build_query(once=BUILD_PARAMETERS):
+    """The parameters of a builds request as {name: value}; those in `once` given once."""
     params = {}
     for name, value in _query():
         if name in SUPERSEDED_PARAMETERS:
             raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
                            "use 'channel' instead")
-        if name in params and name in BUILD_PARAMETERS:
+        if name in params and name in once:
             raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
                            "once: give it once")
         params.setdefault(name, value)
@@ -121,9 +127,8 @@ def _flag(params, name):
     return params.get(name, "").lower() == "true"
 
 
-def _build_filter(snapshot):
+def _build_filter(snapshot, params):
     """The project, channel (None for all) and experimental flag a builds request names."""
-    params = _build_query()
     slug = _required(params, "project")
     project = snapshot.project(slug)
     if project is None:
@@ -132,9 +137,9 @@ def _build_filter(snapshot):
     return project, params.get("channel") or None, _flag(params, "experimental")
 
 
-def _latest(snapshot):
+def _latest(snapshot, params):
     """The project, filters and latest build a request names; 404 when no build passes."""
-    project, channel, experimental = _build_filter(snapshot)
+    project, channel, experimental = _build_filter(snapshot, params)
     build = project.latest(channel, experimental)
     if build is None:
         which = "build" if experimental else "stable build"
@@ -143,6 +148,27 @@ def _latest(snapshot):
         raise ApiError(404, "no_matching_build", f"project {project.slug!r} has no "
                        f"{which}{where}{hint}")
     return project, channel, experimental, build
+
+
+def _javadoc_page(params):
+    """The page `redirect` names, checked; None without one (the channel's root)."""
+    page = params.get("redirect", "")
+    problem = javadoc.page_problem(page) if page else None
+    if problem is not None:
+        raise ApiError(400, "invalid_redirect", f"parameter 'redirect' {problem}: give a page "
+                       f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}")
+    return page or None
+
+
+def _redirect(location, max_age):
+    """A 302 to `location`, which must come from validated data only."""
+    # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
+    # does not parse (such as '[') made it fail with a 500.
+    response = bottle.response
+    response.status = 302
+    response.set_header("Location", location)
+    response.set_header("Cache-Control", f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}")
+    return b""
 
 
 def _send(representation, max_age):
@@ -183,9 +209,15 @@ def _project_response(project, key, make_body):
     return memoized(project.memo, key, make)
 
 
-def make_app(store, max_age=DEFAULT_MAX_AGE):
-    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds."""
+def make_app(store, max_age=DEFAULT_MAX_AGE, compat=None):
+    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
+
+    `compat="upstream"` serves the upstream Canvas API's build shapes instead of the spec's.
+    """
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
+    one_build = upstream.build_json if compat else build_json
 
     @app.hook("after_request")
     def common_headers():
@@ -204,28 +236,43 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     @app.get(API + "/builds/all")
     def builds():
         """A project's builds passing the filters, ascending by build number."""
-        project, channel, experimental = _build_filter(store.snapshot())
+        project, channel, experimental = _build_filter(store.snapshot(), _build_query())
+        # The spec's two names serve one body; the upstream's envelopes differ.
+        with_project = compat is not None and bottle.request.path == API + "/builds"
         return _send(_project_response(
-            project, ("builds", channel, experimental),
-            lambda: [build_json(b) for b in project.select(channel, experimental)]), max_age)
+            project, ("builds", channel, experimental, compat, with_project),
+            lambda: build_list(project, project.select(channel, experimental), with_project)),
+            max_age)
+
+    def build_list(project, builds, with_project):
+        if compat is None:
+            return [build_json(b) for b in builds]
+        return upstream.build_list_json(project, builds, with_project)
 
     @app.get(API + "/builds/latest")
     def latest_build():
         """The highest-numbered build passing the filters."""
-        project, channel, experimental, build = _latest(store.snapshot())
-        return _send(_project_response(project, ("latest", channel, experimental),
-                                       lambda: build_json(build)), max_age)
+        project, channel, experimental, build = _latest(store.snapshot(), _build_query())
+        return _send(_project_response(project, ("latest", channel, experimental, compat),
+                                       lambda: one_build(build)), max_age)
 
     @app.get(API + "/jd")
-    def javadoc():
-        """A redirect to the javadoc pages of a channel (by default the latest build's)."""
-        project, _, _, build = _latest(store.snapshot())
-        bottle.response.set_header("Cache-Control",
-                                   f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
-        # Built from stored, validated values only: nothing the client sent reaches Location.
-        bottle.redirect(javadoc_url(project, build.channel), 302)
+    def javadoc_redirect():
+        """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
+        params = _build_query(JAVADOC_PARAMETERS)
+        page = _javadoc_page(params)
+        project, _, _, build = _latest(store.snapshot(), params)
+        # Only checked values reach Location: data, and a page path of plain segments.
+        return _redirect(javadoc.javadoc_url(project.javadoc_base_url, build.channel, page,
+                                              project.javadoc_page_prefix), max_age)
 
-    openapi_document = Representation.of(encode(openapi.DOCUMENT), time.time())
+    @app.get(DOWNLOADS + "/latest")
+    def latest_download():
+        """A redirect to the artifact of the build /builds/latest would answer with."""
+        *_, build = _latest(store.snapshot(), _build_query())
+        return _redirect(build.download_url, max_age)
+
+    openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
     @app.get(API + "/openapi.json")
     def openapi_json():
@@ -303,10 +350,6 @@ def _iso_time(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def javadoc_url(project, channel):
-    return project.javadoc_base_url.rstrip("/") + "/" + channel + JAVADOC_SUFFIX
-
-
 # --- command line ----------------------------------------------------------------------------
 
 def _directory(value):
@@ -326,6 +369,13 @@ def _number_in(low, high):
                                              f"{high}")
         return n
     return number
+
+
+def _compat_mode(value):
+    if value not in COMPAT_MODES:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a compat mode (the one mode is "
+                                          f"{upstream.MODE!r})")
+    return value
 
 
 def parse_args(argv=None, environ=os.environ):
@@ -350,6 +400,10 @@ def parse_args(argv=None, environ=os.environ):
                         default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
                         help="seconds clients and proxies may cache a JSON success "
                         "(BUILDSHELF_MAX_AGE; default: %(default)s)")
+    parser.add_argument("--compat", type=_compat_mode,
+                        default=environ.get("BUILDSHELF_COMPAT") or None,
+                        help="'upstream': serve the upstream Canvas API's build shapes, for its "
+                        "official client (BUILDSHELF_COMPAT; default: the spec's shapes)")
     parser.add_argument("--quiet", action="store_true",
                         help="no access log line per request")
     parser.add_argument("--check", action="store_true",
@@ -370,7 +424,7 @@ def main(argv=None):
         return 1 if problems else 0
 
     data = store_module.Store(args.data)
-    app = make_app(data, max_age=args.max_age)
+    app = make_app(data, max_age=args.max_age, compat=args.compat)
 
     def listening(server):
         log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),
