@@ -46,6 +46,8 @@ def page_problem(page):
     problem = path_problem(path)
     if problem is not None:
         return problem
+    if "#" in page and not fragment:
+        return "has an empty #fragment: leave out the '#'"
     if not FRAGMENT_PATTERN.match(fragment):
         return "has a #fragment holding a character other than letters, digits and URL " \
                "punctuation"

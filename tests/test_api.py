@@ -449,6 +449,7 @@ REDIRECT_PROBLEMS = {
     "fragment": "has a #fragment holding a character other than letters, digits and URL "
                 "punctuation",
     "long": "is longer than 512 characters",
+    "no fragment": "has an empty #fragment: leave out the '#'",
 }
 
 
@@ -467,7 +468,7 @@ REDIRECT_PROBLEMS = {
     ("a%20b.html", "chars"), ("%C3%A9.html", "chars"), ("%EF%BC%8E%EF%BC%8E%EF%BC%8Fx", "chars"),
     ("a.html%23%22onload", "fragment"), ("a.html%23x%20y", "fragment"),
     ("a.html%23%7B%7D", "fragment"), ("a.html%23%C3%A9", "fragment"),
-    ("a" * 508 + ".html", "long"),
+    ("a" * 508 + ".html", "long"), ("a.html%23", "no fragment"),
 ])
 def test_jd_refuses_a_redirect_that_is_not_a_page_path(client, redirect, problem):
     resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=400)
@@ -576,3 +577,13 @@ def test_downloads_latest_follows_a_new_build(data_dir, client):
 def test_downloads_latest_answers_only_get_and_head(client, method):
     resp = client.request("/downloads/latest?project=alpha", method=method, status=405)
     assert_error(resp, 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
+                                  "/api/v2/builds/latest?project=alpha", "/api/v2/openapi.json",
+                                  "/api/v2/jd?project=alpha&redirect=a/B.html", "/healthz",
+                                  "/nope", "/api/v1/x", "/downloads/latest?project=nope"])
+@pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS", "POST"])
+def test_a_host_header_that_does_not_parse_is_no_500(store, path, method):
+    client = webtest.TestApp(server.make_app(store), extra_environ={"HTTP_HOST": "["})
+    assert client.request(path, method=method, expect_errors=True).status_int < 500
