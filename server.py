@@ -1,7 +1,7 @@
 """The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
 
-Every response body is JSON except the /jd redirect. What a route serves is decided by the
-store's current snapshot, taken once per request.
+Every response body is JSON except the /jd and /downloads/latest redirects. What a route
+serves is decided by the store's current snapshot, taken once per request.
 """
 
 import argparse
@@ -15,25 +15,29 @@ from urllib.parse import unquote_to_bytes
 
 import bottle
 
+import javadoc
 import openapi
 import serving
 import store as store_module
+import upstream
 from representation import (Representation, RepresentationCache, accepts_gzip, etag_matches,
                             modified_since)
 
 log = logging.getLogger(__name__)
 
 API = "/api/v2"
-JAVADOC_SUFFIX = "-R0.1-SNAPSHOT"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
+JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
+COMPAT_MODES = (None, upstream.MODE)
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 JSON = "application/json"
 DEFAULT_MAX_AGE = 60
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
-JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
+REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
+DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 MAX_QUERY_FIELDS = 50
 ENCODE_SLICE = 1000  # builds encoded in one call
 DEFAULT_CACHE_MB = 256
@@ -83,7 +87,9 @@ def _shown(text, limit=100):
 
 
 def _decode(field):
-    return unquote_to_bytes(field.replace(b"+", b" ")).decode()
+    # '+' stays a plus sign: no value here holds a space, and real clients send the '+' of a
+    # channel such as 1.0.0+71 unencoded.
+    return unquote_to_bytes(field).decode()
 
 
 def _query():
@@ -106,14 +112,14 @@ def _query():
     return pairs
 
 
-def _build_query():
-    """The parameters of a builds request as {name: value}."""
+def _build_query(once=BUILD_PARAMETERS):
+    """The parameters of a builds request as {name: value}; those in `once` given once."""
     params = {}
     for name, value in _query():
         if name in SUPERSEDED_PARAMETERS:
             raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
                            "use 'channel' instead")
-        if name in params and name in BUILD_PARAMETERS:
+        if name in params and name in once:
             raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
                            "once: give it once")
         params.setdefault(name, value)
@@ -133,9 +139,8 @@ def _flag(params, name):
     return params.get(name, "").lower() == "true"
 
 
-def _build_filter(snapshot):
+def _build_filter(snapshot, params):
     """The project, channel (None for all) and experimental flag a builds request names."""
-    params = _build_query()
     slug = _required(params, "project")
     project = snapshot.project(slug)
     if project is None:
@@ -144,9 +149,9 @@ def _build_filter(snapshot):
     return project, params.get("channel") or None, _flag(params, "experimental")
 
 
-def _latest(snapshot):
+def _latest(snapshot, params):
     """The project, filters and latest build a request names; 404 when no build passes."""
-    project, channel, experimental = _build_filter(snapshot)
+    project, channel, experimental = _build_filter(snapshot, params)
     build = project.latest(channel, experimental)
     if build is None:
         which = "build" if experimental else "stable build"
@@ -155,6 +160,27 @@ def _latest(snapshot):
         raise ApiError(404, "no_matching_build", f"project {project.slug!r} has no "
                        f"{which}{where}{hint}")
     return project, channel, experimental, build
+
+
+def _javadoc_page(params):
+    """The page `redirect` names, checked; None without one (the channel's root)."""
+    page = params.get("redirect", "")
+    problem = javadoc.page_problem(page) if page else None
+    if problem is not None:
+        raise ApiError(400, "invalid_redirect", f"parameter 'redirect' {problem}: give a page "
+                       f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}")
+    return page or None
+
+
+def _redirect(location, max_age):
+    """A 302 to `location`, which must come from validated data only."""
+    # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
+    # does not parse (such as '[') made it fail with a 500.
+    response = bottle.response
+    response.status = 302
+    response.set_header("Location", location)
+    response.set_header("Cache-Control", f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}")
+    return b""
 
 
 def _send(representation, max_age):
@@ -188,13 +214,17 @@ def _send(representation, max_age):
     return io.BytesIO(body) if len(body) >= serving.BY_REFERENCE_BYTES else body
 
 
-def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB):
+def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=None):
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
 
-    At most `cache_mb` MiB of encoded responses are kept.
+    At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
+    upstream Canvas API's build shapes instead of the spec's.
     """
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
     cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
+    one_build = upstream.build_json if compat else build_json
 
     @app.hook("before_request")
     def refuse_malformed():
@@ -219,29 +249,45 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB):
     @app.get(API + "/builds/all")
     def builds():
         """A project's builds passing the filters, ascending by build number."""
-        project, channel, experimental = _build_filter(store.snapshot())
+        project, channel, experimental = _build_filter(store.snapshot(), _build_query())
         selected = project.select(channel, experimental)
+        # The spec's two names serve one body; the upstream's envelopes differ.
+        with_project = compat is not None and bottle.request.path == API + "/builds"
         # Keyed by the selection itself: filters that select the same builds share one body.
-        return _send(cache.get(project, ("builds", id(selected)), lambda: Representation.of(
-            encode_builds(selected), project.loaded_at)), max_age)
+        return _send(cache.get(project, ("builds", id(selected), with_project),
+                               lambda: Representation.of(build_list(project, selected,
+                                                                    with_project),
+                                                         project.loaded_at)), max_age)
+
+    def build_list(project, builds, with_project):
+        if compat is None:
+            return encode_builds(builds)
+        return encode(upstream.build_list_json(project, builds, with_project))
 
     @app.get(API + "/builds/latest")
     def latest_build():
         """The highest-numbered build passing the filters."""
-        project, _, _, build = _latest(store.snapshot())
+        project, _, _, build = _latest(store.snapshot(), _build_query())
         return _send(cache.get(project, ("latest", id(build)), lambda: Representation.of(
-            encode(build_json(build)), project.loaded_at)), max_age)
+            encode(one_build(build)), project.loaded_at)), max_age)
 
     @app.get(API + "/jd")
-    def javadoc():
-        """A redirect to the javadoc pages of a channel (by default the latest build's)."""
-        project, _, _, build = _latest(store.snapshot())
-        bottle.response.set_header("Cache-Control",
-                                   f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
-        # Built from stored, validated values only: nothing the client sent reaches Location.
-        bottle.redirect(javadoc_url(project, build.channel), 302)
+    def javadoc_redirect():
+        """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
+        params = _build_query(JAVADOC_PARAMETERS)
+        page = _javadoc_page(params)
+        project, _, _, build = _latest(store.snapshot(), params)
+        # Only checked values reach Location: data, and a page path of plain segments.
+        return _redirect(javadoc.javadoc_url(project.javadoc_base_url, build.channel, page,
+                                              project.javadoc_page_prefix), max_age)
 
-    openapi_document = Representation.of(encode(openapi.DOCUMENT), time.time())
+    @app.get(DOWNLOADS + "/latest")
+    def latest_download():
+        """A redirect to the artifact of the build /builds/latest would answer with."""
+        *_, build = _latest(store.snapshot(), _build_query())
+        return _redirect(build.download_url, max_age)
+
+    openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
     @app.get(API + "/openapi.json")
     def openapi_json():
@@ -325,10 +371,6 @@ def _iso_time(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def javadoc_url(project, channel):
-    return project.javadoc_base_url.rstrip("/") + "/" + channel + JAVADOC_SUFFIX
-
-
 # --- command line ----------------------------------------------------------------------------
 
 def _directory(value):
@@ -348,6 +390,13 @@ def _number_in(low, high):
                                              f"{high}")
         return n
     return number
+
+
+def _compat_mode(value):
+    if value not in COMPAT_MODES:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a compat mode (the one mode is "
+                                          f"{upstream.MODE!r})")
+    return value
 
 
 def parse_args(argv=None, environ=os.environ):
@@ -376,6 +425,10 @@ def parse_args(argv=None, environ=os.environ):
                         default=environ.get("BUILDSHELF_CACHE_MB", str(DEFAULT_CACHE_MB)),
                         help="MiB of encoded responses kept in memory, least recently used "
                         "dropped first (BUILDSHELF_CACHE_MB; default: %(default)s)")
+    parser.add_argument("--compat", type=_compat_mode,
+                        default=environ.get("BUILDSHELF_COMPAT") or None,
+                        help="'upstream': serve the upstream Canvas API's build shapes, for its "
+                        "official client (BUILDSHELF_COMPAT; default: the spec's shapes)")
     parser.add_argument("--quiet", action="store_true",
                         help="no access log line per request")
     parser.add_argument("--check", action="store_true",
@@ -397,7 +450,7 @@ def main(argv=None):
 
     data = store_module.Store(args.data)
     data.start()
-    app = make_app(data, max_age=args.max_age, cache_mb=args.cache_mb)
+    app = make_app(data, max_age=args.max_age, cache_mb=args.cache_mb, compat=args.compat)
 
     def listening(server):
         log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
 
+import javadoc
+
 log = logging.getLogger(__name__)
 
 SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
@@ -31,10 +33,12 @@ URL_PATTERN = re.compile(r"https?://(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5
                          r"(?:[/?#][a-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z", re.IGNORECASE)
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 
-PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"}
+PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "javadocPagePrefix", "builds"}
+REQUIRED_PROJECT_KEYS = PROJECT_KEYS - {"slug", "javadocPagePrefix"}
 BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
               "isExperimental", "commits"}
 COMMIT_KEYS = {"message", "hash"}
+AUTHORED_COMMIT_KEYS = COMMIT_KEYS | {"author"}  # served only in the upstream compat mode
 LEGACY_BUILD_KEYS = {"commit"}  # accepted and dropped: never served
 
 
@@ -65,6 +69,7 @@ class DataError(Exception):
 class Commit(NamedTuple):
     message: str
     hash: str
+    author: str = ""
 
 
 class Build(NamedTuple):
@@ -88,6 +93,8 @@ class Project:
     builds: tuple
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     _selections: dict = field(repr=False)
+    # Inserted between the channel's javadoc root and a page (Reposilite's ".cache/unpack").
+    javadoc_page_prefix: str = ""
     loaded_at: float = field(default_factory=time.time)  # when this version was read
 
     def select(self, channel=None, experimental=False):
@@ -193,11 +200,13 @@ def _commit_problem(value):
     if type(value) is not dict:
         return "must be an object with 'message' and 'hash'"
     try:
-        _check_keys(value, COMMIT_KEYS, COMMIT_KEYS)
+        _check_keys(value, AUTHORED_COMMIT_KEYS, COMMIT_KEYS)
     except _Invalid as problem:
         return str(problem)
     if type(value["message"]) is not str:
         return "'message' must be a string"
+    if type(value.get("author", "")) is not str:
+        return "'author' must be a string"
     return "'hash' must be a string of hexadecimal digits"
 
 
@@ -232,11 +241,13 @@ def _build(value, channels):
         raise _Invalid("'commits' must be an array")
     commits = []
     for commit in value["commits"]:
-        if type(commit) is dict and commit.keys() == COMMIT_KEYS:
+        if type(commit) is dict and (commit.keys() == COMMIT_KEYS
+                                     or commit.keys() == AUTHORED_COMMIT_KEYS):
             message, commit_hash = commit["message"], commit["hash"]
+            author = commit.get("author", "")
             if (type(message) is str and type(commit_hash) is str and commit_hash
-                    and HEX_DIGITS.issuperset(commit_hash)):
-                commits.append(Commit(message, commit_hash))
+                    and HEX_DIGITS.issuperset(commit_hash) and type(author) is str):
+                commits.append(Commit(message, commit_hash, author))
                 continue
         raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
     return Build(number, url, download_url, channels[channel], value["timestamp"],
@@ -259,7 +270,7 @@ def parse_project(path, slug, data):
     if not isinstance(doc, dict):
         raise DataError(path, "the file must hold a JSON object")
     try:
-        _check_keys(doc, PROJECT_KEYS, PROJECT_KEYS - {"slug"})
+        _check_keys(doc, PROJECT_KEYS, REQUIRED_PROJECT_KEYS)
     except _Invalid as problem:
         raise DataError(path, str(problem)) from None
     if doc.get("slug", slug) != slug:
@@ -272,6 +283,13 @@ def parse_project(path, slug, data):
     if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
         raise DataError(path, "'javadocBaseUrl' must have no query or fragment: the channel's "
                         "page is added to its path")
+    page_prefix = doc.get("javadocPagePrefix", "")
+    if not isinstance(page_prefix, str):
+        raise DataError(path, "'javadocPagePrefix' must be a string, e.g. \".cache/unpack\"")
+    problem = javadoc.path_problem(page_prefix) if page_prefix else None
+    if problem is not None or len(page_prefix) > javadoc.MAX_PAGE_LENGTH:
+        raise DataError(path, f"'javadocPagePrefix' {problem or 'is too long'}: give a "
+                        "relative path such as \".cache/unpack\"")
     if not isinstance(doc["builds"], list):
         raise DataError(path, "'builds' must be an array")
     builds, channels = [], {}
@@ -287,7 +305,7 @@ def parse_project(path, slug, data):
                             where=f"build {later.number}")
     builds = tuple(builds)
     return Project(slug, doc["ciJob"], doc["ciJobUrl"], doc["javadocBaseUrl"], builds,
-                   index_builds(builds))
+                   index_builds(builds), page_prefix)
 
 
 # --- the directory ----------------------------------------------------------------------------

@@ -88,6 +88,33 @@ def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, environ, shape", [
+    ([], {}, list),
+    (["--compat", "upstream"], {}, dict),
+    ([], {"BUILDSHELF_COMPAT": "upstream"}, dict),
+    ([], {"BUILDSHELF_COMPAT": ""}, list),
+])
+def test_compat_upstream_is_opt_in_by_flag_or_environment(monkeypatch, data_dir, argv,
+                                                          environ, shape):
+    monkeypatch.delenv("BUILDSHELF_COMPAT", raising=False)
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet", *argv], environ)
+    import webtest
+    body = webtest.TestApp(app).get("/api/v2/builds/all?project=alpha").json
+    assert type(body) is shape
+
+
+@pytest.mark.parametrize("argv, environ", [(["--compat", "paper"], {}),
+                                           ([], {"BUILDSHELF_COMPAT": "paper"})])
+def test_an_unknown_compat_mode_is_named(monkeypatch, capsys, argv, environ):
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        server.main(["--check", *argv])
+    assert exited.value.code == 2
+    assert "argument --compat: 'paper' is not a compat mode (the one mode is 'upstream')" in (
+        capsys.readouterr().err)
+
+
 def test_a_bad_environment_value_is_named_too(monkeypatch, capsys):
     monkeypatch.setenv("BUILDSHELF_PORT", "eighty")
     with pytest.raises(SystemExit):

@@ -56,6 +56,52 @@ def test_a_build_keeps_every_value_of_its_file():
          store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1")))
 
 
+def test_a_commit_author_is_kept_and_empty_when_absent():
+    build = make_build(4, commit_count=0, commits=[
+        {"message": "a", "hash": "ab", "author": "Jane Doe"},
+        {"message": "b", "hash": "cd"},
+        {"message": "c", "hash": "ef", "author": ""}])
+    commits = parse(make_project([build])).builds[0].commits
+    assert commits == (store_module.Commit("a", "ab", "Jane Doe"),
+                       store_module.Commit("b", "cd", ""), store_module.Commit("c", "ef", ""))
+
+
+@pytest.mark.parametrize("prefix", [".cache/unpack", "docs", "a/b.c/$d_e-f"])
+def test_a_javadoc_page_prefix_is_kept(prefix):
+    assert parse(make_project([], javadocPagePrefix=prefix)).javadoc_page_prefix == prefix
+
+
+def test_without_a_page_prefix_there_is_none():
+    assert parse(make_project([])).javadoc_page_prefix == ""
+    assert parse(make_project([], javadocPagePrefix="")).javadoc_page_prefix == ""
+
+
+@pytest.mark.parametrize("prefix, problem", [
+    (".cache/unpack/", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("/.cache/unpack", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("a//b", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("../other", "has a '.' or '..' segment"),
+    ("a/./b", "has a '.' or '..' segment"),
+    ("https://evil.example", "holds ':' (a scheme?): give a path relative to the javadoc root"),
+    ("a\\b", "holds a backslash: separate segments with '/'"),
+    ("a b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a%2Fb", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a?b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a#b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a" * 513, "is too long"),
+])
+def test_a_bad_javadoc_page_prefix_is_refused(prefix, problem):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        f"data/alpha.json: 'javadocPagePrefix' {problem}: give a relative path such as "
+        "\".cache/unpack\"")
+
+
+@pytest.mark.parametrize("prefix", [None, 3, [".cache"]])
+def test_a_javadoc_page_prefix_must_be_a_string(prefix):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        "data/alpha.json: 'javadocPagePrefix' must be a string, e.g. \".cache/unpack\"")
+
+
 def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
     project = parse(make_project([make_build(1, commit={"message": "m", "hash": "ab"})],
                                  slug="alpha"))
@@ -135,7 +181,12 @@ def test_build_field_errors_name_the_build_and_field(fields, message):
     ([{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
      "commits[1]: 'message' must be a string"),
     ([{"message": "m"}], "commits[0]: missing key 'hash'"),
-    ([{"message": "m", "hash": "ab", "author": "x"}], "commits[0]: unknown key 'author'"),
+    ([{"message": "m", "hash": "ab", "author": "x", "email": "x@example.org"}],
+     "commits[0]: unknown key 'email'"),
+    ([{"message": "m", "hash": "ab", "author": None}], "commits[0]: 'author' must be a string"),
+    ([{"message": "m", "hash": "ab", "author": ["x"]}],
+     "commits[0]: 'author' must be a string"),
+    ([{"author": "x", "hash": "ab"}], "commits[0]: missing key 'message'"),
 ])
 def test_commit_errors_name_the_commit(commits, message):
     assert build_error(commits=commits) == f"data/alpha.json: build 12 (builds[1]): {message}"
