@@ -4,10 +4,8 @@ Every response body is JSON except the /jd redirect. What a route serves is deci
 store's current snapshot, taken once per request.
 """
 
-import argparse
 import json
 import logging
-import os
 import sys
 import time
 from urllib.parse import unquote_to_bytes
@@ -15,8 +13,6 @@ from urllib.parse import unquote_to_bytes
 import bottle
 
 import openapi
-import serving
-import store as store_module
 from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
 
 log = logging.getLogger(__name__)
@@ -33,7 +29,6 @@ JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
 MAX_QUERY_FIELDS = 50
-DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 class ApiError(bottle.HTTPError):
@@ -307,83 +302,7 @@ def javadoc_url(project, channel):
     return project.javadoc_base_url.rstrip("/") + "/" + channel + JAVADOC_SUFFIX
 
 
-# --- command line ----------------------------------------------------------------------------
-
-def _directory(value):
-    if not os.path.isdir(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
-    return value
-
-
-def _number_in(low, high):
-    def number(value):
-        try:
-            n = int(value)
-        except ValueError:
-            n = None
-        if n is None or not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from {low} to "
-                                             f"{high}")
-        return n
-    return number
-
-
-def parse_args(argv=None, environ=os.environ):
-    parser = argparse.ArgumentParser(
-        prog="buildshelf", description="Serve the build-distribution API (v2) over the JSON "
-        "files of a data directory, reloading them when they change.",
-        epilog="Each flag's default may also come from the environment variable named in its "
-        "help; a flag on the command line wins.")
-    parser.add_argument("--data", type=_directory, metavar="DIR",
-                        default=environ.get("BUILDSHELF_DATA", DEFAULT_DATA),
-                        help="directory of <slug>.json files (BUILDSHELF_DATA; default: the "
-                        "data/ directory beside server.py)")
-    parser.add_argument("--host", default=environ.get("BUILDSHELF_HOST", "127.0.0.1"),
-                        help="address to listen on (BUILDSHELF_HOST; default: %(default)s)")
-    parser.add_argument("--port", type=_number_in(1, 65535),
-                        default=environ.get("BUILDSHELF_PORT", "8080"),
-                        help="TCP port (BUILDSHELF_PORT; default: %(default)s)")
-    parser.add_argument("--threads", type=_number_in(1, 256),
-                        default=environ.get("BUILDSHELF_THREADS", "4"),
-                        help="worker threads (BUILDSHELF_THREADS; default: %(default)s)")
-    parser.add_argument("--max-age", type=_number_in(0, 31536000),
-                        default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
-                        help="seconds clients and proxies may cache a JSON success "
-                        "(BUILDSHELF_MAX_AGE; default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no access log line per request")
-    parser.add_argument("--check", action="store_true",
-                        help="validate every data file, print each problem, exit 0 if all are "
-                        "valid and 1 otherwise, without serving")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.check:
-        problems = store_module.check_directory(args.data)
-        for problem in problems:
-            print(problem)
-        log.info("checked %s: %d problem(s)", args.data, len(problems))
-        return 1 if problems else 0
-
-    data = store_module.Store(args.data)
-    app = make_app(data, max_age=args.max_age)
-
-    def listening(server):
-        log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),
-                 os.path.abspath(args.data), server.effective_host, server.effective_port, API)
-    try:
-        serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
-                      args.threads, on_listening=listening)
-    except OSError as error:  # the address is taken, or not ours to listen on
-        log.error("cannot listen on %s port %d: %s", args.host, args.port, error.strerror)
-        return 1
-    log.info("stopped")
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import cli  # the command line lives there; this keeps `python server.py [flags]` working
+    sys.exit(cli.main())
