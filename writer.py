@@ -132,7 +132,11 @@ def replace_file(path, data, mode):
         with suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_directory(directory)
+    try:
+        _fsync_directory(directory)
+    except OSError as error:
+        raise Refused(f"wrote {path} but could not fsync its directory: {error.strerror} (the "
+                      "change is served but may not survive a crash)") from None
 
 
 def update(directory, slug, change, dry_run=False):
