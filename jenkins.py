@@ -144,6 +144,8 @@ def _problem(doc, slug, build):
         store.parse_project(slug + ".json", slug, candidate)
     except store.DataError as error:
         return error.message
+    except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
+        return f"not a valid build ({error.__class__.__name__}: {error})"
     return None
 
 
