@@ -79,6 +79,26 @@ def test_the_real_server_answers_over_http(running_server, data_dir):
     assert json.loads(body)["buildNumber"] == 60
 
 
+def test_a_published_build_is_served_within_the_reload_interval(running_server, data_dir):
+    port, _ = running_server
+    request(port, "/api/v2/builds/latest?project=alpha")  # the server has read the files
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "publish", "alpha",
+                           "--build", "90", "--channel", "1.21", "--download-url",
+                           "https://ci.example.org/job/Alpha/90/artifact/alpha.jar", "--data",
+                           str(data_dir)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "published build 90 of alpha\n",
+                                                           "")
+    published = time.monotonic()
+    deadline = published + 5  # the interval is 1 s: the margin is for a loaded machine
+    while True:
+        resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+        if json.loads(body)["buildNumber"] == 90:
+            break
+        assert time.monotonic() < deadline, "the published build was not served in time"
+        time.sleep(0.05)
+    assert json.loads(body)["url"] == "https://ci.example.org/job/Alpha/90/"
+
+
 def test_a_304_and_a_204_keep_the_connection_open(running_server):
     port, _ = running_server
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
