@@ -13,8 +13,9 @@ import fcntl
 import glob
 import json
 import os
+import stat
 import tempfile
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 
 import store
 
@@ -42,7 +43,8 @@ def locked(directory):
     """Hold the data directory's write lock (waiting for it) for the block."""
     path = os.path.join(directory, LOCK_NAME)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        # Read-only is enough for flock, so a lock file another user created still works.
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError as error:
         raise Refused(f"cannot open the lock file {path}: {error.strerror}") from None
     try:
@@ -77,13 +79,17 @@ def encode(doc):
 def _read(path, slug):
     """The document in the file (None if there is none) and its permission bits."""
     try:
-        with open(path, "rb") as f:
+        # Non-blocking: a FIFO put in the file's place must not hang the writer.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{path} is not a regular file: it is left as it is")
             data = f.read()
-            mode = os.fstat(f.fileno()).st_mode & 0o7777
     except FileNotFoundError:
         return None, None
     except OSError as error:
         raise Refused(f"cannot read {path}: {error.strerror}") from None
+    mode = st.st_mode & 0o7777
     _validate(path, slug, data, "it is left as it is: fix it by hand first")
     return store.parse_json(path, data), mode
 
@@ -148,7 +154,8 @@ def update(directory, slug, change, dry_run=False):
     True when the file was (or, with `dry_run`, would have been) written.
     """
     path = project_path(directory, slug)
-    with locked(directory):
+    # A dry run writes nothing, so it needs no lock (nor write access): renames are atomic.
+    with nullcontext() if dry_run else locked(directory):
         target = os.path.realpath(path)  # a symlinked data file stays a symlink
         doc, mode = _read(target, slug)
         new = change(doc)

@@ -265,3 +265,10 @@ def test_only_http_urls_are_fetched(project, capsys, url):
     assert run(project.parent, "--job-url", url) == 1
     assert capsys.readouterr().err == (f"buildshelf import-jenkins: --job-url must be an "
                                        f"http:// or https:// address, not {url!r}\n")
+
+
+def test_a_dry_run_takes_no_lock_and_writes_nothing(project):
+    os.unlink(project.parent / writer.LOCK_NAME)  # so that taking the lock would show
+    before = sorted(os.listdir(project.parent)), project.read_bytes()
+    assert run(project.parent, "--job-json", FREESTYLE, "--dry-run") == 0
+    assert (sorted(os.listdir(project.parent)), project.read_bytes()) == before

@@ -415,3 +415,12 @@ def test_twenty_publishers_at_once_lose_nothing(data_dir):
     assert sorted(builds_in(path)) == [1, 2, 3, 5, 7, 8] + list(range(100, 120))
     assert all(builds_in(path)[100 + n]["commits"] == [{"message": f"Change {n}",
                                                          "hash": f"{n:x}"}] for n in range(20))
+
+
+def test_what_is_not_a_regular_file_is_refused_without_hanging(data_dir, capsys):
+    os.unlink(data_dir / "alpha.json")
+    os.mkfifo(data_dir / "alpha.json")  # opening it for reading would wait for a writer
+    assert cli.main(publish_argv(data_dir, 9)) == 1
+    assert capsys.readouterr().err == (f"buildshelf publish: {data_dir / 'alpha.json'} is not a "
+                                       "regular file: it is left as it is\n")
+
