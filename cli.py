@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_DATA = os.path.join(HERE, "data")
 GIT_TIMEOUT = 60
-ALL = argparse.SUPPRESS  # an option not given is absent, so that its variable can be used
+ABSENT = argparse.SUPPRESS  # an option not given stays out of the namespace: its variable may apply
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ DATA_HELP = ("directory of <slug>.json files (BUILDSHELF_DATA; default: the data
 
 
 def _data_option():
-    options = argparse.ArgumentParser(add_help=False, argument_default=ALL)
+    options = argparse.ArgumentParser(add_help=False, argument_default=ABSENT)
     options.add_argument("--data", type=_directory, metavar="DIR", help=DATA_HELP)
     return options
 
