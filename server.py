@@ -4,11 +4,9 @@ Every response body is JSON except the /jd and /downloads/latest redirects. What
 serves is decided by the store's current snapshot, taken once per request.
 """
 
-import argparse
 import io
 import json
 import logging
-import os
 import sys
 import time
 from urllib.parse import unquote_to_bytes
@@ -18,7 +16,6 @@ import bottle
 import javadoc
 import openapi
 import serving
-import store as store_module
 import upstream
 from representation import (Representation, RepresentationCache, accepts_gzip, etag_matches,
                             modified_since)
@@ -41,7 +38,6 @@ DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 MAX_QUERY_FIELDS = 50
 ENCODE_SLICE = 1000  # builds encoded in one call
 DEFAULT_CACHE_MB = 256
-DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 
 
 class ApiError(bottle.HTTPError):
@@ -371,101 +367,7 @@ def _iso_time(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-# --- command line ----------------------------------------------------------------------------
-
-def _directory(value):
-    if not os.path.isdir(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
-    return value
-
-
-def _number_in(low, high):
-    def number(value):
-        try:
-            n = int(value)
-        except ValueError:
-            n = None
-        if n is None or not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from {low} to "
-                                             f"{high}")
-        return n
-    return number
-
-
-def _compat_mode(value):
-    if value not in COMPAT_MODES:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a compat mode (the one mode is "
-                                          f"{upstream.MODE!r})")
-    return value
-
-
-def parse_args(argv=None, environ=os.environ):
-    parser = argparse.ArgumentParser(
-        prog="buildshelf", description="Serve the build-distribution API (v2) over the JSON "
-        "files of a data directory, reloading them when they change.",
-        epilog="Each flag's default may also come from the environment variable named in its "
-        "help; a flag on the command line wins.")
-    parser.add_argument("--data", type=_directory, metavar="DIR",
-                        default=environ.get("BUILDSHELF_DATA", DEFAULT_DATA),
-                        help="directory of <slug>.json files (BUILDSHELF_DATA; default: the "
-                        "data/ directory beside server.py)")
-    parser.add_argument("--host", default=environ.get("BUILDSHELF_HOST", "127.0.0.1"),
-                        help="address to listen on (BUILDSHELF_HOST; default: %(default)s)")
-    parser.add_argument("--port", type=_number_in(1, 65535),
-                        default=environ.get("BUILDSHELF_PORT", "8080"),
-                        help="TCP port (BUILDSHELF_PORT; default: %(default)s)")
-    parser.add_argument("--threads", type=_number_in(1, 256),
-                        default=environ.get("BUILDSHELF_THREADS", "4"),
-                        help="worker threads (BUILDSHELF_THREADS; default: %(default)s)")
-    parser.add_argument("--max-age", type=_number_in(0, 31536000),
-                        default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
-                        help="seconds clients and proxies may cache a JSON success "
-                        "(BUILDSHELF_MAX_AGE; default: %(default)s)")
-    parser.add_argument("--cache-mb", type=_number_in(1, 1 << 20),
-                        default=environ.get("BUILDSHELF_CACHE_MB", str(DEFAULT_CACHE_MB)),
-                        help="MiB of encoded responses kept in memory, least recently used "
-                        "dropped first (BUILDSHELF_CACHE_MB; default: %(default)s)")
-    parser.add_argument("--compat", type=_compat_mode,
-                        default=environ.get("BUILDSHELF_COMPAT") or None,
-                        help="'upstream': serve the upstream Canvas API's build shapes, for its "
-                        "official client (BUILDSHELF_COMPAT; default: the spec's shapes)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no access log line per request")
-    parser.add_argument("--check", action="store_true",
-                        help="validate every data file, print each problem, exit 0 if all are "
-                        "valid and 1 otherwise, without serving")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.check:
-        problems = store_module.check_directory(args.data)
-        for problem in problems:
-            print(problem)
-        log.info("checked %s: %d problem(s)", args.data, len(problems))
-        return 1 if problems else 0
-
-    data = store_module.Store(args.data)
-    data.start()
-    app = make_app(data, max_age=args.max_age, cache_mb=args.cache_mb, compat=args.compat)
-
-    def listening(server):
-        log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),
-                 os.path.abspath(args.data), server.effective_host, server.effective_port, API)
-    try:
-        serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
-                      args.threads, on_listening=listening)
-    except OSError as error:  # the address is taken, or not ours to listen on
-        log.error("cannot listen on %s port %d: %s", args.host, args.port, error.strerror)
-        return 1
-    finally:
-        data.stop()
-    log.info("stopped")
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import cli  # the command line lives there; this keeps `python server.py [flags]` working
+    sys.exit(cli.main())

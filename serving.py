@@ -12,7 +12,6 @@ import logging
 import os
 import resource
 import signal
-import sys
 import time
 from urllib.parse import quote
 
@@ -46,6 +45,7 @@ ACCEPT_PAUSE_SECONDS = 0.25  # out of file descriptors with nothing to close: tr
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
 # The WSGI environ key by which a request that must be refused reaches the app, with why.
 MALFORMED = "buildshelf.malformed_request"
+STDERR = 2  # the process's, whatever sys.stderr has become
 
 
 def access_logged(app, write=None):
@@ -55,7 +55,7 @@ def access_logged(app, write=None):
     stderr: the logging module's handler lock made the worker threads queue behind each
     other (README "Performance" has the profile). A line under 4 KiB is written whole.
     """
-    write = write or functools.partial(os.write, sys.stderr.fileno())
+    write = write or functools.partial(os.write, STDERR)
 
     def logged(environ, start_response):
         started = time.perf_counter()

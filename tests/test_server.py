@@ -1,6 +1,5 @@
-"""The command line, and the real server over a real socket."""
+"""The real server over a real socket: reloads, limits, the access log, shutdown."""
 
-import gc
 import http.client
 import json
 import logging
@@ -13,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import bottle
 import pytest
 
 import server
@@ -21,126 +19,6 @@ import serving
 from conftest import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def test_check_passes_valid_data(data_dir, capsys):
-    assert server.main(["--check", "--data", str(data_dir)]) == 0
-    assert capsys.readouterr().out == ""
-
-
-def test_check_prints_each_problem_and_fails(data_dir, capsys):
-    write_file(data_dir / "broken.json", '{\n  "ciJob": "x",,\n}')
-    write_file(data_dir / "gamma.json", make_project([make_build(7, isExperimental="no")]))
-    assert server.main(["--check", "--data", str(data_dir)]) == 1
-    assert capsys.readouterr().out.splitlines() == [
-        f"{data_dir / 'broken.json'}:2:16: Expecting property name enclosed in double quotes",
-        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or "
-        "false",
-    ]
-
-
-def test_the_sample_data_is_valid():
-    assert server.main(["--check", "--data", os.path.join(ROOT, "data")]) == 0
-
-
-def serve_args(monkeypatch, argv, environ=None):
-    """main(argv) with waitress.serve replaced: what it would have served, and how."""
-    calls = []
-    monkeypatch.setattr(server.serving, "serve", lambda app, host, port, threads, on_listening:
-                        calls.append((app, {"host": host, "port": port, "threads": threads})))
-    for name, value in (environ or {}).items():
-        monkeypatch.setenv(name, value)
-    assert server.main(argv) == 0
-    [(app, kwargs)] = calls
-    return app, kwargs
-
-
-def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch):
-    for name in ("BUILDSHELF_DATA", "BUILDSHELF_HOST", "BUILDSHELF_PORT", "BUILDSHELF_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    app, kwargs = serve_args(monkeypatch, [])
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
-    assert server.DEFAULT_DATA == os.path.join(ROOT, "data")
-
-
-def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
-    environ = {"BUILDSHELF_DATA": str(tmp_path), "BUILDSHELF_HOST": "0.0.0.0",
-               "BUILDSHELF_PORT": "9000", "BUILDSHELF_THREADS": "2"}
-    _, kwargs = serve_args(monkeypatch, [], environ)
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("0.0.0.0", 9000, 2)
-    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--host", "::1", "--port",
-                                           "8081", "--threads", "8"], environ)
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("::1", 8081, 8)
-    import webtest
-    assert len(webtest.TestApp(app).get("/api/v2/projects").json["projects"]) == 2
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
-    (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
-    (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
-    (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
-])
-def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
-    with pytest.raises(SystemExit) as exited:
-        server.main(argv)
-    assert exited.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("argv, environ, shape", [
-    ([], {}, list),
-    (["--compat", "upstream"], {}, dict),
-    ([], {"BUILDSHELF_COMPAT": "upstream"}, dict),
-    ([], {"BUILDSHELF_COMPAT": ""}, list),
-])
-def test_compat_upstream_is_opt_in_by_flag_or_environment(monkeypatch, data_dir, argv,
-                                                          environ, shape):
-    monkeypatch.delenv("BUILDSHELF_COMPAT", raising=False)
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet", *argv], environ)
-    import webtest
-    body = webtest.TestApp(app).get("/api/v2/builds/all?project=alpha").json
-    assert type(body) is shape
-
-
-@pytest.mark.parametrize("argv, environ", [(["--compat", "paper"], {}),
-                                           ([], {"BUILDSHELF_COMPAT": "paper"})])
-def test_an_unknown_compat_mode_is_named(monkeypatch, capsys, argv, environ):
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(SystemExit) as exited:
-        server.main(["--check", *argv])
-    assert exited.value.code == 2
-    assert "argument --compat: 'paper' is not a compat mode (the one mode is 'upstream')" in (
-        capsys.readouterr().err)
-
-
-def test_a_bad_environment_value_is_named_too(monkeypatch, capsys):
-    monkeypatch.setenv("BUILDSHELF_PORT", "eighty")
-    with pytest.raises(SystemExit):
-        server.main(["--check"])
-    assert "'eighty' is not a whole number from 1 to 65535" in capsys.readouterr().err
-
-
-# waitress leaves its socket and wake-up pipe open when it cannot bind: its leak, not ours.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_taken_port_is_a_clear_error(data_dir, caplog):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        assert server.main(["--data", str(data_dir), "--port", str(port)]) == 1
-    gc.collect()  # so the leak is reported here, where it is expected
-    assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in caplog.text
-
-
-def test_help_explains_every_flag(capsys):
-    with pytest.raises(SystemExit) as exited:
-        server.main(["--help"])
-    assert exited.value.code == 0
-    out = capsys.readouterr().out
-    for word in ("--data", "--host", "--port", "--threads", "--check", "BUILDSHELF_PORT"):
-        assert word in out
 
 
 # --- the real thing --------------------------------------------------------------------------
@@ -221,6 +99,26 @@ def test_the_real_server_answers_over_http(running_server, data_dir):
     eventually(lambda: latest_number(port) == 60)
 
 
+def test_a_published_build_is_served_within_the_reload_interval(running_server, data_dir):
+    port, _ = running_server
+    request(port, "/api/v2/builds/latest?project=alpha")  # the server has read the files
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "publish", "alpha",
+                           "--build", "90", "--channel", "1.21", "--download-url",
+                           "https://ci.example.org/job/Alpha/90/artifact/alpha.jar", "--data",
+                           str(data_dir)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "published build 90 of alpha\n",
+                                                           "")
+    published = time.monotonic()
+    deadline = published + 5  # the interval is 1 s: the margin is for a loaded machine
+    while True:
+        resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+        if json.loads(body)["buildNumber"] == 90:
+            break
+        assert time.monotonic() < deadline, "the published build was not served in time"
+        time.sleep(0.05)
+    assert json.loads(body)["url"] == "https://ci.example.org/job/Alpha/90/"
+
+
 def test_a_304_and_a_204_keep_the_connection_open(running_server):
     port, _ = running_server
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -254,6 +152,7 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
     proc.wait(timeout=10)
     log = proc.stderr.read()
     assert "serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
+    assert f"http://127.0.0.1:{port}/api/v2/projects\n" in log  # a URL that answers
 
 
 # --- access log ------------------------------------------------------------------------------
@@ -297,20 +196,6 @@ def test_the_access_log_cannot_be_forged(logged_client, written):
     logged_client.get("/api/v2/x%0A1.2.3.4%20GET%20/%20200", status=404)
     [line] = access_lines(written)
     assert "\n" not in line and " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in line
-
-
-def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
-    assert isinstance(app, bottle.Bottle)
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir)])
-    assert not isinstance(app, bottle.Bottle) and app.__name__ == "logged"
-
-
-def test_max_age_flag(monkeypatch, data_dir):
-    import webtest
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--max-age", "300", "--quiet"])
-    assert webtest.TestApp(app).get("/api/v2/projects").headers["Cache-Control"] == (
-        "public, max-age=300")
 
 
 def test_warnings_are_thinned_to_one_a_minute():
