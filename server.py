@@ -15,6 +15,7 @@ from urllib.parse import unquote_to_bytes
 import bottle
 
 import openapi
+import pages
 import serving
 import store as store_module
 from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
@@ -145,10 +146,10 @@ def _latest(snapshot):
     return project, channel, experimental, build
 
 
-def _send(representation, max_age):
+def _send(representation, max_age, content_type=JSON):
     """Answer with `representation`, gzipped if the client takes it, or 304 if it has it."""
     environ, response = bottle.request.environ, bottle.response
-    response.content_type = JSON
+    response.content_type = content_type
     response.set_header("Cache-Control", f"public, max-age={max_age}")
     body, etag = representation.body, representation.etag
     if representation.gzipped is not None:
@@ -247,6 +248,9 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
             "rejectedFiles": [{"file": name, "error": error.located()}
                               for name, error in sorted(snapshot.errors.items())],
         })
+
+    # Helpers handed over, not imported: run as a script, this module is __main__, not server.
+    pages.install(app, store, max_age, send=_send, query=_build_query, build_filter=_build_filter)
 
     def preflight():
         """CORS preflight: any origin may read this API from a browser."""
