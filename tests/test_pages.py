@@ -411,9 +411,10 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 def test_a_non_editable_install_finds_the_templates(tmp_path):
     """`pip install .` puts views/ under share/; the pages must find it from any directory."""
     root = pages.os.path.dirname(pages.os.path.dirname(pages.os.path.abspath(__file__)))
+    # --ignore-installed: else pip would uninstall the developer's editable install
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--prefix", str(tmp_path / "prefix"),
-                    root], check=True, capture_output=True, timeout=300)
+                    "--ignore-installed", "--no-build-isolation", "--no-index", "--prefix",
+                    str(tmp_path / "prefix"), root], check=True, capture_output=True, timeout=300)
     [site] = (tmp_path / "prefix").glob("lib/python3*/site-packages")
     script = ("import os, pages, server, store, webtest\n"
               "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
