@@ -36,6 +36,9 @@ STATIC = {"style.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
 # Characters XML 1.0 forbids (JSON allows them in a commit message): shown as U+FFFD.
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 MAX_PAGE_DIGITS = 6
+# Pages kept per filter: people read the newest builds; a crawler walking a 2,000-build
+# history would otherwise keep every page of every channel (renders take ~15 ms each).
+KEPT_PAGES = 4
 
 
 def views_directory():
@@ -256,7 +259,7 @@ def install(app, store, max_age, send, query, build_filter):
         def make():
             return Representation.of(project_page(project, channel, experimental, page),
                                      project.loaded_at)
-        if channel is not None and not project.has_channel(channel):
+        if page > KEPT_PAGES or channel is not None and not project.has_channel(channel):
             return send_page(make())  # any client may send any channel: keep only real ones
         return send_page(memoized(project.memo, ("page", channel, experimental, page), make))
 

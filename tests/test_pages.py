@@ -287,6 +287,14 @@ def test_unknown_channels_and_pages_are_not_kept(client, store):
                for key in store.snapshot().project("alpha").memo)
 
 
+def test_only_the_first_pages_are_kept(client, data_dir, store):
+    write_file(data_dir / "huge.json", make_project([make_build(n) for n in range(1, 302)]))
+    for page in range(1, 8):
+        assert len(numbers_shown(client.get(f"/projects/huge?page={page}"))) == (
+            50 if page < 7 else 1)
+    assert sorted(key[-1] for key in store.snapshot().project("huge").memo) == [1, 2, 3, 4]
+
+
 def test_static_files(client):
     css = client.get("/static/style.css")
     assert css.content_type == "text/css" and b"prefers-color-scheme: dark" in css.body
