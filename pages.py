@@ -13,7 +13,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
-from urllib.parse import unquote, urlencode
+from urllib.parse import unquote, urlencode, urlsplit
 
 import bottle
 
@@ -85,8 +85,7 @@ def utc_time(timestamp):
 
 def file_name(url):
     """The last path segment of a download URL, for the button; 'artifact' if there is none."""
-    path = url.split("?", 1)[0].split("#", 1)[0]
-    return unquote(path.rstrip("/").rsplit("/", 1)[-1]) if "/" in path[8:] else "artifact"
+    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
 
 
 def build_view(build):

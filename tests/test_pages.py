@@ -203,6 +203,17 @@ def test_a_project_in_another_letter_case_is_served(client):
     assert numbers_shown(client.get("/projects/ALPHA")) == [5, 3, 1]
 
 
+@pytest.mark.parametrize("url, name", [
+    ("https://ci.example.org/job/A/1/artifact/a-1.jar", "a-1.jar"),
+    ("https://ci.example.org/dl/a%20b.zip?token=1#x", "a b.zip"),
+    ("https://ci.example.org/job/A/1/", "1"),
+    ("https://ci.example.org/", "artifact"),
+    ("https://ci.example.org", "artifact"),
+])
+def test_the_download_button_names_the_file(url, name):
+    assert pages.file_name(url) == name
+
+
 # --- safety --------------------------------------------------------------------------------------
 
 @pytest.fixture
