@@ -1,7 +1,8 @@
 """The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
 
-Every response body is JSON except the /jd redirect. What a route serves is decided by the
-store's current snapshot, taken once per request.
+Every response body is JSON except the /jd redirect and what pages.py adds (the HTML pages and
+the Atom feed). What a route serves is decided by the store's current snapshot, taken once per
+request.
 """
 
 import argparse
