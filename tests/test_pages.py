@@ -3,6 +3,7 @@
 import calendar
 import gzip
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -430,10 +431,14 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 def test_a_non_editable_install_finds_the_templates(tmp_path):
     """`pip install .` puts views/ under share/; the pages must find it from any directory."""
     root = pages.os.path.dirname(pages.os.path.dirname(pages.os.path.abspath(__file__)))
+    # A copy: pip builds in the source tree and would leave build/ behind in the developer's.
+    source = tmp_path / "source"
+    shutil.copytree(root, source, ignore=shutil.ignore_patterns(
+        ".*", "build", "*.egg-info", "__pycache__", "bench", "data", "docs", "tests"))
     # --ignore-installed: else pip would uninstall the developer's editable install
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--ignore-installed", "--no-build-isolation", "--no-index", "--prefix",
-                    str(tmp_path / "prefix"), root], check=True, capture_output=True, timeout=300)
+                    str(tmp_path / "prefix"), str(source)], check=True, capture_output=True, timeout=300)
     [site] = (tmp_path / "prefix").glob("lib/python3*/site-packages")
     script = ("import os, pages, server, store, webtest\n"
               "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
