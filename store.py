@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import stat
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -29,8 +30,10 @@ CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 # Absolute http(s) URLs of URI characters only (RFC 3986): they are served as they are and
 # javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
+# re.ASCII: without it, IGNORECASE lets the Kelvin sign match 'k' (and long s 's', dotless i 'i').
 URL_PATTERN = re.compile(r"https?://(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?"
-                         r"(?:[/?#][a-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z", re.IGNORECASE)
+                         r"(?:[/?#][a-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z",
+                         re.IGNORECASE | re.ASCII)
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 
 PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "javadocPagePrefix", "builds"}
@@ -40,6 +43,28 @@ BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp"
 COMMIT_KEYS = {"message", "hash"}
 AUTHORED_COMMIT_KEYS = COMMIT_KEYS | {"author"}  # served only in the upstream compat mode
 LEGACY_BUILD_KEYS = {"commit"}  # accepted and dropped: never served
+# JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
+SURROGATE = re.compile("[\ud800-\udfff]")
+# Deeper than this is reported (a project file needs 5 levels); Python's parser stops near 1,000.
+NESTING_SHOWN = 100
+
+
+def printable(name):
+    """A file name or path as one printable line, whatever bytes the file system gave.
+
+    Control characters (a newline would forge a log line), bytes that are not UTF-8 (they
+    cannot be encoded into JSON) and backslashes (so the escapes stay unambiguous) are escaped.
+    """
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(ch if ch.isprintable() and ch != "\\" else _escaped(ch) for ch in name)
+
+
+def _escaped(char):
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as os.fsdecode keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
 
 
 class DataError(Exception):
@@ -50,10 +75,16 @@ class DataError(Exception):
         self.path, self.message = path, message
         self.line, self.column, self.where = line, column, where
 
+    @property
+    def name(self):
+        """The file's name in its directory, printable (safe in a log line and in JSON)."""
+        return printable(os.path.basename(self.path))
+
     def __str__(self):
+        path = printable(os.fspath(self.path))
         if self.line is not None:
-            return f"{self.path}:{self.line}:{self.column}: {self.message}"
-        return f"{self.path}: {self.located()}"
+            return f"{path}:{self.line}:{self.column}: {self.message}"
+        return f"{path}: {self.located()}"
 
     def located(self):
         """The message with its place in the file, without the file's path."""
@@ -162,6 +193,44 @@ def _unique_keys(pairs):
     return obj
 
 
+def _position(text, index):
+    """(line, column) of `index` in `text`, counted in characters as JSONDecodeError does."""
+    return text.count("\n", 0, index) + 1, index - text.rfind("\n", 0, index)
+
+
+# Only read when a file was refused: strings are skipped so that their content is not taken
+# for numbers or brackets.
+_STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]+|\\.)*"|-?([0-9]+)(\.[0-9]+)?([eE][-+]?[0-9]+)?')
+_STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]+|\\.)*"|([\[{])|([\]}])')
+
+
+def _long_integer(path, text):
+    """The DataError for an integer over Python's digit limit, placed at that integer."""
+    limit = sys.get_int_max_str_digits()
+    for match in _STRING_OR_NUMBER.finditer(text):
+        digits = match.group(1)
+        if digits and not (match.group(2) or match.group(3)) and len(digits) > limit:
+            return DataError(path, f"an integer of {len(digits)} digits: at most {limit} are "
+                             "allowed", *_position(text, match.start()))
+    return DataError(path, f"an integer of more than {limit} digits")
+
+
+def _too_deep(path, text):
+    """The DataError for nesting too deep to parse, placed where it passes NESTING_SHOWN."""
+    depth = 0
+    for match in _STRING_OR_BRACKET.finditer(text):
+        if match.group(1):
+            depth += 1
+            if depth > NESTING_SHOWN:
+                break
+        elif match.group(2):
+            depth -= 1
+    else:
+        return DataError(path, "arrays and objects nested too deeply to read")
+    return DataError(path, f"arrays and objects nested more than {NESTING_SHOWN} levels deep "
+                     "(a project file needs 5): too deep to read", *_position(text, match.start()))
+
+
 def parse_json(path, data):
     """Decode `data` (bytes) or raise DataError with line and column."""
     try:
@@ -175,12 +244,23 @@ def parse_json(path, data):
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:
         raise DataError(path, error.msg, error.lineno, error.colno) from None
-    except ValueError as error:  # from the hooks, which know no position
+    except RecursionError:
+        raise _too_deep(path, text) from None
+    except ValueError as error:  # from the hooks, which know no position, or int()
+        if str(error).startswith("Exceeds the limit"):  # int(): sys.set_int_max_str_digits
+            raise _long_integer(path, text) from None
         raise DataError(path, str(error)) from None
 
 
+def _unicode_problem(name, text):
+    """Why a string holding a lone surrogate cannot be served, and where it is in it."""
+    index = SURROGATE.search(text).start()
+    return (f"{name!r} holds a lone surrogate ({text[index].encode('unicode_escape').decode()} "
+            f"at character {index + 1}): strings must be valid Unicode")
+
+
 def _is_url(value):
-    return type(value) is str and URL_PATTERN.match(value) is not None
+    return type(value) is str and value.isascii() and URL_PATTERN.match(value) is not None
 
 
 class _Invalid(Exception):
@@ -207,6 +287,9 @@ def _commit_problem(value):
         return "'message' must be a string"
     if type(value.get("author", "")) is not str:
         return "'author' must be a string"
+    for key in ("message", "author"):
+        if SURROGATE.search(value.get(key, "")):
+            return _unicode_problem(key, value[key])
     return "'hash' must be a string of hexadecimal digits"
 
 
@@ -227,7 +310,7 @@ def _build(value, channels):
     if not _is_url(download_url):
         raise _Invalid(f"'downloadUrl' {URL_RULE}")
     channel = value["channelVersion"]
-    if channel not in channels:
+    if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
         if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
             raise _Invalid("'channelVersion' must be a non-empty string of letters, digits "
                            "and . _ + -")
@@ -245,8 +328,10 @@ def _build(value, channels):
                                      or commit.keys() == AUTHORED_COMMIT_KEYS):
             message, commit_hash = commit["message"], commit["hash"]
             author = commit.get("author", "")
-            if (type(message) is str and type(commit_hash) is str and commit_hash
-                    and HEX_DIGITS.issuperset(commit_hash) and type(author) is str):
+            if (type(message) is str and (message.isascii() or not SURROGATE.search(message))
+                    and type(commit_hash) is str and commit_hash
+                    and HEX_DIGITS.issuperset(commit_hash) and type(author) is str
+                    and (author.isascii() or not SURROGATE.search(author))):
                 commits.append(Commit(message, commit_hash, author))
                 continue
         raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
@@ -264,8 +349,9 @@ def _build_place(index, value):
 def parse_project(path, slug, data):
     """Validate one file's bytes into a Project, or raise DataError."""
     if not SLUG_PATTERN.match(slug):
-        raise DataError(path, f"{slug!r} is not a project slug: name the file <slug>.json, "
-                        "the slug made of a-z, 0-9, '.', '_' and '-', starting with a-z or 0-9")
+        raise DataError(path, f"'{printable(slug)}' is not a project slug: name the file "
+                        "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
+                        "with a-z or 0-9")
     doc = parse_json(path, data)
     if not isinstance(doc, dict):
         raise DataError(path, "the file must hold a JSON object")
@@ -277,6 +363,8 @@ def parse_project(path, slug, data):
         raise DataError(path, f"'slug' is {doc['slug']!r} but the file name says {slug!r}")
     if not (isinstance(doc["ciJob"], str) and doc["ciJob"]):
         raise DataError(path, "'ciJob' must be a non-empty string")
+    if SURROGATE.search(doc["ciJob"]):
+        raise DataError(path, _unicode_problem("ciJob", doc["ciJob"]))
     for key in ("ciJobUrl", "javadocBaseUrl"):
         if not _is_url(doc[key]):
             raise DataError(path, f"{key!r} {URL_RULE}")
@@ -452,7 +540,7 @@ class Store:
         that have outlasted `read_wait`)."""
         now = time.monotonic()
         started = self._check_started
-        stalled = {key if key == "." else key + ".json": now - since
+        stalled = {printable(key if key == "." else key + ".json"): now - since
                    for key, (_, since) in list(self._reading.items())
                    if now - since > self.read_wait}
         return (None if started is None else now - started), stalled
@@ -474,7 +562,7 @@ class Store:
             # A reader that hangs may never come back: later reads get fresh threads. Reads
             # queued behind it are cancelled, and started again by the next check.
             log.warning("still reading %s; serving the last good data meanwhile",
-                        ", ".join(sorted(stalled)))
+                        ", ".join(sorted(map(printable, stalled))))
             self._readers.shutdown(wait=False, cancel_futures=True)
             self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
         self._stalled_before = stalled
@@ -498,7 +586,7 @@ class Store:
             # Say, a directory swapped away mid-deploy: keep serving what we have.
             if self._directory_error is None:
                 log.error("cannot read data directory %s: %s (still serving the last data)",
-                          self.directory, error.strerror)
+                          printable(self.directory), error.strerror)
                 self._directory_error = DataError(self.directory, error.strerror)
                 self._publish()
             return
@@ -521,7 +609,7 @@ class Store:
             elif slug in self._files:  # stalled or cancelled: as it was until it is read
                 files[slug] = self._files[slug]
         for slug in self._files.keys() - paths.keys():
-            log.info("project %s removed: its file is gone", slug)
+            log.info("project %s removed: its file is gone", printable(slug))
         changed = self._directory_error is not None or files.keys() != self._files.keys() or any(
             (loaded.project, loaded.error) != (self._files[slug].project, self._files[slug].error)
             for slug, loaded in files.items())
@@ -532,8 +620,7 @@ class Store:
     def _publish(self):
         files = self._files
         projects = {slug: files[slug].project for slug in sorted(files) if files[slug].project}
-        errors = {os.path.basename(loaded.error.path): loaded.error
-                  for loaded in files.values() if loaded.error}
+        errors = {loaded.error.name: loaded.error for loaded in files.values() if loaded.error}
         if self._directory_error:
             errors["."] = self._directory_error
         self._snapshot = Snapshot(projects, errors, time.time())
@@ -544,7 +631,7 @@ class Store:
         try:
             return Store._read(slug, path, known)
         except Exception as error:  # a bug must cost one file, never the reloading of all
-            log.exception("reading %s failed", path)
+            log.exception("reading %s failed", printable(path))
             return _Loaded((), b"", False, known and known.project,
                            DataError(path, f"could not be read ({type(error).__name__})"))
 

@@ -10,6 +10,7 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import javadoc
 import server
 import store as store_module
 from conftest import write_file
@@ -105,21 +106,59 @@ def test_every_build_in_the_file_is_served_once_in_order(doc):
     assert served == sorted(doc["builds"], key=lambda b: b["buildNumber"])
 
 
+# Placeholders that json_text() replaces with what json.dumps cannot write: an integer over
+# Python's 4,300-digit limit, and nesting deeper than the parser goes.
+HUGE, HUGE_NEGATIVE, DEEP = "\x00huge\x00", "\x00-huge\x00", "\x00deep\x00"
+UNWRITABLE = {json.dumps(HUGE): "9" * 4301, json.dumps(HUGE_NEGATIVE): "-" + "1" * 6000,
+              json.dumps(DEEP): "[" * 1200 + "]" * 1200}
+
+# Any text, lone surrogates included (hypothesis draws them rarely unless asked).
+any_text = st.text(st.characters(exclude_categories=())
+                   | st.sampled_from("\ud800\udbff\udc00\udfff"), max_size=12)
+# Values close to valid ones, so that validation gets past the first field more often.
+near_valid = st.sampled_from(["https://ci.example.org/1/", "https://jd.\u212aelvin.example/",
+                              "1.21", "0a1b", "", "p", 0, 7, -1, True, False, [], {}, 1e400,
+                              {"message": "m", "hash": "ab"}, [{"message": "m", "hash": "ab"}]])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text
+    | st.sampled_from([HUGE, HUGE_NEGATIVE, DEEP]) | near_valid,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
     max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
-def test_any_file_content_is_a_project_or_a_data_error(data):
+def json_text(value):
+    """`value` as the bytes of a JSON file, with the placeholders written out."""
+    text = json.dumps(value)
+    for placeholder, written in UNWRITABLE.items():
+        text = text.replace(placeholder, written)
+    return text.encode()
+
+
+def assert_servable(path, data):
+    """parse_project gives a Project whose every served value encodes, or a DataError whose
+    message does: nothing else, so that neither a load nor a response can fail."""
     try:
-        project = store_module.parse_project("p.json", "p", data)
+        project = store_module.parse_project(path, "p", data)
     except store_module.DataError as error:
-        assert str(error).startswith("p.json")
-    else:
-        assert isinstance(project, store_module.Project)
+        assert str(error).startswith(path)
+        server.encode({"file": error.name, "error": error.located()})  # what /healthz sends
+        return None
+    assert isinstance(project, store_module.Project)
+    server.encode(server.project_json(project))
+    for channel in {None} | {b.channel for b in project.builds}:
+        for experimental in (False, True):
+            server.encode([server.build_json(b) for b in project.select(channel, experimental)])
+            if project.latest(channel, experimental):
+                assert javadoc.javadoc_url(project.javadoc_base_url,
+                                           project.latest(channel, experimental).channel,
+                                           None, project.javadoc_page_prefix).isascii()
+    return project
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200) | json_values.map(json_text))
+def test_any_file_content_is_a_project_or_a_data_error(data):
+    assert_servable("p.json", data)
 
 
 @settings(max_examples=200, deadline=None)
@@ -135,10 +174,8 @@ def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value
             target = target[step]
     if isinstance(target, dict):
         target[path[-1]] = value
-    data = json.dumps(doc).encode()
-    try:
-        project = store_module.parse_project("p.json", "p", data)
-    except store_module.DataError:
+    project = assert_servable("p.json", json_text(doc))
+    if project is None:  # refused
         return
     # Accepted: then it must obey every rule of the format.
     for build in project.builds:
@@ -213,3 +250,34 @@ def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefi
     assert parts.path == remove_dot_segments(parts.path)  # nothing for a browser to resolve
     assert "\\" not in location and location.isascii() and location.isprintable()
     assert " " not in location and "%25" not in location
+
+
+PROJECT_FIELDS = sorted(store_module.PROJECT_KEYS) + ["other"]
+BUILD_FIELDS = sorted(store_module.BUILD_KEYS | store_module.LEGACY_BUILD_KEYS) + [
+    "gameVersion", "other"]
+COMMIT_FIELDS = sorted(store_module.AUTHORED_COMMIT_KEYS) + ["other"]
+DELETE = object()
+
+mutations = st.lists(st.one_of(
+    st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
+    st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
+    st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)),
+).flatmap(lambda place: st.tuples(st.just(place), json_values | st.just(DELETE))),
+    min_size=1, max_size=3)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=projects(), changes=mutations, which=st.integers(0, 30))
+def test_any_value_at_any_field_is_a_project_or_a_data_error(doc, changes, which):
+    for (level, key), value in changes:
+        target = doc
+        for step in ("builds", "commits")[:("project", "build", "commit").index(level)]:
+            inner = target.get(step) if isinstance(target, dict) else None
+            target = inner[which % len(inner)] if isinstance(inner, list) and inner else None
+        if not isinstance(target, dict):  # an earlier change replaced or removed it
+            continue
+        if value is DELETE:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    assert_servable("data/p.json", json_text(doc))
