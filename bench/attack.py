@@ -663,6 +663,10 @@ def hostile_cases(short):
                   json_file(valid_project("hugeint")), count=1)
     big_size = (50 if short else 200) * 10**6
     return [
+        # The control: a file that is plainly not JSON, which the server handled well before
+        # issue 7; if this row fails, suspect the script.
+        Hostile("control: not JSON", b"control.json", "control", content(b'{"ciJob": '),
+                "control"),
         Hostile('"channelVersion": []', b"wrongtype.json", "wrongtype",
                 content(json_file(with_build_field("wrongtype", "channelVersion", []))),
                 "wrongtype"),
@@ -699,7 +703,7 @@ def endpoint_probes(slug):
 def probe_case(server, case, edit_job):
     """Wait for the bad file and an edit of p02 to show; then ask every endpoint."""
     port, deadline = server.port, time.monotonic() + RELOAD_WAIT
-    seen = {"5xx": [], "failed": [], "health": set(), "health_s": 0.0}
+    seen = {"5xx": [], "failed": [], "others": [], "health": set(), "health_s": 0.0}
     listed, reloaded = None, False
 
     def ask(target):
@@ -714,6 +718,9 @@ def probe_case(server, case, edit_job):
             seen["health_s"] = max(seen["health_s"], time.monotonic() - started)
         if reply.status >= 500:
             seen["5xx"].append(f"{reply.status} {target}")
+        elif ("project=p0" in target or target == "/api/v2/projects") and reply.status not in (
+                200, 302):
+            seen["others"].append(f"{reply.status} {target}")  # a good project not served
         return reply
     while time.monotonic() < deadline and not (listed and reloaded):
         reply = ask("/healthz")
@@ -775,21 +782,23 @@ def hostile_data(run):
             forged = [line for line in server.log_text(offset).splitlines()
                       if line.startswith("line.json")]
             health = ",".join(map(str, sorted(seen["health"]))) or "no answer"
-            problems = seen["5xx"][:1] + seen["failed"][:1]
+            problems = seen["5xx"][:1] + seen["failed"][:1] + seen["others"][:1]
             # Named so that a person can read it, with no raw control character or surrogate.
             readable = listed and str(listed.get("file")).isprintable() and not (
                 case.avoid and case.avoid in str(listed.get("error")))
             if listed and not readable:
                 problems.append(f"listed as {listed!r:.60}")
-            measured = (f"5xx {len(seen['5xx'])}, failed {len(seen['failed'])}; reload "
+            measured = (f"5xx {len(seen['5xx'])}, failed {len(seen['failed'])}, others not "
+                        f"served {len(seen['others'])}; reload "
                         f"{'yes' if reloaded else 'NO'}; /healthz {health} in <= "
                         f"{seen['health_s']:.1f} s, listed {'yes' if readable else 'NO'}; "
                         f"cleared {'yes' if cleared else 'NO'}"
                         + ("; log line forged" if forged else "")
                         + (f" (e.g. {problems[0]})" if problems else ""))
-            run.check(phase, case.name, "no 5xx, reloads go on, /healthz 200 fast and lists "
-                      "it, clears", measured,
-                      not seen["5xx"] and not seen["failed"] and reloaded and readable
+            run.check(phase, case.name, "no 5xx, others served and reloaded, /healthz 200 "
+                      "fast and lists it, clears", measured,
+                      not (seen["5xx"] or seen["failed"] or seen["others"]) and reloaded
+                      and readable
                       and seen["health"] == {200} and seen["health_s"] < HEALTH_GOAL
                       and cleared and not forged)
             if not (cleared and server.alive()):
