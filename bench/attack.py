@@ -831,7 +831,10 @@ def hostile_check_command(run, cases):
                 clean.append(case.name)
             else:
                 problems.append(f"{case.name}: exit {done.returncode}"
-                                + (", traceback" if "Traceback" in output else ""))
+                                + (", traceback" if "Traceback" in output else "")
+                                + ("" if case.marker in output else ", not named")
+                                + (f", says {case.avoid}" if case.avoid and case.avoid in output
+                                   else ""))
         except subprocess.TimeoutExpired:  # run() has killed it
             problems.append(f"{case.name}: hung")
         finally:
