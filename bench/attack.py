@@ -30,6 +30,7 @@ directory are cleaned up even on an error or Ctrl-C. Linux only (/proc).
 """
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -297,7 +298,7 @@ class NormalClient(Background):
         self.port, self.latencies, self.failures = port, [], []
 
     def run(self):
-        for n in range(10**9):
+        for n in itertools.count():
             if self.stopping.is_set():
                 return
             started = time.monotonic()
@@ -507,10 +508,9 @@ class SlowConnections(Background):
                 try:
                     if trickles:
                         sock.send(b"a")
-                    elif sock.recv(1, socket.MSG_PEEK) == b"":
-                        raise ConnectionError  # the server closed it
                     else:
-                        raise ConnectionError  # the server answered: it will close it
+                        sock.recv(1, socket.MSG_PEEK)  # BlockingIOError: open and silent
+                        raise ConnectionError  # closed, or answered and about to close
                 except BlockingIOError:
                     continue  # still open, nothing from the server
                 except OSError:
