@@ -742,10 +742,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_server(data_dir, port, log_file):
+def start_server(data_dir, port, log_file, quiet=True, preexec_fn=None):
+    """server.py on 127.0.0.1:`port` once /healthz answers 200; `preexec_fn` runs in the
+    child before it starts (bench/attack.py sets its open-file limit there)."""
     argv = [sys.executable, os.path.join(ROOT, "server.py"), "--data", data_dir,
-            "--port", str(port), "--quiet"]
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log_file)
+            "--port", str(port)] + (["--quiet"] if quiet else [])
+    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log_file,
+                              preexec_fn=preexec_fn)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and server.poll() is None:
         try:

@@ -1,0 +1,1168 @@
+"""Attack: every way issue 7 found to deny service, tried on the real server, with a verdict.
+
+    python bench/attack.py              # default form, about six minutes
+    python bench/attack.py --short      # CI form: smaller and fewer cases (2.5 min before the
+                                        # fixes of issue 7, whose failing waits run to bounds)
+    python bench/attack.py --big        # the memory phase with 1,000,000 builds (3.2 GiB today)
+    python bench/attack.py --only 1,4   # some phases only
+
+Each phase starts server.py afresh (default flags, access log to a file) on a free port of
+127.0.0.1 over data from bench/synthetic.py: p00 has 2,000 builds (its list with
+experimental=true is ~1.1 MB, the largest), p01 and p02 400. The server gets the usual open-file
+limit of 1,024 (256 in phase 3). While a phase attacks, a normal client opens a new connection
+every NORMAL_INTERVAL for /api/v2/projects or a small /builds/latest and times the answer (a
+failure or no answer within REQUEST_CAP counts as infinitely slow), and a sampler reads the
+server's RSS, temporary files and CPU from /proc.
+
+ 1. pipelined no-read clients: 4, 16, 64 connections each send 40 pipelined GETs of the
+    largest list and never read;
+ 2. 1,100 connections, idle or sending a header a byte a second (slowloris);
+ 3. the server under `ulimit -n 256` while 300 idle connections are held;
+ 4. hostile data files written into the live data directory, one at a time, then removed;
+    then `server.py --check` on each, and a start-up with all of them;
+ 5. `Host: [` on /api/v2/jd;
+ 6. Content-Length with Transfer-Encoding, and HTTP/1.1 without Host, over a raw socket;
+ 7. 30,000 builds with distinct channels written to a new file;
+ 8. memory after loading a very large project and after asking for every view of it;
+ 9. javadocBaseUrl with a Kelvin sign (and the long s, and the dotless i).
+
+It prints a table of checks (goal, measured, PASS/FAIL) and exits 1 if one fails. Every wait is
+bounded: a server that hangs is a FAIL, never a hung script. Servers, sockets and the temporary
+directory are cleaned up even on an error, Ctrl-C or SIGTERM. Linux only (/proc).
+"""
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+import soak
+import synthetic
+
+REQUEST_CAP = 5.0  # seconds: a normal request unanswered by then failed
+NORMAL_INTERVAL = 0.075  # seconds between two normal requests (one at a time)
+NORMAL_TARGETS = ("/api/v2/projects", "/api/v2/builds/latest?project=p01")
+LATENCY_GOAL = 1.0  # p99 of the normal client, seconds
+SAMPLE_INTERVAL = 0.25
+SERVER_OPEN_FILES = 1024  # the usual soft limit a server is started with
+LOW_OPEN_FILES = 256  # phase 3
+
+SIZES = (2000, 400, 400)  # p00, p01, p02
+BIG_LIST = "/api/v2/builds?project=p00&experimental=true"
+PIPELINED_REQUESTS = 40
+CLOSE_GOAL = 40.0  # channel_timeout (30 s) plus waitress's cleanup_interval (10 s)
+MIN_HOLD = 6.0  # seconds an attack is held at least, so the normal client sees it
+# What unsent output may cost: RSS growth plus temporary files, whatever the number of
+# clients (the issue asks for a bound on the total, not per connection).
+OUTPUT_BOUND = 256 * 2**20
+SLOW_CONNECTIONS = 1100
+LOW_LIMIT_CONNECTIONS = 300
+CPU_GOAL = 0.2  # share of one core while idle connections are held (phase 3)
+LOG_GOAL = 1024  # bytes per second of log lines other than access lines (phase 3)
+RELOAD_WAIT = 5.0  # seconds for a change in the data directory to show
+HEALTH_GOAL = 1.0  # seconds for /healthz to answer while a bad file is around
+CHECK_SECONDS = 30  # for `server.py --check` on one bad file (the 200 MB one included)
+CHANNELS_BUILDS = 30_000
+LOAD_GOAL = 1.0  # seconds of load for the 30,000 channels (the server's own log line)
+MEMORY_GROWTH = 2.0  # RSS after every view over RSS after load
+OPEN_STATES = {"01", "08"}  # ESTABLISHED, CLOSE_WAIT: the server still holds the connection
+
+
+# --- HTTP over raw sockets --------------------------------------------------------------------
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict  # lower-case name -> value, latin-1
+    body: bytes
+    head: bytes  # the status line and headers as received
+    size: int = 0  # body bytes received (also when not kept)
+
+
+def request_bytes(target, host="127.0.0.1", close=True):
+    lines = [f"GET {target} HTTP/1.1", f"Host: {host}"] + (["Connection: close"] if close else [])
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _recv(sock, deadline, size=65536):
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("no complete answer in time")
+    sock.settimeout(remaining)
+    try:
+        return sock.recv(size)
+    except socket.timeout:
+        raise TimeoutError("no complete answer in time") from None
+
+
+def read_reply(sock, deadline, keep_body=True):
+    """One response from `sock` by `deadline`; raises TimeoutError or ConnectionError."""
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        chunk = _recv(sock, deadline)
+        if not chunk:
+            raise ConnectionError(f"closed before the headers ({len(buffer)} bytes)")
+        buffer += chunk
+    head, _, body = buffer.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    match = re.match(r"HTTP/1\.[01] (\d{3})", status_line)
+    if not match:
+        raise ConnectionError(f"status line {status_line[:60]!r}")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length")
+    wanted = int(length) if length and length.isdigit() else None
+    size, kept = len(body), [body] if keep_body else []
+    while wanted is None or size < wanted:
+        chunk = _recv(sock, deadline, 1 << 20)
+        if not chunk:
+            if wanted is None:
+                break
+            raise ConnectionError(f"closed after {size} of {wanted} body bytes")
+        size += len(chunk)
+        if keep_body:
+            kept.append(chunk)
+    return Reply(int(match[1]), headers, b"".join(kept), head, size)
+
+
+def fetch(port, target, timeout=REQUEST_CAP, keep_body=True, raw=None, **options):
+    """A request on a new connection; the whole answer within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(raw if raw is not None else request_bytes(target, **options))
+        return read_reply(sock, deadline, keep_body)
+
+
+def fetch_json(port, target, timeout=REQUEST_CAP):
+    reply = fetch(port, target, timeout)
+    return reply.status, json.loads(reply.body) if reply.body else None
+
+
+def abort(sock):
+    """Close with a reset: nothing lingers in the kernel after the script is done with it."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+# --- the server and what /proc says about it --------------------------------------------------
+
+def proc_status(pid, key):
+    """A /proc/<pid>/status figure in bytes (VmRSS, VmHWM), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def temp_file_bytes(pid, ignore):
+    """Bytes in regular files the process holds open that are deleted or under the temporary
+    directory (waitress spills large responses there), except those under `ignore`."""
+    total, temp_dir = 0, tempfile.gettempdir()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            target = os.readlink(path)
+            st = os.stat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or target.startswith(ignore):
+            continue
+        if target.endswith(" (deleted)") or target.startswith(temp_dir + os.sep):
+            total += st.st_size
+    return total
+
+
+def server_connections(port):
+    """{client port: (TCP state, unsent bytes)} of the connections to `port` on 127.0.0.1,
+    as the server's side sees them (/proc/net/tcp)."""
+    found = {}
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                local_port = int(parts[1].rsplit(":", 1)[1], 16)
+                remote_port = int(parts[2].rsplit(":", 1)[1], 16)
+                if local_port == port and remote_port:
+                    found[remote_port] = (parts[3], int(parts[4].split(":")[0], 16))
+    except OSError:
+        pass
+    return found
+
+
+def log_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+class Server:
+    """server.py under test: default flags, its stderr (start-up, reloads, access lines) to
+    a log file; killed by stop(), by the `with` block's end, or by cleanup at exit."""
+
+    running = []  # every server started and not yet stopped: killed on any exit
+
+    def __init__(self, work, data_dir, open_files=SERVER_OPEN_FILES):
+        self.data_dir, self.port = data_dir, soak.free_port()
+        self.log_path = os.path.join(work, f"server-{self.port}.log")
+        self.work = work
+
+        def limit():
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            soft = open_files if hard == resource.RLIM_INFINITY else min(open_files, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        with open(self.log_path, "wb") as log_file:
+            try:
+                self.process = soak.start_server(data_dir, self.port, log_file, quiet=False,
+                                                 preexec_fn=limit)
+            except SystemExit as error:  # it did not start: this phase fails, not the run
+                raise RuntimeError(str(error)) from None
+        Server.running.append(self)
+        self.pid = self.process.pid
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def stop(self):
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+        if self in Server.running:
+            Server.running.remove(self)
+
+    def rss(self):
+        return proc_status(self.pid, "VmRSS")
+
+    def cpu(self):
+        return soak.cpu_seconds(self.pid) or 0.0
+
+    def temp_bytes(self):
+        return temp_file_bytes(self.pid, ignore=self.work)
+
+    def log_text(self, offset=0):
+        with open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+
+
+# --- the normal client and the sampler --------------------------------------------------------
+
+class Background(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stopping = threading.Event()
+
+    def stop(self):
+        self.stopping.set()
+        self.join(REQUEST_CAP + 2)
+
+
+class NormalClient(Background):
+    """One request at a time, each on a new connection, NORMAL_INTERVAL apart."""
+
+    def __init__(self, port):
+        super().__init__()
+        self.port, self.latencies, self.failures = port, [], []
+
+    def run(self):
+        for n in itertools.count():
+            if self.stopping.is_set():
+                return
+            started = time.monotonic()
+            try:
+                reply = fetch(self.port, NORMAL_TARGETS[n % len(NORMAL_TARGETS)])
+                if reply.status != 200:
+                    raise ConnectionError(f"status {reply.status}")
+                self.latencies.append(time.monotonic() - started)
+            except (OSError, ValueError) as error:
+                self.failures.append(f"{type(error).__name__}: {error}"[:80])
+            self.stopping.wait(max(0.0, NORMAL_INTERVAL - (time.monotonic() - started)))
+
+    def p99(self):
+        """Failures count as infinitely slow."""
+        ordered = sorted(self.latencies) + [math.inf] * len(self.failures)
+        return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))] if ordered else math.inf
+
+    def summary(self):
+        lat = sorted(self.latencies)
+        total = len(lat) + len(self.failures)
+
+        def shown(value):
+            return "none" if value == math.inf else f"{value * 1000:.0f} ms"
+        p50 = lat[len(lat) // 2] if lat else math.inf
+        return (f"p99 {shown(self.p99())} (p50 {shown(p50)}, max {shown(max(lat, default=math.inf))}"
+                f"; {len(self.failures)} of {total} failed)")
+
+
+class Sampler(Background):
+    """The server's RSS and temporary-file bytes every SAMPLE_INTERVAL; their peaks."""
+
+    def __init__(self, server):
+        super().__init__()
+        self.server, self.peak_rss, self.peak_temp = server, 0, 0
+        self.run_once()
+
+    def run_once(self):
+        self.peak_rss = max(self.peak_rss, self.server.rss() or 0)
+        self.peak_temp = max(self.peak_temp, self.server.temp_bytes())
+
+    def run(self):
+        while not self.stopping.wait(SAMPLE_INTERVAL):
+            self.run_once()
+
+
+class Watch:
+    """A normal client and a sampler on `server` for the length of a `with` block."""
+
+    def __init__(self, server, normal=True):
+        self.server = server
+        self.normal = NormalClient(server.port) if normal else None
+        self.sampler = Sampler(server)
+
+    def __enter__(self):
+        for thread in (self.normal, self.sampler):
+            if thread:
+                thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        for thread in (self.normal, self.sampler):
+            if thread:
+                thread.stop()
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+@dataclass
+class Check:
+    phase: str
+    name: str
+    goal: str
+    measured: str
+    passed: bool
+
+
+@dataclass
+class Run:
+    args: argparse.Namespace
+    work: str
+    base_data: str  # the synthetic data every phase starts from
+    checks: list = field(default_factory=list)
+
+    def check(self, phase, name, goal, measured, passed):
+        row = Check(phase, name, goal, measured, bool(passed))
+        self.checks.append(row)
+        print(f"  {'PASS' if row.passed else 'FAIL'}  {name}: {measured}", flush=True)
+
+    def fresh_data(self, name):
+        """A copy of the base data for one server."""
+        path = os.path.join(self.work, name)
+        shutil.copytree(self.base_data, path)
+        return path
+
+    def latency_check(self, phase, watch, name="normal client"):
+        self.check(phase, name, f"p99 < {LATENCY_GOAL * 1000:.0f} ms", watch.normal.summary(),
+                   watch.normal.p99() < LATENCY_GOAL)
+
+
+def mib(n):
+    return f"{n / 2**20:.0f} MiB"
+
+
+def write_atomically(path, data):
+    staged = path + (b".tmp" if isinstance(path, bytes) else ".tmp")  # ignored by the server
+    with open(staged, "wb") as f:
+        f.write(data)
+    os.replace(staged, path)
+
+
+def edit_project(data_dir, slug, ci_job):
+    """Give project `slug` a new ciJob: what shows that reloads still happen."""
+    path = os.path.join(data_dir, f"{slug}.json")
+    with open(path, "rb") as f:
+        doc = json.load(f)
+    doc["ciJob"] = ci_job
+    write_atomically(path, json.dumps(doc).encode())
+
+
+def served_ci_job(port, slug):
+    status, body = fetch_json(port, "/api/v2/projects")
+    if status != 200:
+        return None
+    return next((p["ciJob"] for p in body["projects"] if p["slug"] == slug), None)
+
+
+# --- phase 1: pipelined clients that never read -----------------------------------------------
+
+def pipelined(run, connections):
+    phase = f"1. pipelined x{connections}"
+    print(f"{phase}: {connections} connections, each {PIPELINED_REQUESTS} pipelined GETs of "
+          "the largest list, never reading", flush=True)
+    with Server(run.work, run.fresh_data(f"pipelined{connections}")) as server:
+        size = fetch(server.port, BIG_LIST, keep_body=False).size  # memoized from now on
+        idle_rss = server.rss() or 0
+        sockets = []
+        with Watch(server) as watch:
+            started = time.monotonic()
+            try:
+                for _ in range(connections):
+                    sock = socket.create_connection(("127.0.0.1", server.port), timeout=2)
+                    sockets.append(sock)
+                    sock.sendall(request_bytes(BIG_LIST, close=False) * PIPELINED_REQUESTS)
+                ports = {s.getsockname()[1] for s in sockets}
+                closed_after, held, unsent = None, len(ports), 0
+                while time.monotonic() - started < CLOSE_GOAL + 2:
+                    table = server_connections(server.port)
+                    still = [p for p in ports if table.get(p, ("",))[0] in OPEN_STATES]
+                    held = len(still)
+                    unsent = max(unsent, sum(table[p][1] for p in still))
+                    if not still and closed_after is None:
+                        closed_after = time.monotonic() - started
+                    if closed_after is not None and time.monotonic() - started >= MIN_HOLD:
+                        break
+                    time.sleep(0.5)
+            finally:
+                for sock in sockets:
+                    abort(sock)
+        cost = max(0, watch.sampler.peak_rss - idle_rss) + watch.sampler.peak_temp
+        run.latency_check(phase, watch)
+        run.check(phase, "closed by the server", f"all within {CLOSE_GOAL:.0f} s",
+                  f"all after {closed_after:.1f} s" if closed_after is not None else
+                  f"{held} of {connections} still open after {CLOSE_GOAL:.0f} s",
+                  closed_after is not None and closed_after <= CLOSE_GOAL)
+        run.check(phase, "unsent output (RSS growth + temp files)", f"<= {mib(OUTPUT_BOUND)}",
+                  f"{mib(cost)}: RSS {mib(idle_rss)} -> peak {mib(watch.sampler.peak_rss)}, "
+                  f"temp files peak {mib(watch.sampler.peak_temp)}; its socket send queues "
+                  f"{mib(unsent)} ({size / 1e6:.1f} MB list)",
+                  cost <= OUTPUT_BOUND)
+
+
+# --- phase 2: slowloris -----------------------------------------------------------------------
+
+class SlowConnections(Background):
+    """`count` connections, half sending nothing, half a header byte a second; one the
+    server closes is opened again, as an attacker would."""
+
+    HEAD = b"GET /api/v2/projects HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+
+    def __init__(self, port, count):
+        super().__init__()
+        self.port, self.count = port, count
+        self.sockets = {}  # socket -> trickles
+        self.reopened = self.connect_failures = 0
+        self.held = []
+        self.lock = threading.Lock()
+
+    def open_one(self, trickles):
+        try:
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=1)
+            sock.setblocking(False)
+            if trickles:
+                sock.send(self.HEAD)
+            self.sockets[sock] = trickles
+        except OSError:
+            self.connect_failures += 1
+
+    def fill(self):
+        trickling = sum(self.sockets.values())
+        while len(self.sockets) < self.count and not self.stopping.is_set():
+            self.open_one(trickling < self.count // 2)
+            trickling = sum(self.sockets.values())
+
+    def run(self):
+        while not self.stopping.wait(1.0):
+            for sock, trickles in list(self.sockets.items()):
+                try:
+                    if trickles:
+                        sock.send(b"a")
+                    else:
+                        sock.recv(1, socket.MSG_PEEK)  # BlockingIOError: open and silent
+                        raise ConnectionError  # closed, or answered and about to close
+                except BlockingIOError:
+                    continue  # still open, nothing from the server
+                except OSError:
+                    del self.sockets[sock]
+                    abort(sock)
+                    self.reopened += 1
+            with self.lock:
+                self.held.append(len(self.sockets))
+                self.fill()
+
+    def close_all(self):
+        for sock in list(self.sockets):
+            abort(sock)
+        self.sockets.clear()
+
+
+def slowloris(run):
+    phase = "2. slowloris"
+    seconds = 6 if run.args.short else 20
+    print(f"{phase}: {SLOW_CONNECTIONS} idle or byte-a-second connections for {seconds} s",
+          flush=True)
+    with Server(run.work, run.fresh_data("slowloris")) as server:
+        slow = SlowConnections(server.port, SLOW_CONNECTIONS)
+        try:
+            slow.fill()
+            slow.start()
+            with Watch(server) as watch:
+                time.sleep(seconds)
+                accepted = sum(1 for state, _ in server_connections(server.port).values()
+                               if state in OPEN_STATES)
+            slow.stop()
+        finally:
+            slow.close_all()
+        run.latency_check(phase, watch)
+        print(f"  info: held by us min {min(slow.held, default=len(slow.sockets))}, reopened "
+              f"{slow.reopened}, connect failures {slow.connect_failures}; TCP connections "
+              f"to the server's port at the end {accepted}; server RSS peak "
+              f"{mib(watch.sampler.peak_rss)}", flush=True)
+
+
+# --- phase 3: a low open-file limit -----------------------------------------------------------
+
+ACCESS_LINE = re.compile(r"^\S+ \S+ INFO buildshelf\.access: ")
+
+
+def low_open_files(run):
+    phase = f"3. ulimit -n {LOW_OPEN_FILES}"
+    seconds = 5 if run.args.short else 12
+    print(f"{phase}: server with an open-file limit of {LOW_OPEN_FILES}, "
+          f"{LOW_LIMIT_CONNECTIONS} idle connections held {seconds} s", flush=True)
+    data = run.fresh_data("lowlimit")
+    with Server(run.work, data, open_files=LOW_OPEN_FILES) as server:
+        sockets = []
+        try:
+            for _ in range(LOW_LIMIT_CONNECTIONS):
+                sockets.append(socket.create_connection(("127.0.0.1", server.port), timeout=2))
+            offset, cpu_before = log_size(server.log_path), server.cpu()
+            with Watch(server) as watch:
+                time.sleep(seconds)
+            cpu = (server.cpu() - cpu_before) / seconds
+            logged = server.log_text(offset).splitlines(keepends=True)
+        finally:
+            for sock in sockets:
+                abort(sock)
+        other = [line for line in logged if not ACCESS_LINE.match(line)]
+        rate = sum(len(line.encode()) for line in other) / seconds
+        run.latency_check(phase, watch)
+        run.check(phase, "no busy loop: server CPU", f"< {CPU_GOAL:.0%} of a core",
+                  f"{cpu:.0%} of a core", cpu < CPU_GOAL)
+        example = f" e.g. {other[0].strip()[:60]!r}" if other else ""
+        run.check(phase, "log not flooded (other than access lines)", f"< {LOG_GOAL} B/s",
+                  f"{rate:.0f} B/s{example}", rate < LOG_GOAL)
+
+
+# --- phase 4: hostile data files --------------------------------------------------------------
+
+def valid_project(slug, builds=None):
+    rng = random.Random(slug)
+    return synthetic.project(slug, builds if builds is not None else
+                             [synthetic.build(rng, n, "1.21", False) for n in range(1, 4)])
+
+
+def json_file(doc):
+    return json.dumps(doc, indent=1).encode()
+
+
+def with_build_field(slug, key, value):
+    doc = valid_project(slug)
+    doc["builds"][1][key] = value
+    return doc
+
+
+def surrogate(text, slug, where):
+    """A file whose JSON holds a lone surrogate escape at `where` (it parses: Python lets a
+    lone surrogate into a str)."""
+    doc = valid_project(slug)
+    if where == "ciJob":
+        doc["ciJob"] = "Way" + text + "stone"
+    else:
+        doc["builds"][0]["commits"][0]["message"] = "Fix " + text + " leak"
+    return json.dumps(doc, indent=1).encode()  # ensure_ascii writes \ud800 as an escape
+
+
+def big_file(size):
+    """About `size` bytes of builds, then a syntax error at the very end: the whole file
+    must be read and parsed before it is found invalid."""
+    rng = random.Random(7)
+    builds = [synthetic.build(rng, n, "1.21", False) for n in range(1, 1001)]
+    chunk = json.dumps(builds, separators=(",", ":"))[1:-1].encode()
+    head = json.dumps(valid_project("big", []))[:-2].encode()  # up to '"builds": ['
+    parts, total = [head], len(head)
+    n = 0
+    while total < size:
+        # Renumber each copy: the one problem is at the very end.
+        n += 1
+        part = re.sub(rb'"buildNumber":(\d+)', lambda m: b'"buildNumber":%d' % (
+            int(m[1]) + n * 10000), chunk)
+        parts.append((b"," if n > 1 else b"") + part)
+        total += len(part) + 1
+    parts.append(b"]")  # and no closing brace
+    return b"".join(parts)
+
+
+@dataclass
+class Hostile:
+    name: str  # what the table calls it
+    file: bytes  # its name in the data directory
+    marker: str  # what its /healthz entry's name contains
+    make: object  # make(path, work): creates it
+    slug: str = None  # the project it claims to be, if any
+    # A /healthz message that must not appear (the huge integer's is a position, not a hint
+    # about a Python setting).
+    avoid: str = None
+
+
+def hostile_cases(short):
+    def content(data):
+        return lambda path, work: write_atomically(path, data)
+
+    def fifo(path, work):
+        os.mkfifo(path)
+
+    def link_to_fifo(path, work):
+        target = os.path.join(work, "fifo-target")
+        if not os.path.exists(target):
+            os.mkfifo(target)
+        os.symlink(target, path)
+    deep = b'{"ciJob": "Deep", "ciJobUrl": "https://ci.example.org/job/deep/", ' \
+           b'"javadocBaseUrl": "https://jd.example.org/deep/", "builds": ' \
+           + b"[" * 5000 + b"]" * 5000 + b"}"
+    huge = re.sub(rb'"timestamp": \d+', b'"timestamp": ' + b"9" * 5000,
+                  json_file(valid_project("hugeint")), count=1)
+    big_size = (50 if short else 200) * 10**6
+    return [
+        # The control: a file that is plainly not JSON, which the server handled well before
+        # issue 7; if this row fails, suspect the script.
+        Hostile("control: not JSON", b"control.json", "control", content(b'{"ciJob": '),
+                "control"),
+        Hostile('"channelVersion": []', b"wrongtype.json", "wrongtype",
+                content(json_file(with_build_field("wrongtype", "channelVersion", []))),
+                "wrongtype"),
+        Hostile('"channelVersion": {}', b"wrongobj.json", "wrongobj",
+                content(json_file(with_build_field("wrongobj", "channelVersion", {}))),
+                "wrongobj"),
+        Hostile("5,000 nested [", b"deep.json", "deep", content(deep), "deep"),
+        Hostile("lone surrogate in ciJob", b"surrogate.json", "surrogate",
+                content(surrogate("\ud800", "surrogate", "ciJob")), "surrogate"),
+        Hostile("lone surrogate in a commit", b"surrocommit.json", "surrocommit",
+                content(surrogate("\udc80", "surrocommit", "commit")), "surrocommit"),
+        Hostile("5,000-digit integer", b"hugeint.json", "hugeint", content(huge), "hugeint",
+                avoid="set_int_max_str_digits"),
+        Hostile("file name not UTF-8", b"notutf\xff8.json", "notutf",
+                content(json_file(valid_project("notutf")))),
+        Hostile("file name with a newline", b"new\nline.json", "new",
+                content(json_file(valid_project("newline")))),
+        Hostile("FIFO named x.json", b"fifo.json", "fifo", fifo, "fifo"),
+        Hostile("symlink x.json -> FIFO", b"link.json", "link", link_to_fifo, "link"),
+        Hostile(f"{big_size // 10**6} MB file", b"big.json", "big",
+                content(big_file(big_size)), "big"),
+    ]
+
+
+def endpoint_probes(slug):
+    targets = ["/api/v2/projects", "/healthz", "/api/v2/openapi.json"]
+    for project in ("p01", "p02") + ((slug,) if slug else ()):
+        targets += [f"/api/v2/builds?project={project}",
+                    f"/api/v2/builds/latest?project={project}&experimental=true",
+                    f"/api/v2/jd?project={project}"]
+    return targets
+
+
+def probe_case(server, case, edit_job):
+    """Wait for the bad file and an edit of p02 to show; then ask every endpoint."""
+    port, deadline = server.port, time.monotonic() + RELOAD_WAIT
+    seen = {"5xx": [], "failed": [], "others": [], "health": set(), "health_s": 0.0}
+    listed, reloaded = None, False
+
+    def ask(target):
+        started = time.monotonic()
+        try:
+            reply = fetch(port, target)
+        except (OSError, ValueError) as error:
+            seen["failed"].append(f"{target}: {type(error).__name__}")
+            return None
+        if target == "/healthz":
+            seen["health"].add(reply.status)
+            seen["health_s"] = max(seen["health_s"], time.monotonic() - started)
+        if reply.status >= 500:
+            seen["5xx"].append(f"{reply.status} {target}")
+        elif ("project=p0" in target or target == "/api/v2/projects") and reply.status not in (
+                200, 302):
+            seen["others"].append(f"{reply.status} {target}")  # a good project not served
+        return reply
+    while time.monotonic() < deadline and not (listed and reloaded):
+        reply = ask("/healthz")
+        if reply is not None and reply.status in (200, 503):
+            try:
+                entries = json.loads(reply.body)["rejectedFiles"]
+                listed = next((e for e in entries if case.marker in e["file"]), None)
+            except (ValueError, KeyError, TypeError):
+                pass
+        reply = ask("/api/v2/projects")
+        if reply is not None and reply.status == 200:
+            projects = json.loads(reply.body)["projects"]
+            reloaded = any(p["slug"] == "p02" and p["ciJob"] == edit_job for p in projects)
+        time.sleep(0.2)
+    for target in endpoint_probes(case.slug):
+        ask(target)
+    return listed, reloaded, seen
+
+
+def remove(path):
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def hostile_data(run):
+    phase = "4. hostile data"
+    cases = hostile_cases(run.args.short)
+    print(f"{phase}: {len(cases)} bad files, one at a time, into a live data directory",
+          flush=True)
+    data = run.fresh_data("hostile")
+    server = None
+    try:
+        for n, case in enumerate(cases):
+            if server is None:
+                server = Server(run.work, data)
+            path = os.path.join(os.fsencode(data), case.file)
+            offset = log_size(server.log_path)
+            edit_job = f"Edited {n}"
+            try:
+                case.make(path, run.work)
+                edit_project(data, "p02", edit_job)
+                listed, reloaded, seen = probe_case(server, case, edit_job)
+            finally:
+                remove(path)
+            # Gone from /healthz once removed: the server recovers by itself.
+            cleared = False
+            deadline = time.monotonic() + RELOAD_WAIT
+            while time.monotonic() < deadline and not cleared:
+                try:
+                    status, body = fetch_json(server.port, "/healthz", timeout=1)
+                    cleared = status == 200 and not any(
+                        case.marker in e["file"] for e in body["rejectedFiles"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    pass
+                if not cleared:
+                    time.sleep(0.2)
+            forged = [line for line in server.log_text(offset).splitlines()
+                      if line.startswith("line.json")]
+            health = ",".join(map(str, sorted(seen["health"]))) or "no answer"
+            problems = seen["5xx"][:1] + seen["failed"][:1] + seen["others"][:1]
+            # Named so that a person can read it, with no raw control character or surrogate.
+            readable = listed and str(listed.get("file")).isprintable() and not (
+                case.avoid and case.avoid in str(listed.get("error")))
+            if listed and not readable:
+                problems.append(f"listed as {listed!r:.60}")
+            measured = (f"5xx {len(seen['5xx'])}, failed {len(seen['failed'])}, others not "
+                        f"served {len(seen['others'])}; reload "
+                        f"{'yes' if reloaded else 'NO'}; /healthz {health} in <= "
+                        f"{seen['health_s']:.1f} s, listed {'yes' if readable else 'NO'}; "
+                        f"cleared {'yes' if cleared else 'NO'}"
+                        + ("; log line forged" if forged else "")
+                        + (f" (e.g. {problems[0]})" if problems else ""))
+            run.check(phase, case.name, "no 5xx; others served, reloaded; /healthz 200 < 1 s, "
+                      "lists it; clears", measured,
+                      not (seen["5xx"] or seen["failed"] or seen["others"]) and reloaded
+                      and readable
+                      and seen["health"] == {200} and seen["health_s"] < HEALTH_GOAL
+                      and cleared and not forged)
+            if not (cleared and server.alive()):
+                server.stop()  # the next case gets a server that is not already broken
+                server = None
+    finally:
+        if server is not None:
+            server.stop()
+    hostile_check_command(run, cases)
+    hostile_start_up(run, cases)
+
+
+def hostile_check_command(run, cases):
+    """`server.py --check` on a directory holding one bad file, for each."""
+    phase, clean, problems = "4. hostile data", [], []
+    for n, case in enumerate(cases):
+        directory = os.path.join(run.work, f"check{n}")
+        os.mkdir(directory)
+        case.make(os.path.join(os.fsencode(directory), case.file), run.work)
+        try:
+            done = subprocess.run([sys.executable, os.path.join(soak.ROOT, "server.py"),
+                                   "--check", "--data", directory], capture_output=True,
+                                  timeout=CHECK_SECONDS)
+            output = (done.stdout + done.stderr).decode("utf-8", "replace").replace(
+                directory, "DIR")  # a marker must come from the file's name, not from here
+            if (done.returncode == 1 and "Traceback" not in output and case.marker in output
+                    and not (case.avoid and case.avoid in output)):
+                clean.append(case.name)
+            else:
+                problems.append(f"{case.name}: exit {done.returncode}"
+                                + (", traceback" if "Traceback" in output else "")
+                                + ("" if case.marker in output else ", not named")
+                                + (f", says {case.avoid}" if case.avoid and case.avoid in output
+                                   else ""))
+        except subprocess.TimeoutExpired:  # run() has killed it
+            problems.append(f"{case.name}: hung")
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+    run.check(phase, "--check on each bad file", "exit 1 naming it, no traceback",
+              f"{len(clean)} of {len(cases)}" + (f"; {'; '.join(problems)}" if problems else ""),
+              not problems)
+
+
+def hostile_start_up(run, cases):
+    """The server started over the good data and every bad file at once."""
+    phase = "4. hostile data"
+    data = run.fresh_data("hostile-start")
+    for case in cases:
+        case.make(os.path.join(os.fsencode(data), case.file), run.work)
+    try:
+        with Server(run.work, data) as server:
+            status, body = fetch_json(server.port, "/healthz")
+            names = [e["file"] for e in body["rejectedFiles"]] if status == 200 else []
+            served = fetch(server.port, "/api/v2/builds/latest?project=p01").status
+    except RuntimeError:
+        run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
+                  "the server did not start", False)
+        return
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
+                  f"{type(error).__name__}: {error}"[:100], False)
+        return
+    missing = [c.name for c in cases if not any(c.marker in name for name in names)]
+    run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
+              f"/healthz {status}, p01 {served}; listed {len(cases) - len(missing)} of "
+              f"{len(cases)}" + (f", not {', '.join(missing)}" if missing else ""),
+              status == 200 and served == 200 and not missing)
+
+
+# --- phases 5, 6 and 9: requests and URLs at the edges ----------------------------------------
+
+def exchange_raw(port, data, timeout=REQUEST_CAP):
+    """Send `data` on a new connection: (reply or the error, whether the server then closed
+    the connection within a second)."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        try:
+            reply = read_reply(sock, deadline)
+        except (OSError, ValueError) as error:
+            return f"{type(error).__name__}: {error}", None
+        try:
+            closed = _recv(sock, time.monotonic() + 1, 1) == b""
+        except TimeoutError:
+            closed = False
+        except OSError:
+            closed = True
+        return reply, closed
+
+
+def is_json(reply):
+    try:
+        json.loads(reply.body)
+    except ValueError:
+        return False
+    return reply.headers.get("content-type", "").startswith("application/json")
+
+
+def shown_reply(reply):
+    if isinstance(reply, str):
+        return reply[:60]
+    return f"{reply.status} {reply.headers.get('content-type', 'no type')} {reply.body[:50]!r}"
+
+
+def bad_host(run):
+    phase = "5. Host: ["
+    print(f"{phase}: on /api/v2/jd", flush=True)
+    with Server(run.work, run.fresh_data("host")) as server:
+        reply, _ = exchange_raw(server.port, request_bytes("/api/v2/jd?project=p01", host="["))
+    run.check(phase, "Host: [ on /jd", "not a 5xx", shown_reply(reply),
+              not isinstance(reply, str) and reply.status < 500)
+
+
+def http_edges(run):
+    phase = "6. HTTP edges"
+    print(f"{phase}: Content-Length with Transfer-Encoding; HTTP/1.1 without Host", flush=True)
+    both = (b"GET /api/v2/projects HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    no_host = b"GET /api/v2/projects HTTP/1.1\r\nUser-Agent: attack\r\n\r\n"
+    with Server(run.work, run.fresh_data("edges")) as server:
+        for name, data, close in (("Content-Length + Transfer-Encoding", both, True),
+                                  ("HTTP/1.1 without Host", no_host, True)):
+            reply, closed = exchange_raw(server.port, data)
+            ok = not isinstance(reply, str) and reply.status == 400 and is_json(reply)
+            run.check(phase, name, "JSON 400, connection closed",
+                      f"{shown_reply(reply)}; closed: {'yes' if closed else 'no'}",
+                      ok and (closed or not close))
+
+
+def non_ascii_urls(run):
+    phase = "9. non-ASCII URL"
+    print(f"{phase}: javadocBaseUrl with a Kelvin sign, a long s, a dotless i", flush=True)
+    urls = {"kelvin": "https://jd.\u212aelvin.example/", "longs": "https://jd.\u017ftuff.example/",
+            "dotless": "https://jd.l\u0131nk.example/"}
+    data = run.fresh_data("nonascii")
+    with Server(run.work, data) as server:
+        for slug, url in urls.items():
+            doc = valid_project(slug)
+            doc["javadocBaseUrl"] = url
+            write_atomically(os.path.join(data, f"{slug}.json"), json.dumps(doc).encode())
+        deadline, listed = time.monotonic() + RELOAD_WAIT, set()
+        while time.monotonic() < deadline and len(listed) < len(urls):
+            try:
+                status, body = fetch_json(server.port, "/healthz")
+                listed = {s for s in urls for e in body["rejectedFiles"] if s in e["file"]}
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            time.sleep(0.2)
+        locations = []
+        for slug in urls:
+            try:
+                reply = fetch(server.port, f"/api/v2/jd?project={slug}")
+            except OSError as error:
+                locations.append((slug, f"{type(error).__name__}", True))
+                continue
+            location = re.search(rb"\r\nlocation:([^\r]*)", reply.head, re.IGNORECASE)
+            raw = location[1].strip() if location else b""
+            locations.append((slug, f"{reply.status} {raw[:40]!r}", raw.isascii()))
+    run.check(phase, "file rejected (listed in /healthz)", "all 3 listed",
+              f"listed: {', '.join(sorted(listed)) or 'none'}", len(listed) == len(urls))
+    run.check(phase, "/jd Location is ASCII", "ASCII (or no redirect)",
+              "; ".join(f"{slug}: {shown}" for slug, shown, _ in locations),
+              all(ok for _, _, ok in locations))
+
+
+# --- phase 7: many distinct channels ----------------------------------------------------------
+
+def loaded_ms(log_text, slug):
+    match = re.search(rf"loaded {slug}: \d+ builds in (\d+) ms", log_text)
+    return int(match[1]) / 1000 if match else None
+
+
+def wait_served(server, slug, cap, poll_timeout=REQUEST_CAP):
+    """Seconds until /builds/latest of `slug` answers 200, or None after `cap` seconds."""
+    started = time.monotonic()
+    while time.monotonic() - started < cap and server.alive():
+        try:
+            reply = fetch(server.port, f"/api/v2/builds/latest?project={slug}&experimental=true",
+                          timeout=min(poll_timeout, max(0.1, started + cap - time.monotonic())))
+            if reply.status == 200:
+                return time.monotonic() - started
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.05)
+    return None
+
+
+def many_channels(run):
+    phase = "7. 30,000 channels"
+    cap = 10 if run.args.short else 60
+    print(f"{phase}: {CHANNELS_BUILDS} builds with distinct channels written to a new file",
+          flush=True)
+    rng = random.Random(30)
+    doc = synthetic.project("channels", [synthetic.build(rng, n, f"1.{n}", n % 10 == 9)
+                                         for n in range(1, CHANNELS_BUILDS + 1)])
+    data = run.fresh_data("channels")
+    staged = os.path.join(run.work, "channels.json")
+    with open(staged, "w") as f:
+        json.dump(doc, f)
+    with Server(run.work, data) as server:
+        offset = log_size(server.log_path)
+        with Watch(server) as watch:
+            os.replace(staged, os.path.join(data, "channels.json"))
+            served = wait_served(server, "channels", cap)
+            time.sleep(1)  # the normal client a little after, too
+        load = loaded_ms(server.log_text(offset), "channels")
+    run.check(phase, "load time (server log)", f"< {LOAD_GOAL:.0f} s",
+              ("no load logged" if load is None else f"{load:.2f} s")
+              + (f"; served {served:.1f} s after the write" if served is not None else
+                 f"; not served after {cap} s"),
+              load is not None and load < LOAD_GOAL and served is not None)
+    run.latency_check(phase, watch, "normal client meanwhile")
+
+
+# --- phase 8: memory on a very large project --------------------------------------------------
+
+HUGE_CHANNELS = ("1.19", "1.20", "1.21", "1.22")
+HUGE_BUILD = ('{{"buildNumber":{n},"url":"https://ci.example.org/job/huge/{n}/",'
+              '"downloadUrl":"https://ci.example.org/job/huge/{n}/artifact/huge-{c}-{n}.jar",'
+              '"channelVersion":"{c}","timestamp":{t},"isExperimental":{e},"commits":['
+              '{{"message":"Build {n}: fix chunk loading","hash":"{h:040x}"}}]}}')
+
+
+def write_huge(path, builds):
+    """A project of `builds` builds, written by template (json.dump of a million dicts is
+    slow); every tenth experimental, channels in four runs."""
+    head = json.dumps(synthetic.project("huge", []))[:-2]  # up to '"builds": ['
+    with open(path, "w") as f:
+        f.write(head)
+        per_channel = -(-builds // len(HUGE_CHANNELS))
+        for start in range(1, builds + 1, 10000):
+            f.write(("," if start > 1 else "") + ",".join(
+                HUGE_BUILD.format(n=n, c=HUGE_CHANNELS[(n - 1) // per_channel],
+                                  t=1_700_000_000_000 + n * 60_000,
+                                  e="true" if n % 10 == 0 else "false", h=n * 2654435761)
+                for n in range(start, min(builds, start + 9999) + 1)))
+        f.write("]}")
+    return os.path.getsize(path)
+
+
+def memory(run):
+    builds = 1_000_000 if run.args.big else 50_000 if run.args.short else 300_000
+    phase = f"8. memory, {builds:,} builds"
+    print(f"{phase}: RSS after load and after every view", flush=True)
+    staged = os.path.join(run.work, "huge.json")
+    size = write_huge(staged, builds)
+    data = run.fresh_data("memory")
+    cap = max(30, builds / 5000)  # today's load runs at about 20,000 builds a second
+    targets = [f"{path}?project=huge&experimental={experimental}"
+               + (f"&channel={channel}" if channel else "")
+               for path in ("/api/v2/builds", "/api/v2/builds/latest")
+               for channel in (None,) + HUGE_CHANNELS for experimental in ("false", "true")]
+    with Server(run.work, data) as server:
+        os.replace(staged, os.path.join(data, "huge.json"))
+        served = wait_served(server, "huge", cap, poll_timeout=cap)
+        loaded_rss = server.rss() or 0
+        answered, failures, largest = 0, [], 0
+        started = time.monotonic()
+        deadline = started + 2 * cap  # for all the views: today's take about 1.5 cap
+        for target in targets if served is not None else ():
+            try:
+                reply = fetch(server.port, target, max(0.1, deadline - time.monotonic()),
+                              keep_body=False)
+                if reply.status == 200:
+                    answered += 1
+                    largest = max(largest, reply.size)
+                else:
+                    failures.append(f"{reply.status} {target}")
+            except OSError as error:
+                failures.append(f"{type(error).__name__} {target}")
+        views_seconds = time.monotonic() - started
+        views_rss = server.rss() or 0
+        peak = proc_status(server.pid, "VmHWM") or 0
+    views = len(targets)
+    run.check(phase, "every view answered", f"{views} of {views}",
+              (f"{answered} of {views} in {views_seconds:.0f} s" if served is not None else
+               f"not served {cap:.0f} s after the write")
+              + (f" (e.g. {failures[0]})" if failures else ""), answered == views)
+    run.check(phase, "RSS after every view", f"<= {MEMORY_GROWTH:.0f}x RSS after load",
+              f"file {mib(size)}; after load {mib(loaded_rss)}"
+              + (f" (served {served:.0f} s after the write)" if served is not None else "")
+              + f"; after every view {mib(views_rss)}; peak {mib(peak)}; largest body "
+              f"{mib(largest)}",
+              served is not None and views_rss <= MEMORY_GROWTH * loaded_rss)
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+def run_phase(run, number, phase):
+    """One phase; an exception in it is a FAIL row, not the end of the run."""
+    started = time.monotonic()
+    try:
+        phase(run)
+    except Exception as error:  # a hung or dead server shows up here, among others
+        run.check(f"{number}.", f"phase {number} ran to the end", "no error",
+                  f"{type(error).__name__}: {error}"[:120], False)
+    print(f"  ({time.monotonic() - started:.0f} s)", flush=True)
+
+
+def phases(args):
+    """[(number, function)] of the phases to run, in order."""
+    counts = (64,) if args.short else (4, 16, 64)
+    every = [(1, lambda run, n=n: pipelined(run, n)) for n in counts] + [
+        (2, slowloris), (3, low_open_files), (4, hostile_data), (5, bad_host), (6, http_edges),
+        (7, many_channels), (8, memory), (9, non_ascii_urls)]
+    return [(n, f) for n, f in every if not args.only or n in args.only]
+
+
+def print_table(rows):
+    width = max((len(f"{r.phase} {r.name}") for r in rows), default=10)
+    goal_width = max((len(r.goal) for r in rows), default=10)
+    print(f"\n{'':6}{'check':<{width}}  {'goal':<{goal_width}}  measured")
+    for r in rows:
+        print(f"{'PASS' if r.passed else 'FAIL':<6}{r.phase + ' ' + r.name:<{width}}  "
+              f"{r.goal:<{goal_width}}  {r.measured}")
+    failed = sum(not r.passed for r in rows)
+    print(f"\n{len(rows) - failed} passed, {failed} failed")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--short", action="store_true",
+                        help="the CI form: 64 pipelining clients only, shorter holds, a 50 MB "
+                        "file, 50,000 builds in the memory phase")
+    parser.add_argument("--big", action="store_true",
+                        help="1,000,000 builds in the memory phase (default 300,000)")
+    parser.add_argument("--only", type=lambda s: {int(n) for n in s.split(",")},
+                        help="comma-separated phase numbers (1-9) to run")
+    return parser.parse_args(argv)
+
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, interrupt)  # cleaned up like Ctrl-C
+    # Our own sockets: 1,100 slow connections and the rest (the server gets its own limit).
+    soak.raise_open_file_limit(SLOW_CONNECTIONS + 200)
+    started = time.monotonic()
+    work = tempfile.mkdtemp(prefix="attack-")
+    run = Run(args, work, synthetic.generate(os.path.join(work, "base"), SIZES))
+    interrupted = False
+    try:
+        for number, phase in phases(args):
+            run_phase(run, number, phase)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\ninterrupted: the table so far", flush=True)
+    finally:
+        for server in list(Server.running):
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print_table(run.checks)
+    print(f"({time.monotonic() - started:.0f} s in all)")
+    if interrupted:
+        return 130
+    return 0 if run.checks and all(r.passed for r in run.checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
