@@ -42,6 +42,10 @@ UNSENT_OUTPUT_LIMIT = 64 * 1024
 BY_REFERENCE_BYTES = 16 * 1024
 DRAIN_SECONDS = 10
 ACCEPT_PAUSE_SECONDS = 0.25  # out of file descriptors with nothing to close: try again then
+ACCEPTS_PER_TURN = 64
+# A connection whose client has read nothing of its pending answers for this long is closed
+# (checked every cleanup_interval, so within 30 s): its answers cost memory, never a thread.
+STALL_SECONDS = 20
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
 # The WSGI environ key by which a request that must be refused reaches the app, with why.
 MALFORMED = "buildshelf.malformed_request"
@@ -194,6 +198,7 @@ class GuardedServer(TcpWSGIServer):
     """Closes connections that stall, and makes room for new ones at the connection limit."""
 
     channel_class = GuardedChannel
+    stalled = ()
     accept_paused_until = 0.0
     connection_limit = MAX_CONNECTIONS
     _warn_full = OncePer(60)
@@ -215,16 +220,24 @@ class GuardedServer(TcpWSGIServer):
 
     def maintenance(self, now):
         super().maintenance(now)
+        self.stalled = []
         dispatcher = self.task_dispatcher
         if dispatcher.deepest > 0 and self._warn_queue.due(now):
             log.warning("requests waited for a worker thread: up to %d queued at once "
                         "(logged once a minute; see --threads)", dispatcher.deepest)
             dispatcher.deepest = 0
-        # waitress closes idle connections; also close those whose client reads nothing.
-        cutoff = now - self.adj.channel_timeout
-        for channel in list(self.active_channels.values()):
-            if channel.total_outbufs_len and channel.last_activity < cutoff:
-                channel.will_close = True
+        # waitress closes idle connections; also close those whose client reads nothing. Not
+        # here: maintenance runs while select()'s lists are built (see close_stalled).
+        cutoff = now - STALL_SECONDS
+        self.stalled = [channel for channel in self.active_channels.values()
+                        if channel.total_outbufs_len and channel.last_activity < cutoff]
+
+    def close_stalled(self):
+        """Close the connections maintenance found stalled. Their sockets accept no more
+        bytes, so select() never reports them writable, where waitress would close them."""
+        for channel in self.stalled:
+            channel.handle_close()
+        self.stalled = []
 
     def close_idlest(self, count, reason):
         """Close the `count` connections that have gone longest without an answer."""
@@ -238,6 +251,14 @@ class GuardedServer(TcpWSGIServer):
         return len(channels)
 
     def handle_accept(self):
+        # Several at a time: behind a flood of connections, a client's own waits in the
+        # listen backlog for as many turns of the loop as there are connections before it.
+        for _ in range(ACCEPTS_PER_TURN):
+            if not self.accept_one():
+                return
+
+    def accept_one(self):
+        """Accept a connection if one is waiting; False when none is (or none can be)."""
         # Here, not in readable(): a socket closed while select()'s lists are built breaks it.
         excess = len(self.active_channels) - self.connection_limit + 1
         if excess > 0:
@@ -251,15 +272,17 @@ class GuardedServer(TcpWSGIServer):
             # for ever. Make room, or wait a moment if there is nothing to close.
             if not self.close_idlest(1, "the open-files limit"):
                 self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE_SECONDS
-            return
-        if accepted is not None:
-            conn, addr = accepted
-            try:
-                self.set_socket_options(conn)
-            except OSError:  # the client has gone already
-                conn.close()
-                return
-            self.channel_class(self, conn, addr, self.adj, map=self._map)
+            return False
+        if accepted is None:
+            return False
+        conn, addr = accepted
+        try:
+            self.set_socket_options(conn)
+        except OSError:  # the client has gone already
+            conn.close()
+            return True
+        self.channel_class(self, conn, addr, self.adj, map=self._map)
+        return True
 
 
 def connection_limit():
@@ -297,8 +320,11 @@ def serve(app, host, port, threads, on_listening=None):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
     if on_listening:
         on_listening(server)
+    listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
     while not stopping:
         wasyncore.loop(timeout=0.5, map=server._map, count=1)
+        for listener in listeners:
+            listener.close_stalled()
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
