@@ -404,9 +404,9 @@ def report(checks):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=5, help="length of one wrk run "
+    parser.add_argument("--seconds", type=int, default=4, help="length of one wrk run "
                         "(default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=2, help="wrk runs each, direct and "
+    parser.add_argument("--rounds", type=int, default=3, help="wrk runs each, direct and "
                         "through nginx, taking turns (default: %(default)s)")
     parser.add_argument("--max-age", type=int, default=5, help="server.py --max-age for the "
                         "run (default: %(default)s)")
