@@ -46,7 +46,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import synthetic  # noqa: E402
-from run import free_port, get, start_buildshelf, stop, wrk  # noqa: E402
+from run import cpu_seconds, free_port, get, start_buildshelf, stop, wrk  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
@@ -289,8 +289,24 @@ def cache_statuses(access_log, offset):
     return counts
 
 
-def measure_throughput(direct_port, nginx_port, rounds, seconds, log_path, nginx_log, checks):
+def cpu_by_process(pids):
+    """{pid: CPU seconds so far}, for those of `pids` still there (nginx's cache loader
+    comes and goes)."""
+    used = {}
+    for pid in pids:
+        try:
+            used[pid] = cpu_seconds(pid)
+        except OSError:
+            continue
+    return used
+
+
+def measure_throughput(direct_port, nginx_port, server_pids, rounds, seconds, log_path,
+                       nginx_log, checks):
+    """wrk on /builds/latest, direct and through nginx. `server_pids`: Buildshelf's, then
+    nginx's; the CPU of all of them is what a request costs the machine either way."""
     samples = {"direct": [], "nginx": []}
+    cpu = {"direct": [], "nginx": []}
     upstream, statuses = [], {}
     for port in (direct_port, nginx_port):
         wrk(port, LATEST, 1, 64)  # warm up (and fill nginx's cache)
@@ -298,10 +314,14 @@ def measure_throughput(direct_port, nginx_port, rounds, seconds, log_path, nginx
         order = ["direct", "nginx"] if r % 2 == 0 else ["nginx", "direct"]
         for label in order:
             offset, nginx_offset = settled(log_path), settled(nginx_log)
+            before = cpu_by_process(server_pids)
             load = wrk(direct_port if label == "direct" else nginx_port, LATEST, seconds, 64)
+            after = cpu_by_process(server_pids)
+            used = sum(after[pid] - before[pid] for pid in after if pid in before)
             if load.errors:
                 raise SystemExit(f"errors loading {label}: {load.errors}\n{load.out}")
             samples[label].append(load.requests / load.seconds)
+            cpu[label].append(used / load.requests * 1e6)
             if label == "nginx":
                 settled(log_path)  # the last requests of the run, logged as they end
                 upstream += access_lines(log_path, offset)
@@ -311,6 +331,10 @@ def measure_throughput(direct_port, nginx_port, rounds, seconds, log_path, nginx
     print(f"/builds/latest, 64 clients, {rounds} x {seconds} s each: direct "
           f"{', '.join(f'{s:.0f}' for s in samples['direct'])} req/s; through nginx "
           f"{', '.join(f'{s:.0f}' for s in samples['nginx'])} req/s")
+    print(f"  server CPU per request (Buildshelf and nginx, less noisy than req/s on a shared "
+          f"machine): direct {', '.join(f'{c:.0f}' for c in cpu['direct'])} us; through nginx "
+          f"{', '.join(f'{c:.0f}' for c in cpu['nginx'])} us: "
+          f"{statistics.median(cpu['direct']) / statistics.median(cpu['nginx']):.1f}x less")
     print(f"  nginx's cache, by $upstream_cache_status: "
           f"{', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}")
     answered = sorted({status for *_, status in upstream})
@@ -450,7 +474,7 @@ def main(argv=None):
             checks.append(("nginx listens on 127.0.0.1 only", "127.0.0.1:*",
                            ", ".join(addresses),
                            addresses and all(a.startswith("127.0.0.1:") for a in addresses)))
-            measure_throughput(port, nginx_port, args.rounds, args.seconds, log_path,
+            measure_throughput(port, nginx_port, pids, args.rounds, args.seconds, log_path,
                                os.path.join(nginx_dir, "access.log"), checks)
             measure_edit(data_dir, nginx_port, args.max_age, checks)
             measure_revalidation(work, nginx_port, args.max_age, log_path, checks)
