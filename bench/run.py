@@ -299,16 +299,19 @@ def measure_reload(data_dir, port, seconds, rows):
             json.dump(edited, f, indent=2)
         os.replace(path + ".tmp", path)
 
-    times = []
+    times, cpu_times = [], []
     for n in range(5):
         publish(5000 + n)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         snapshot = loaded.refresh()
         times.append((time.perf_counter() - started) * 1000)
+        cpu_times.append((time.process_time() - cpu_started) * 1000)
         assert snapshot.projects["p19"].builds[-1].number == 5000 + n
     reload_ms = statistics.median(times)
+    # On a busy machine the wall time is mostly waiting for a core; the CPU time is the cost.
     print(f"\nreload after editing one 2,000-build file, in process: median {reload_ms:.0f} ms "
-          f"(of {', '.join(f'{t:.0f}' for t in times)})")
+          f"(of {', '.join(f'{t:.0f}' for t in times)}), of which CPU "
+          f"{statistics.median(cpu_times):.0f} ms")
     rows.append(("reload of one 2,000-build file", "< 100 ms", f"{reload_ms:.0f} ms",
                  reload_ms < 100))
 
