@@ -46,7 +46,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import synthetic  # noqa: E402
-from run import cpu_seconds, free_port, get, start_buildshelf, stop, wrk  # noqa: E402
+from run import (cpu_seconds, free_port, get, start_buildshelf, stop, stop_servers_on_sigterm,
+                 wrk)  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
@@ -441,6 +442,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    stop_servers_on_sigterm()
     missing = [tool for tool in ("nginx", "wrk", "systemd-analyze", "openssl")
                if shutil.which(tool) is None]
     if missing:

@@ -116,6 +116,11 @@ def stop(proc):
         proc.wait()
 
 
+def stop_servers_on_sigterm():
+    """Make SIGTERM unwind like an error, so the `finally` blocks stop the servers."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -365,6 +370,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    stop_servers_on_sigterm()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     print(f"server.py {' '.join(['--data DIR', '--port PORT'] + args.server_args)} against "
