@@ -1,6 +1,6 @@
 """The scale-out path on real nginx: deploy/nginx.conf in front of Buildshelf, on loopback.
 
-    python bench/nginx.py                   # about 45 s
+    python bench/nginx.py                   # about a minute
     python bench/nginx.py --seconds 10 --server-args "--threads 8"
 
 Needs Debian's nginx, wrk, systemd (for systemd-analyze) and openssl:
@@ -48,8 +48,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import synthetic  # noqa: E402
-from run import (cpu_seconds, free_port, get, start_buildshelf, stop, stop_servers_on_sigterm,
-                 wrk)  # noqa: E402
+from run import (PROJECT_SIZES, cpu_seconds, free_port, get, start_buildshelf,  # noqa: E402
+                 stop, stop_servers_on_sigterm, wrk)
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
@@ -481,8 +481,7 @@ def main(argv=None):
         os.chmod(work, 0o755)  # nginx's workers run as nobody when started by root
         check_nginx_syntax(work, site_text, checks)
         check_unit(work, checks)
-        data_dir = synthetic.generate(os.path.join(work, "data"),
-                                      [500 + round(i * 1500 / 19) for i in range(20)])
+        data_dir = synthetic.generate(os.path.join(work, "data"), PROJECT_SIZES)
         log_path = os.path.join(work, "buildshelf.log")
         buildshelf, port = start_buildshelf(data_dir, ["--max-age", str(args.max_age)]
                                             + args.server_args, log_path)
