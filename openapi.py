@@ -1,4 +1,9 @@
-"""The OpenAPI 3.1 description of the API, served at /api/v2/openapi.json."""
+"""The OpenAPI 3.1 description of the API, served at /api/v2/openapi.json.
+
+`DOCUMENT` describes the spec's shapes; `document(compat)` the shapes of the mode served.
+"""
+
+import copy
 
 
 def _error(description, *codes, cache_control="CacheControlNoStore", headers=None):
@@ -45,8 +50,8 @@ DOCUMENT = {
         "description": (
             "A self-hosted build-distribution API: it lists projects, lists and selects their "
             "builds, and redirects to the javadoc of a channel. Every operation is a read.\n\n"
-            "Bodies are compact UTF-8 JSON (`application/json`), except the `/jd` redirect, "
-            "which has none. `HEAD` answers like `GET` without a body. `OPTIONS` on these "
+            "Bodies are compact UTF-8 JSON (`application/json`), except the redirects of `/jd` "
+            "and `/downloads/latest`, which have none. `HEAD` answers like `GET` without a body. `OPTIONS` on these "
             "paths is a CORS preflight answered with `204`. Every response carries "
             "`Access-Control-Allow-Origin: *` and `X-Content-Type-Options: nosniff`.\n\n"
             "JSON successes carry a strong `ETag` and may be cached (`Cache-Control: public, "
@@ -59,6 +64,8 @@ DOCUMENT = {
             "`NotFound` (`404 not_found`) for a path not listed here, and `MethodNotAllowed` "
             "(`405 method_not_allowed`, with `Allow: GET, HEAD, OPTIONS`) for any other "
             "method on a listed path outside `/api/v1`.\n\n"
+            "In query values `+` is a plus sign, not a space: `channel=1.0.0+71` and "
+            "`channel=1.0.0%2B71` are the same.\n\n"
             "API version 1 was removed on 2025-11-05: everything under `/api/v1` is `410`."
         ),
         "license": {"name": "MIT", "identifier": "MIT"},
@@ -69,6 +76,7 @@ DOCUMENT = {
         {"name": "builds", "description": "A project's builds, filtered by channel and "
                                           "experimental flag."},
         {"name": "javadoc", "description": "Redirects to a channel's javadoc."},
+        {"name": "downloads", "description": "Redirects to a build's artifact."},
         {"name": "service", "description": "This document and the health check."},
         {"name": "removed", "description": "API version 1, removed on 2025-11-05."},
     ],
@@ -150,8 +158,46 @@ DOCUMENT = {
                 "description": (
                     "Without `channel`: the channel of the latest build (stable unless "
                     "`experimental=true`). With `channel`: that channel, which must have a "
-                    "build passing the `experimental` filter. The target is made only from "
-                    "the data's validated values, never from what the client sent."
+                    "build passing the `experimental` filter. The target is made from the "
+                    "data's validated values and, with `redirect`, a page path of plain "
+                    "segments, so it never leaves the channel's javadoc."
+                ),
+                "parameters": [
+                    {"$ref": "#/components/parameters/Project"},
+                    {"$ref": "#/components/parameters/Channel"},
+                    {"$ref": "#/components/parameters/Experimental"},
+                    {"$ref": "#/components/parameters/Redirect"},
+                ],
+                "responses": {
+                    "302": {
+                        "description": "The javadoc of the channel: the project's "
+                                       "`javadocBaseUrl` without its trailing `/`, one `/`, "
+                                       "then `<channelVersion>-R0.1-SNAPSHOT`; with "
+                                       "`redirect`, then `/`, the project's page prefix and "
+                                       "`/` if it has one, and the page. No body.",
+                        "headers": {
+                            "Location": {"$ref": "#/components/headers/Location"},
+                            "Cache-Control": {
+                                "$ref": "#/components/headers/CacheControlRedirect",
+                            },
+                        },
+                    },
+                    "400": {"$ref": "#/components/responses/BadJavadocQuery"},
+                    "404": {"$ref": "#/components/responses/UnknownProjectOrNoBuild"},
+                    "500": {"$ref": "#/components/responses/InternalError"},
+                },
+            },
+        },
+        "/downloads/latest": {
+            "get": {
+                "tags": ["downloads"],
+                "operationId": "redirectToLatestDownload",
+                "summary": "Redirect to the artifact of the latest build",
+                "description": (
+                    "The upstream's download link, outside `/api/v2`: the `downloadUrl` of the "
+                    "build `/api/v2/builds/latest` answers with, by the same rules and with "
+                    "the same errors. `curl -fL -o server.jar` follows it; clients that name "
+                    "the file after the URL name it `latest`."
                 ),
                 "parameters": [
                     {"$ref": "#/components/parameters/Project"},
@@ -160,9 +206,7 @@ DOCUMENT = {
                 ],
                 "responses": {
                     "302": {
-                        "description": "The javadoc of the channel: the project's "
-                                       "`javadocBaseUrl` without its trailing `/`, one `/`, "
-                                       "then `<channelVersion>-R0.1-SNAPSHOT`. No body.",
+                        "description": "The build's `downloadUrl`. No body.",
                         "headers": {
                             "Location": {"$ref": "#/components/headers/Location"},
                             "Cache-Control": {
@@ -295,6 +339,21 @@ DOCUMENT = {
                 "schema": {"type": "string", "default": "false"},
                 "example": "true",
             },
+            "Redirect": {
+                "name": "redirect",
+                "in": "query",
+                "required": False,
+                "description": (
+                    "A javadoc page to open under the channel's root, e.g. "
+                    "`org/example/Foo.html#bar()`, percent-decoded once: segments of letters, "
+                    "digits and `._$-` joined by single `/`, then an optional `#fragment`; at "
+                    "most 512 characters. `..`, empty segments, a scheme, backslashes, control "
+                    "characters or a second round of percent-encoding: `400 invalid_redirect`. "
+                    "Empty means the channel's root."
+                ),
+                "schema": {"type": "string", "maxLength": 512},
+                "example": "org/example/Foo.html",
+            },
             "IfNoneMatch": {
                 "name": "If-None-Match",
                 "in": "header",
@@ -364,7 +423,7 @@ DOCUMENT = {
                 "schema": {"const": "gzip"},
             },
             "Location": {
-                "description": "The javadoc address.",
+                "description": "The target, made from the data's validated values.",
                 "required": True,
                 "schema": {"$ref": "#/components/schemas/HttpUrl"},
             },
@@ -398,6 +457,13 @@ DOCUMENT = {
                 "parameters (`invalid_query`).",
                 "missing_parameter", "superseded_parameter", "repeated_parameter",
                 "invalid_query"),
+            "BadJavadocQuery": _error(
+                "The query is refused: as for the builds endpoints (`missing_parameter`, "
+                "`superseded_parameter`, `repeated_parameter`, `invalid_query`; `redirect` "
+                "too may be given only once), or `redirect` is not a page path "
+                "(`invalid_redirect`).",
+                "missing_parameter", "superseded_parameter", "repeated_parameter",
+                "invalid_query", "invalid_redirect"),
             "InvalidQuery": _error(
                 "The query is not UTF-8 once percent-decoded, holds a control or invisible "
                 "character, or has more than 50 parameters (`invalid_query`). Every route "
@@ -563,7 +629,8 @@ DOCUMENT = {
                         "type": "string",
                         "enum": [
                             "missing_parameter", "superseded_parameter", "repeated_parameter",
-                            "invalid_query", "unknown_project", "no_matching_build",
+                            "invalid_query", "invalid_redirect", "unknown_project",
+                            "no_matching_build",
                             "not_found", "method_not_allowed", "api_version_removed",
                             "internal_error",
                         ],
@@ -602,9 +669,12 @@ DOCUMENT = {
                 "type": "object",
                 "properties": {
                     "status": {
-                        "description": "`no_data` when no project at all is served.",
+                        "description": "`no_data` when no project at all is served (status "
+                                       "503); `stalled` when a file has been read for longer "
+                                       "than a check waits, or a check takes too long: the "
+                                       "data served may be out of date.",
                         "type": "string",
-                        "enum": ["ok", "no_data"],
+                        "enum": ["ok", "stalled", "no_data"],
                     },
                     "projects": {
                         "description": "How many projects are served.",
@@ -617,20 +687,49 @@ DOCUMENT = {
                         "format": "date-time",
                         "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
                     },
+                    "lastCheck": {
+                        "description": "When the data files were last checked for changes, "
+                                       "UTC (about every second).",
+                        "type": "string",
+                        "format": "date-time",
+                        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+                    },
+                    "checkRunningFor": {
+                        "description": "Seconds the check under way has taken, or null.",
+                        "type": ["number", "null"],
+                        "minimum": 0,
+                    },
                     "rejectedFiles": {
                         "description": "Every data file not served as it is on disk.",
                         "type": "array",
                         "items": {"$ref": "#/components/schemas/RejectedFile"},
                     },
+                    "stalledReads": {
+                        "description": "Files (or `.`, the directory listing) whose read has "
+                                       "lasted longer than a check waits, with how long; each "
+                                       "keeps its last good version meanwhile.",
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {"file": {"type": "string"},
+                                           "seconds": {"type": "number", "minimum": 0}},
+                            "required": ["file", "seconds"],
+                            "additionalProperties": False,
+                        },
+                    },
                 },
-                "required": ["status", "projects", "lastReload", "rejectedFiles"],
+                "required": ["status", "projects", "lastReload", "lastCheck", "checkRunningFor",
+                             "rejectedFiles", "stalledReads"],
                 "additionalProperties": False,
                 "examples": [{
                     "status": "ok",
                     "projects": 3,
                     "lastReload": "2026-11-22T17:20:00Z",
+                    "lastCheck": "2026-11-22T17:31:05Z",
+                    "checkRunningFor": None,
                     "rejectedFiles": [{"file": "waystone.json",
                                        "error": "line 14, column 7: Expecting ',' delimiter"}],
+                    "stalledReads": [],
                 }],
             },
             "OpenApiDocument": {
@@ -649,3 +748,52 @@ DOCUMENT = {
         },
     },
 }
+
+
+def document(compat=None):
+    """The document describing the shapes of the mode served (None: the spec's)."""
+    if compat is None:
+        return DOCUMENT
+    doc = copy.deepcopy(DOCUMENT)
+    doc["info"]["description"] += (
+        "\n\nThis server runs in the upstream Canvas API's compatibility mode (`--compat "
+        "upstream`): `/api/v2/builds` answers `{\"project\": ..., \"builds\": [...]}`, "
+        "`/api/v2/builds/all` answers `{\"builds\": [...]}`, every build has `\"result\": "
+        "\"SUCCESS\"` and every commit an `author`.")
+    schemas, responses = doc["components"]["schemas"], doc["components"]["responses"]
+    build = schemas["Build"]
+    build["description"] = ("A build, in the upstream's shape: the spec's fields and "
+                            "`result`. The deprecated `commit` field is never served.")
+    build["properties"] = {"result": {
+        "description": "Always `SUCCESS`: every build served is a finished, downloadable one.",
+        "const": "SUCCESS"}, **build["properties"]}
+    build["required"] = list(build["properties"])
+    build["examples"] = [{"result": "SUCCESS", **example, "commits": [
+        {**commit, "author": "Jane Doe"} for commit in example["commits"]]}
+        for example in build["examples"]]
+    commit = schemas["Commit"]
+    commit["properties"]["author"] = {
+        "description": "The commit's author as the data file gives it; `\"\"` when it "
+                       "gives none.",
+        "type": "string"}
+    commit["required"] = list(commit["properties"])
+    for name, with_project in (("BuildsEnvelope", True), ("AllBuildsEnvelope", False)):
+        properties = {"builds": {"$ref": "#/components/schemas/BuildList"}}
+        if with_project:
+            properties = {"project": {"description": "The project's slug.", "type": "string"},
+                          **properties}
+        schemas[name] = {"description": "Builds passing the filters, in the upstream's "
+                                        "envelope.",
+                         "type": "object", "properties": properties,
+                         "required": list(properties), "additionalProperties": False}
+        responses[name] = _cacheable(
+            "The builds, ascending by `buildNumber`; `builds` is `[]` when none passes the "
+            "filters. `Last-Modified` is when this server loaded the project's file.", name)
+    for path, name in (("/api/v2/builds", "BuildsEnvelope"),
+                       ("/api/v2/builds/all", "AllBuildsEnvelope")):
+        operation = doc["paths"][path]["get"]
+        operation["description"] = "Sorted by ascending `buildNumber`, in the upstream's " \
+                                   "envelope."
+        operation["responses"] = {**operation["responses"],
+                                  "200": {"$ref": f"#/components/responses/{name}"}}
+    return doc

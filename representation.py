@@ -1,13 +1,17 @@
 """Response bodies encoded once per data version, and the HTTP rules for caching them.
 
-A `Representation` is made the first time a response is asked for and kept in the memo of
-the data it shows (a project or a snapshot), so it is dropped with that data: a repeated
-request does no JSON encoding, no hashing and no compression.
+A `Representation` is made the first time a response is asked for and kept in a
+`RepresentationCache` under the data it shows (a project or a snapshot): a repeated request
+does no encoding, no hashing and no compression. Entries go with that data, or when the
+cache is over its size, least recently used first.
 """
 
 import gzip
 import hashlib
 import math
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 
@@ -34,6 +38,10 @@ class Representation:
         return cls(body, f'"{etag}"', gzipped, f'"{etag}-gzip"', loaded_at, modified,
                    formatdate(modified, usegmt=True))
 
+    @property
+    def size(self):
+        return len(self.body) + len(self.gzipped or b"")
+
     def is_dated(self, now):
         """Whether to send Last-Modified (and honour If-Modified-Since) now.
 
@@ -45,12 +53,53 @@ class Representation:
         return now - self.loaded_at >= 1
 
 
-def memoized(memo, key, make):
-    """memo[key], made by make() the first time. Threads may race to make it: both agree."""
-    found = memo.get(key)
-    if found is None:
-        found = memo[key] = make()
-    return found
+class RepresentationCache:
+    """Representations by (data shown, view), at most `max_bytes` of them.
+
+    A view names what is shown of the data (say, a selection of builds), so views that show
+    the same thing share one entry whatever the query that asked for them. Entries of data
+    no longer served go as soon as that data is dropped.
+    """
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._entries = OrderedDict()  # (id(data), view) -> Representation, oldest use first
+        self._views = {}  # id(data) -> its views in _entries
+        # Reentrant: dropping data can run its finalizer in this thread while the lock is held.
+        self._lock = threading.RLock()
+
+    def get(self, data, view, make):
+        """The representation of `view` of `data`, made by make() if not kept.
+
+        Threads may race to make it: both agree, and one is kept.
+        """
+        key = (id(data), view)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        made = make()
+        with self._lock:
+            if key in self._entries or made.size > self.max_bytes:
+                return self._entries.get(key, made)
+            if id(data) not in self._views:
+                self._views[id(data)] = set()
+                weakref.finalize(data, self._forget, id(data))
+            self._views[id(data)].add(view)
+            self._entries[key] = made
+            self.size += made.size
+            while self.size > self.max_bytes:
+                (owner, old_view), old = self._entries.popitem(last=False)
+                self._views[owner].discard(old_view)
+                self.size -= old.size
+        return made
+
+    def _forget(self, owner):
+        with self._lock:
+            for view in self._views.pop(owner, ()):
+                self.size -= self._entries.pop((owner, view)).size
 
 
 def accepts_gzip(accept_encoding):

@@ -1,39 +1,43 @@
 """The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
 
-Every response body is JSON except the /jd redirect. What a route serves is decided by the
-store's current snapshot, taken once per request.
+Every response body is JSON except the /jd and /downloads/latest redirects. What a route
+serves is decided by the store's current snapshot, taken once per request.
 """
 
-import argparse
+import io
 import json
 import logging
-import os
 import sys
 import time
 from urllib.parse import unquote_to_bytes
 
 import bottle
 
+import javadoc
 import openapi
 import serving
-import store as store_module
-from representation import Representation, accepts_gzip, etag_matches, memoized, modified_since
+import upstream
+from representation import (Representation, RepresentationCache, accepts_gzip, etag_matches,
+                            modified_since)
 
 log = logging.getLogger(__name__)
 
 API = "/api/v2"
-JAVADOC_SUFFIX = "-R0.1-SNAPSHOT"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
+JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
+COMPAT_MODES = (None, upstream.MODE)
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 JSON = "application/json"
 DEFAULT_MAX_AGE = 60
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
-JAVADOC_MAX_AGE = 10  # the latest build's channel moves when a build lands
+REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500)
+DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 MAX_QUERY_FIELDS = 50
-DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+ENCODE_SLICE = 1000  # builds encoded in one call
+DEFAULT_CACHE_MB = 256
 
 
 class ApiError(bottle.HTTPError):
@@ -57,6 +61,14 @@ def project_json(project):
             "javadocBaseUrl": project.javadoc_base_url}
 
 
+def encode_builds(builds):
+    """A JSON array of `builds`, made a slice at a time: one long call into the C encoder would
+    hold the interpreter lock, and every other request with it, for a list of a million."""
+    slices = (encode([build_json(b) for b in builds[i:i + ENCODE_SLICE]])[1:-1]
+              for i in range(0, len(builds), ENCODE_SLICE))
+    return b"[" + b",".join(slices) + b"]"
+
+
 def build_json(build):
     """The one place that decides a build's fields and their order (never `commit`)."""
     return {"buildNumber": build.number, "url": build.url, "downloadUrl": build.download_url,
@@ -71,7 +83,9 @@ def _shown(text, limit=100):
 
 
 def _decode(field):
-    return unquote_to_bytes(field.replace(b"+", b" ")).decode()
+    # '+' stays a plus sign: no value here holds a space, and real clients send the '+' of a
+    # channel such as 1.0.0+71 unencoded.
+    return unquote_to_bytes(field).decode()
 
 
 def _query():
@@ -94,14 +108,14 @@ def _query():
     return pairs
 
 
-def _build_query():
-    """The parameters of a builds request as {name: value}."""
+def _build_query(once=BUILD_PARAMETERS):
+    """The parameters of a builds request as {name: value}; those in `once` given once."""
     params = {}
     for name, value in _query():
         if name in SUPERSEDED_PARAMETERS:
             raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
                            "use 'channel' instead")
-        if name in params and name in BUILD_PARAMETERS:
+        if name in params and name in once:
             raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
                            "once: give it once")
         params.setdefault(name, value)
@@ -121,9 +135,8 @@ def _flag(params, name):
     return params.get(name, "").lower() == "true"
 
 
-def _build_filter(snapshot):
+def _build_filter(snapshot, params):
     """The project, channel (None for all) and experimental flag a builds request names."""
-    params = _build_query()
     slug = _required(params, "project")
     project = snapshot.project(slug)
     if project is None:
@@ -132,9 +145,9 @@ def _build_filter(snapshot):
     return project, params.get("channel") or None, _flag(params, "experimental")
 
 
-def _latest(snapshot):
+def _latest(snapshot, params):
     """The project, filters and latest build a request names; 404 when no build passes."""
-    project, channel, experimental = _build_filter(snapshot)
+    project, channel, experimental = _build_filter(snapshot, params)
     build = project.latest(channel, experimental)
     if build is None:
         which = "build" if experimental else "stable build"
@@ -143,6 +156,27 @@ def _latest(snapshot):
         raise ApiError(404, "no_matching_build", f"project {project.slug!r} has no "
                        f"{which}{where}{hint}")
     return project, channel, experimental, build
+
+
+def _javadoc_page(params):
+    """The page `redirect` names, checked; None without one (the channel's root)."""
+    page = params.get("redirect", "")
+    problem = javadoc.page_problem(page) if page else None
+    if problem is not None:
+        raise ApiError(400, "invalid_redirect", f"parameter 'redirect' {problem}: give a page "
+                       f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}")
+    return page or None
+
+
+def _redirect(location, max_age):
+    """A 302 to `location`, which must come from validated data only."""
+    # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
+    # does not parse (such as '[') made it fail with a 500.
+    response = bottle.response
+    response.status = 302
+    response.set_header("Location", location)
+    response.set_header("Cache-Control", f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}")
+    return b""
 
 
 def _send(representation, max_age):
@@ -170,22 +204,29 @@ def _send(representation, max_age):
     if current:
         response.status = 304
         return b""
-    return body
+    response.set_header("Content-Length", str(len(body)))
+    # A large body goes out by reference (wsgi.file_wrapper): the connection holds the shared
+    # bytes of the representation, never a copy, however slowly its client reads.
+    return io.BytesIO(body) if len(body) >= serving.BY_REFERENCE_BYTES else body
 
 
-def _project_response(project, key, make_body):
-    """The representation of one view of a project, memoized if the view is a known one."""
-    def make():
-        return Representation.of(encode(make_body()), project.loaded_at)
-    channel = key[1]
-    if channel is not None and not project.has_channel(channel):
-        return make()  # clients may send any channel: keep only the project's own
-    return memoized(project.memo, key, make)
+def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=None):
+    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
 
-
-def make_app(store, max_age=DEFAULT_MAX_AGE):
-    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds."""
+    At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
+    upstream Canvas API's build shapes instead of the spec's.
+    """
+    if compat not in COMPAT_MODES:
+        raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
+    cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
+    one_build = upstream.build_json if compat else build_json
+
+    @app.hook("before_request")
+    def refuse_malformed():
+        problem = bottle.request.environ.get(serving.MALFORMED)
+        if problem:  # the server closes the connection after this answer
+            raise ApiError(400, "malformed_request", f"malformed request: {problem}")
 
     @app.hook("after_request")
     def common_headers():
@@ -196,7 +237,7 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         """Every project served."""
         _query()  # takes no parameters, but refuses a malformed query like every route
         snapshot = store.snapshot()
-        return _send(memoized(snapshot.memo, "projects", lambda: Representation.of(encode(
+        return _send(cache.get(snapshot, "projects", lambda: Representation.of(encode(
             {"projects": [project_json(p) for p in snapshot.projects.values()]}),
             snapshot.loaded_at)), max_age)
 
@@ -204,28 +245,45 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
     @app.get(API + "/builds/all")
     def builds():
         """A project's builds passing the filters, ascending by build number."""
-        project, channel, experimental = _build_filter(store.snapshot())
-        return _send(_project_response(
-            project, ("builds", channel, experimental),
-            lambda: [build_json(b) for b in project.select(channel, experimental)]), max_age)
+        project, channel, experimental = _build_filter(store.snapshot(), _build_query())
+        selected = project.select(channel, experimental)
+        # The spec's two names serve one body; the upstream's envelopes differ.
+        with_project = compat is not None and bottle.request.path == API + "/builds"
+        # Keyed by the selection itself: filters that select the same builds share one body.
+        return _send(cache.get(project, ("builds", id(selected), with_project),
+                               lambda: Representation.of(build_list(project, selected,
+                                                                    with_project),
+                                                         project.loaded_at)), max_age)
+
+    def build_list(project, builds, with_project):
+        if compat is None:
+            return encode_builds(builds)
+        return encode(upstream.build_list_json(project, builds, with_project))
 
     @app.get(API + "/builds/latest")
     def latest_build():
         """The highest-numbered build passing the filters."""
-        project, channel, experimental, build = _latest(store.snapshot())
-        return _send(_project_response(project, ("latest", channel, experimental),
-                                       lambda: build_json(build)), max_age)
+        project, _, _, build = _latest(store.snapshot(), _build_query())
+        return _send(cache.get(project, ("latest", id(build)), lambda: Representation.of(
+            encode(one_build(build)), project.loaded_at)), max_age)
 
     @app.get(API + "/jd")
-    def javadoc():
-        """A redirect to the javadoc pages of a channel (by default the latest build's)."""
-        project, _, _, build = _latest(store.snapshot())
-        bottle.response.set_header("Cache-Control",
-                                   f"public, max-age={min(max_age, JAVADOC_MAX_AGE)}")
-        # Built from stored, validated values only: nothing the client sent reaches Location.
-        bottle.redirect(javadoc_url(project, build.channel), 302)
+    def javadoc_redirect():
+        """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
+        params = _build_query(JAVADOC_PARAMETERS)
+        page = _javadoc_page(params)
+        project, _, _, build = _latest(store.snapshot(), params)
+        # Only checked values reach Location: data, and a page path of plain segments.
+        return _redirect(javadoc.javadoc_url(project.javadoc_base_url, build.channel, page,
+                                              project.javadoc_page_prefix), max_age)
 
-    openapi_document = Representation.of(encode(openapi.DOCUMENT), time.time())
+    @app.get(DOWNLOADS + "/latest")
+    def latest_download():
+        """A redirect to the artifact of the build /builds/latest would answer with."""
+        *_, build = _latest(store.snapshot(), _build_query())
+        return _redirect(build.download_url, max_age)
+
+    openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
     @app.get(API + "/openapi.json")
     def openapi_json():
@@ -238,14 +296,20 @@ def make_app(store, max_age=DEFAULT_MAX_AGE):
         """Whether data is being served, and which files are rejected."""
         _query()
         snapshot = store.snapshot()
+        checking_for, stalled = store.progress()
+        late = stalled or (checking_for or 0) > 2 * store.read_wait
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
         return encode({
-            "status": "ok" if snapshot.projects else "no_data",
+            "status": "no_data" if not snapshot.projects else "stalled" if late else "ok",
             "projects": len(snapshot.projects),
             "lastReload": _iso_time(snapshot.loaded_at),
+            "lastCheck": _iso_time(store.last_check),
+            "checkRunningFor": None if checking_for is None else round(checking_for, 1),
             "rejectedFiles": [{"file": name, "error": error.located()}
                               for name, error in sorted(snapshot.errors.items())],
+            "stalledReads": [{"file": name, "seconds": round(seconds, 1)}
+                             for name, seconds in sorted(stalled.items())],
         })
 
     def preflight():
@@ -303,87 +367,7 @@ def _iso_time(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-def javadoc_url(project, channel):
-    return project.javadoc_base_url.rstrip("/") + "/" + channel + JAVADOC_SUFFIX
-
-
-# --- command line ----------------------------------------------------------------------------
-
-def _directory(value):
-    if not os.path.isdir(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
-    return value
-
-
-def _number_in(low, high):
-    def number(value):
-        try:
-            n = int(value)
-        except ValueError:
-            n = None
-        if n is None or not low <= n <= high:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from {low} to "
-                                             f"{high}")
-        return n
-    return number
-
-
-def parse_args(argv=None, environ=os.environ):
-    parser = argparse.ArgumentParser(
-        prog="buildshelf", description="Serve the build-distribution API (v2) over the JSON "
-        "files of a data directory, reloading them when they change.",
-        epilog="Each flag's default may also come from the environment variable named in its "
-        "help; a flag on the command line wins.")
-    parser.add_argument("--data", type=_directory, metavar="DIR",
-                        default=environ.get("BUILDSHELF_DATA", DEFAULT_DATA),
-                        help="directory of <slug>.json files (BUILDSHELF_DATA; default: the "
-                        "data/ directory beside server.py)")
-    parser.add_argument("--host", default=environ.get("BUILDSHELF_HOST", "127.0.0.1"),
-                        help="address to listen on (BUILDSHELF_HOST; default: %(default)s)")
-    parser.add_argument("--port", type=_number_in(1, 65535),
-                        default=environ.get("BUILDSHELF_PORT", "8080"),
-                        help="TCP port (BUILDSHELF_PORT; default: %(default)s)")
-    parser.add_argument("--threads", type=_number_in(1, 256),
-                        default=environ.get("BUILDSHELF_THREADS", "4"),
-                        help="worker threads (BUILDSHELF_THREADS; default: %(default)s)")
-    parser.add_argument("--max-age", type=_number_in(0, 31536000),
-                        default=environ.get("BUILDSHELF_MAX_AGE", str(DEFAULT_MAX_AGE)),
-                        help="seconds clients and proxies may cache a JSON success "
-                        "(BUILDSHELF_MAX_AGE; default: %(default)s)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no access log line per request")
-    parser.add_argument("--check", action="store_true",
-                        help="validate every data file, print each problem, exit 0 if all are "
-                        "valid and 1 otherwise, without serving")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.check:
-        problems = store_module.check_directory(args.data)
-        for problem in problems:
-            print(problem)
-        log.info("checked %s: %d problem(s)", args.data, len(problems))
-        return 1 if problems else 0
-
-    data = store_module.Store(args.data)
-    app = make_app(data, max_age=args.max_age)
-
-    def listening(server):
-        log.info("serving %d projects from %s on http://%s:%s%s", len(data.snapshot().projects),
-                 os.path.abspath(args.data), server.effective_host, server.effective_port, API)
-    try:
-        serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
-                      args.threads, on_listening=listening)
-    except OSError as error:  # the address is taken, or not ours to listen on
-        log.error("cannot listen on %s port %d: %s", args.host, args.port, error.strerror)
-        return 1
-    log.info("stopped")
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import cli  # the command line lives there; this keeps `python server.py [flags]` working
+    sys.exit(cli.main())

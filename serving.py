@@ -1,6 +1,16 @@
-"""Running a WSGI app under waitress: its limits, the access log, and a graceful shutdown."""
+"""Running a WSGI app under waitress: its limits, the access log, and a graceful shutdown.
 
+Waitress reads a whole request before a worker thread sees it, so a slow sender costs a
+connection, never a thread. The classes here make the other half true: a client that does
+not read its answers never holds a worker thread either, and the connection slots go to the
+clients that use them.
+"""
+
+import errno
+import functools
 import logging
+import os
+import resource
 import signal
 import time
 from urllib.parse import quote
@@ -8,89 +18,280 @@ from urllib.parse import quote
 import waitress
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
-from waitress.server import BaseWSGIServer
-from waitress.task import WSGITask
+from waitress.parser import HTTPRequestParser
+from waitress.server import BaseWSGIServer, TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher, WSGITask
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("buildshelf.access")
 
-# Waitress reads a whole request before a thread sees it, so a slow client costs a connection
-# slot, never a thread; these bound the slots and what each may hold. README "Security and
-# limits" says why each value.
+# README "Security and limits" says why each value.
 LIMITS = {
-    # waitress watches sockets with select(), which sees none numbered 1,024 or more; its
-    # poll() mode would lift that but doubles the CPU cost of every request (measured).
-    "connection_limit": 900,
     "channel_timeout": 30,
     "cleanup_interval": 10,
     "max_request_header_size": 16 * 1024,
     "max_request_body_size": 1024,
 }
+# waitress watches sockets with select(), which sees none numbered 1,024 or more.
+MAX_CONNECTIONS = 900
+SPARE_FILES = 100  # descriptors kept for data files, logs and the listening sockets
+# A connection stops taking on pipelined requests while this much of its output is unsent;
+# it goes on when the client has read it. Bodies of BY_REFERENCE_BYTES or more are queued by
+# reference (the app hands them over as wsgi.file_wrapper of shared, immutable bytes), so
+# this bounds what each connection holds as copies, and nothing goes to a temporary file.
+UNSENT_OUTPUT_LIMIT = 64 * 1024
+BY_REFERENCE_BYTES = 16 * 1024
 DRAIN_SECONDS = 10
+ACCEPT_PAUSE_SECONDS = 0.25  # out of file descriptors with nothing to close: try again then
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
+# The WSGI environ key by which a request that must be refused reaches the app, with why.
+MALFORMED = "buildshelf.malformed_request"
+STDERR = 2  # the process's, whatever sys.stderr has become
 
 
-def access_logged(app):
-    """`app`, logging a line per request: client, method, target, status, bytes, time taken."""
+def access_logged(app, write=None):
+    """`app`, writing a line per request: client, method, target, status, bytes, time taken.
+
+    The line has the format of the other log lines, and goes out with one os.write to
+    stderr: the logging module's handler lock made the worker threads queue behind each
+    other (README "Performance" has the profile). A line under 4 KiB is written whole.
+    """
+    write = write or functools.partial(os.write, STDERR)
+
     def logged(environ, start_response):
         started = time.perf_counter()
-        status = []
+        status, length = [], []
 
         def start(status_line, headers, exc_info=None):
             status.append(status_line[:3])
+            length.extend(v for k, v in headers if k.lower() == "content-length")
             return start_response(status_line, headers, exc_info)
         body = app(environ, start)
         target = environ.get("PATH_INFO", "")
         if environ.get("QUERY_STRING"):
             target += "?" + environ["QUERY_STRING"]
-        access_log.info("%s %s %s %s %s %.2fms", environ.get("REMOTE_ADDR", "-"),
-                        environ["REQUEST_METHOD"],
-                        quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS),
-                        status[0] if status else "-",
-                        sum(map(len, body)) if isinstance(body, list) else "-",
-                        (time.perf_counter() - started) * 1000)
+        now = time.time()
+        sent = (sum(map(len, body)) if isinstance(body, list) else length[0] if length else "-")
+        line = (f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},"
+                f"{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
+                f"{environ.get('REMOTE_ADDR', '-')} {environ['REQUEST_METHOD']} "
+                f"{quote(target.encode('latin-1'), safe=LOGGED_URL_CHARACTERS)} "
+                f"{status[0] if status else '-'} {sent} "
+                f"{(time.perf_counter() - started) * 1000:.2f}ms\n")
+        try:
+            write(line.encode())
+        except OSError:  # stderr closed or full: serving matters more than its log
+            pass
         return body
     return logged
 
 
-class AtMostEvery(logging.Filter):
-    """Lets one record through per `seconds`."""
+class OncePer:
+    """Says yes at most once per `seconds`: for warnings that could otherwise flood the log."""
 
     def __init__(self, seconds):
-        super().__init__()
         self.seconds, self.next_time = seconds, 0.0
 
-    def filter(self, record):
-        if record.created < self.next_time:
+    def due(self, now):
+        if now < self.next_time:
             return False
-        self.next_time = record.created + self.seconds
+        self.next_time = now + self.seconds
         return True
 
 
-class KeepAliveTask(WSGITask):
-    """waitress 3.0 closes the connection after every 204 and 304, for want of the
-    Content-Length those answers may not carry. Clients revalidate all day: keep the
-    connection open unless the client asked to close it."""
+class QueueWatchingDispatcher(ThreadedTaskDispatcher):
+    """waitress's worker threads, noting the deepest queue instead of logging a warning per
+    queued request while holding the queue's lock (which stalled every worker under load)."""
+
+    deepest = 0
+
+    def add_task(self, task):
+        with self.lock:
+            self.queue.append(task)
+            self.queue_cv.notify()
+            idle = len(self.threads) - self.stop_count - self.active_count
+            self.deepest = max(self.deepest, len(self.queue) - idle)
+
+
+def malformed(request):
+    """Why `request` must be refused and its connection closed, or None.
+
+    Both are ways to smuggle a second request past a proxy that frames messages differently.
+    """
+    if request.chunked and "CONTENT_LENGTH" in request.headers:
+        return "Content-Length and Transfer-Encoding together (RFC 9112 6.3)"
+    if request.version == "1.1" and "HOST" not in request.headers:
+        return "an HTTP/1.1 request without a Host header (RFC 9112 3.2)"
+    return None
+
+
+class GuardedParser(HTTPRequestParser):
+    problem = None
+
+    def parse_header(self, header_plus):
+        super().parse_header(header_plus)
+        # Before the body is read: waitress rewrites Content-Length once it has de-chunked it.
+        self.problem = malformed(self)
+        if self.problem:
+            # Hand the request to the app at once, bodiless, for a JSON 400; whatever the
+            # client sent after it is dropped with the connection.
+            self.body_rcv, self.chunked, self.content_length = None, False, 0
+
+
+class GuardedTask(WSGITask):
+    def get_environment(self):
+        environ = super().get_environment()
+        if self.request.problem:
+            environ[MALFORMED] = self.request.problem
+        return environ
 
     def set_close_on_finish(self):
-        if (self.has_body or self.version != "1.1"
+        """Keep-alive after 204 and 304: waitress 3.0 closes the connection after them, for
+        want of the Content-Length those answers may not carry, and clients revalidate all
+        day. Close unless the client asked to, or the request was malformed."""
+        if (self.has_body or self.version != "1.1" or self.request.problem
                 or self.request.headers.get("CONNECTION", "").lower() == "close"):
             super().set_close_on_finish()
 
+    def build_response_header(self):
+        if self.request.problem:
+            self.set_close_on_finish()
+        return super().build_response_header()
 
-class KeepAliveChannel(HTTPChannel):
-    task_class = KeepAliveTask
+
+class GuardedChannel(HTTPChannel):
+    """A connection that never makes a worker thread wait for its client."""
+
+    task_class = GuardedTask
+    parser_class = GuardedParser
+    awaiting_drain = False  # a pipelined request waits until the client reads what is sent
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.idle_since = self.creation_time  # since the last answer, or since connecting
+
+    def _flush_outbufs_below_high_watermark(self):
+        # waitress blocks the worker here until the client reads; the server holds back the
+        # next pipelined request instead (see GuardedServer.add_task).
+        with self.outbuf_lock:
+            self._flush_exception(self._flush_some, do_close=False)
+
+    def service(self):
+        super().service()
+        self.idle_since = time.time()
+
+    def writable(self):
+        return self.awaiting_drain or super().writable()
+
+    def handle_write(self):
+        super().handle_write()
+        if self.awaiting_drain and self.total_outbufs_len <= UNSENT_OUTPUT_LIMIT:
+            self.awaiting_drain = False
+            if self.connected and self.requests:
+                self.server.task_dispatcher.add_task(self)
+
+
+class GuardedServer(TcpWSGIServer):
+    """Closes connections that stall, and makes room for new ones at the connection limit."""
+
+    channel_class = GuardedChannel
+    accept_paused_until = 0.0
+    connection_limit = MAX_CONNECTIONS
+    _warn_full = OncePer(60)
+    _warn_queue = OncePer(60)
+
+    def add_task(self, channel):
+        if channel.total_outbufs_len > UNSENT_OUTPUT_LIMIT:
+            channel.awaiting_drain = True  # handle_write queues it once the client reads
+            self.pull_trigger()
+        else:
+            self.task_dispatcher.add_task(channel)
+
+    def readable(self):
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        return self.accepting and time.monotonic() >= self.accept_paused_until
+
+    def maintenance(self, now):
+        super().maintenance(now)
+        dispatcher = self.task_dispatcher
+        if dispatcher.deepest > 0 and self._warn_queue.due(now):
+            log.warning("requests waited for a worker thread: up to %d queued at once "
+                        "(logged once a minute; see --threads)", dispatcher.deepest)
+            dispatcher.deepest = 0
+        # waitress closes idle connections; also close those whose client reads nothing.
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            if channel.total_outbufs_len and channel.last_activity < cutoff:
+                channel.will_close = True
+
+    def close_idlest(self, count, reason):
+        """Close the `count` connections that have gone longest without an answer."""
+        channels = sorted(self.active_channels.values(), key=lambda c: c.idle_since)[:count]
+        for channel in channels:
+            channel.handle_close()
+        if channels and self._warn_full.due(time.time()):
+            log.warning("closed %d connection(s) idle since the longest to stay within %s "
+                        "(%d open); logged once a minute", len(channels), reason,
+                        len(self.active_channels))
+        return len(channels)
+
+    def handle_accept(self):
+        # Here, not in readable(): a socket closed while select()'s lists are built breaks it.
+        excess = len(self.active_channels) - self.connection_limit + 1
+        if excess > 0:
+            self.close_idlest(excess, "the connection limit")
+        try:
+            accepted = self.accept()
+        except OSError as error:
+            if error.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                raise
+            # Out of file descriptors: waitress would log a traceback and try again at once,
+            # for ever. Make room, or wait a moment if there is nothing to close.
+            if not self.close_idlest(1, "the open-files limit"):
+                self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE_SECONDS
+            return
+        if accepted is not None:
+            conn, addr = accepted
+            try:
+                self.set_socket_options(conn)
+            except OSError:  # the client has gone already
+                conn.close()
+                return
+            self.channel_class(self, conn, addr, self.adj, map=self._map)
+
+
+def connection_limit():
+    """How many connections to allow, raising the soft open-files limit if it is too low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = MAX_CONNECTIONS + SPARE_FILES
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+            soft = raised
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return MAX_CONNECTIONS
+    limit = max(soft - min(SPARE_FILES, soft // 4), 1)
+    log.warning("the open-files limit (ulimit -n) is %d: at most %d connections at once "
+                "(raise it to %d for %d)", soft, limit, wanted, MAX_CONNECTIONS)
+    return limit
 
 
 def serve(app, host, port, threads, on_listening=None):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return."""
-    # Under overload waitress warns once per queued request; one line a minute says as much.
-    logging.getLogger("waitress.queue").addFilter(AtMostEvery(60))
-    server = waitress.create_server(app, host=host, port=port, threads=threads,
-                                    ident="buildshelf", **LIMITS)
+    limit = connection_limit()
+    dispatcher = QueueWatchingDispatcher()
+    dispatcher.set_thread_count(threads)
+    server = waitress.create_server(app, host=host, port=port, ident="buildshelf",
+                                    connection_limit=limit, _dispatcher=dispatcher, **LIMITS)
     for dispatcher in list(server._map.values()):
-        if isinstance(dispatcher, BaseWSGIServer):
-            dispatcher.channel_class = KeepAliveChannel
+        if isinstance(dispatcher, TcpWSGIServer):
+            dispatcher.__class__ = GuardedServer
+            dispatcher.connection_limit = limit
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))

@@ -4,17 +4,22 @@ One project per file, ``<slug>.json``. Nothing here knows about HTTP: the server
 `Snapshot` questions and gets plain values or ``None`` back.
 """
 
+import errno
 import gc
 import hashlib
 import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
+
+import javadoc
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +33,12 @@ URL_PATTERN = re.compile(r"https?://(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::[0-9]{1,5
                          r"(?:[/?#][a-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z", re.IGNORECASE)
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 
-PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"}
+PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "javadocPagePrefix", "builds"}
+REQUIRED_PROJECT_KEYS = PROJECT_KEYS - {"slug", "javadocPagePrefix"}
 BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
               "isExperimental", "commits"}
 COMMIT_KEYS = {"message", "hash"}
+AUTHORED_COMMIT_KEYS = COMMIT_KEYS | {"author"}  # served only in the upstream compat mode
 LEGACY_BUILD_KEYS = {"commit"}  # accepted and dropped: never served
 
 
@@ -62,6 +69,7 @@ class DataError(Exception):
 class Commit(NamedTuple):
     message: str
     hash: str
+    author: str = ""
 
 
 class Build(NamedTuple):
@@ -85,9 +93,9 @@ class Project:
     builds: tuple
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     _selections: dict = field(repr=False)
+    # Inserted between the channel's javadoc root and a page (Reposilite's ".cache/unpack").
+    javadoc_page_prefix: str = ""
     loaded_at: float = field(default_factory=time.time)  # when this version was read
-    # Values derived from this project by its readers (encoded responses): dropped with it.
-    memo: dict = field(default_factory=dict, repr=False)
 
     def select(self, channel=None, experimental=False):
         """The builds passing the filters, ascending by number."""
@@ -98,18 +106,27 @@ class Project:
         selected = self.select(channel, experimental)
         return selected[-1] if selected else None
 
-    def has_channel(self, channel):
-        return (channel, True) in self._selections
-
 
 def index_builds(builds):
-    """Map every (channel, experimental) filter to its builds, keeping ascending order."""
-    selections = {(None, True): builds,
-                  (None, False): tuple(b for b in builds if not b.is_experimental)}
-    for channel in {b.channel for b in builds}:
-        in_channel = tuple(b for b in builds if b.channel == channel)
+    """Map every (channel, experimental) filter to its builds, keeping ascending order.
+
+    One pass over the builds, whatever the number of channels. Selections with the same
+    builds are the same tuple, so that what is derived from one serves them all.
+    """
+    by_channel = {}
+    for build in builds:
+        by_channel.setdefault(build.channel, []).append(build)
+    stable = tuple(b for b in builds if not b.is_experimental)
+    all_stable = stable if len(stable) < len(builds) else builds
+    selections = {(None, True): builds, (None, False): all_stable}
+    # A subset as long as the set it is taken from is that set.
+    for channel, in_channel in by_channel.items():
+        in_channel = builds if len(in_channel) == len(builds) else tuple(in_channel)
+        stable = [b for b in in_channel if not b.is_experimental]
         selections[channel, True] = in_channel
-        selections[channel, False] = tuple(b for b in in_channel if not b.is_experimental)
+        selections[channel, False] = (in_channel if len(stable) == len(in_channel) else
+                                      all_stable if len(stable) == len(all_stable) else
+                                      tuple(stable))
     return selections
 
 
@@ -122,7 +139,6 @@ class Snapshot:
     # served as it is on disk
     errors: dict = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)  # when this snapshot replaced the last
-    memo: dict = field(default_factory=dict, repr=False)  # like Project.memo
 
     def project(self, slug):
         """The project named `slug` (any letter case), or None."""
@@ -184,11 +200,13 @@ def _commit_problem(value):
     if type(value) is not dict:
         return "must be an object with 'message' and 'hash'"
     try:
-        _check_keys(value, COMMIT_KEYS, COMMIT_KEYS)
+        _check_keys(value, AUTHORED_COMMIT_KEYS, COMMIT_KEYS)
     except _Invalid as problem:
         return str(problem)
     if type(value["message"]) is not str:
         return "'message' must be a string"
+    if type(value.get("author", "")) is not str:
+        return "'author' must be a string"
     return "'hash' must be a string of hexadecimal digits"
 
 
@@ -223,11 +241,13 @@ def _build(value, channels):
         raise _Invalid("'commits' must be an array")
     commits = []
     for commit in value["commits"]:
-        if type(commit) is dict and commit.keys() == COMMIT_KEYS:
+        if type(commit) is dict and (commit.keys() == COMMIT_KEYS
+                                     or commit.keys() == AUTHORED_COMMIT_KEYS):
             message, commit_hash = commit["message"], commit["hash"]
+            author = commit.get("author", "")
             if (type(message) is str and type(commit_hash) is str and commit_hash
-                    and HEX_DIGITS.issuperset(commit_hash)):
-                commits.append(Commit(message, commit_hash))
+                    and HEX_DIGITS.issuperset(commit_hash) and type(author) is str):
+                commits.append(Commit(message, commit_hash, author))
                 continue
         raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
     return Build(number, url, download_url, channels[channel], value["timestamp"],
@@ -250,7 +270,7 @@ def parse_project(path, slug, data):
     if not isinstance(doc, dict):
         raise DataError(path, "the file must hold a JSON object")
     try:
-        _check_keys(doc, PROJECT_KEYS, PROJECT_KEYS - {"slug"})
+        _check_keys(doc, PROJECT_KEYS, REQUIRED_PROJECT_KEYS)
     except _Invalid as problem:
         raise DataError(path, str(problem)) from None
     if doc.get("slug", slug) != slug:
@@ -263,6 +283,13 @@ def parse_project(path, slug, data):
     if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
         raise DataError(path, "'javadocBaseUrl' must have no query or fragment: the channel's "
                         "page is added to its path")
+    page_prefix = doc.get("javadocPagePrefix", "")
+    if not isinstance(page_prefix, str):
+        raise DataError(path, "'javadocPagePrefix' must be a string, e.g. \".cache/unpack\"")
+    problem = javadoc.path_problem(page_prefix) if page_prefix else None
+    if problem is not None or len(page_prefix) > javadoc.MAX_PAGE_LENGTH:
+        raise DataError(path, f"'javadocPagePrefix' {problem or 'is too long'}: give a "
+                        "relative path such as \".cache/unpack\"")
     if not isinstance(doc["builds"], list):
         raise DataError(path, "'builds' must be an array")
     builds, channels = [], {}
@@ -278,17 +305,25 @@ def parse_project(path, slug, data):
                             where=f"build {later.number}")
     builds = tuple(builds)
     return Project(slug, doc["ciJob"], doc["ciJobUrl"], doc["javadocBaseUrl"], builds,
-                   index_builds(builds))
+                   index_builds(builds), page_prefix)
 
 
 # --- the directory ----------------------------------------------------------------------------
 
+# A data file larger than this is refused unread: memory stays bounded whatever is dropped in.
+MAX_FILE_BYTES = 1 << 30
+
+
 def data_files(directory):
-    """{slug: path} of the project files in `directory`: names ending in .json, not hidden."""
+    """{slug: path} of the project files in `directory`: names ending in .json, not hidden.
+
+    Whatever kind of file a name is (FIFO, directory, dangling link), it is listed here and
+    refused when read, so that /healthz tells why it is not served.
+    """
     files = {}
     for entry in os.scandir(directory):
         slug, ext = os.path.splitext(entry.name)
-        if ext == ".json" and not slug.startswith(".") and entry.is_file():
+        if ext == ".json" and not slug.startswith("."):
             files[slug] = entry.path
     return files
 
@@ -299,23 +334,49 @@ def stamp(path):
     return st.st_mtime_ns, st.st_size, st.st_ino
 
 
+def read_regular_file(path):
+    """The bytes and stat of the regular file at `path`; never blocks on a FIFO or device."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > MAX_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES >> 20} MiB")
+        chunks, size = [], 0
+        while chunk := os.read(fd, max(st.st_size - size + 1, 1 << 16)):
+            size += len(chunk)
+            if size > MAX_FILE_BYTES:
+                raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES >> 20} MiB")
+            chunks.append(chunk)
+        return b"".join(chunks), st
+    finally:
+        os.close(fd)
+
+
 def check_directory(directory):
     """Every DataError in `directory`, in file order: the --check command."""
     problems = []
     for slug, path in sorted(data_files(directory).items()):
         try:
-            with open(path, "rb") as f:
-                parse_project(path, slug, f.read())
+            parse_project(path, slug, read_regular_file(path)[0])
         except DataError as error:
             problems.append(error)
         except OSError as error:
-            problems.append(DataError(path, error.strerror))
+            problems.append(DataError(path, error.strerror or str(error)))
     return problems
 
 
 # A file changed again within the file system's timestamp granularity after we read it would
 # keep its stamp: a file this young is read again (git's "racy clean" problem).
 RACY_NS = 2_000_000_000
+# How long one check waits for a file before going on without it. A file still being read
+# then (a hung network mount, a huge parse) keeps its last good version and is reported as
+# stalled; its read goes on, and is picked up by a later check when it completes.
+READ_WAIT = 5.0
+# The first load waits longer: a large data directory takes seconds to parse.
+STARTUP_WAIT = 60.0
+READER_THREADS = 4
 
 
 @dataclass(frozen=True)
@@ -332,39 +393,107 @@ class _Loaded:
 class Store:
     """Serves the current Snapshot and replaces it when the data files change.
 
-    Readers call `snapshot()` once per request and keep that object: they never lock. At
-    most one thread reloads at a time; the others go on with the snapshot they have.
+    `snapshot()` only returns the current snapshot: requests never read files. A watcher
+    thread (`start()`) checks the files every `check_interval` seconds; `refresh()` checks
+    now. Reads run on reader threads with a deadline, so one file that hangs (a FIFO, a
+    hung mount) or parses slowly never stops the others from reloading.
     """
 
-    def __init__(self, directory, check_interval=1.0):
+    def __init__(self, directory, check_interval=1.0, read_wait=READ_WAIT,
+                 startup_wait=STARTUP_WAIT):
         self.directory = os.fspath(directory)
         self.check_interval = check_interval
+        self.read_wait = read_wait
         self._reload_lock = threading.Lock()
         self._files = {}  # slug -> _Loaded
         self._directory_error = None
         self._snapshot = Snapshot({})
-        self._next_check = 0.0
-        self.refresh()
+        self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
+        self._reading = {}  # slug, or "." for the listing -> (future, monotonic start)
+        self._stalled_before = set()  # keys still being read at the end of the last check
+        self._check_started = None  # monotonic time of the check under way, if any
+        self.last_check = None  # wall-clock time the last check ended
+        self._stopping = threading.Event()
+        self._watcher = None
+        with self._reload_lock:
+            self._refresh_locked(startup_wait)
 
     def snapshot(self):
-        """The current snapshot, first checking the files when the interval has passed."""
-        if time.monotonic() >= self._next_check and self._reload_lock.acquire(blocking=False):
-            try:
-                self._refresh_locked()
-            finally:
-                self._reload_lock.release()
+        """The current snapshot: never waits, never touches a file."""
         return self._snapshot
 
     def refresh(self):
         """Check the files now and reload what changed; returns the current snapshot."""
         with self._reload_lock:
-            self._refresh_locked()
+            self._refresh_locked(self.read_wait)
         return self._snapshot
 
-    def _refresh_locked(self):
-        self._next_check = time.monotonic() + self.check_interval
+    def start(self):
+        """Check the files every `check_interval` seconds on a thread of its own."""
+        self._watcher = threading.Thread(target=self._watch, name="buildshelf-reload",
+                                         daemon=True)
+        self._watcher.start()
+
+    def stop(self):
+        self._stopping.set()
+        if self._watcher:
+            self._watcher.join()
+        self._readers.shutdown(wait=False, cancel_futures=True)
+
+    def _watch(self):
+        while not self._stopping.wait(self.check_interval):
+            try:
+                self.refresh()
+            except Exception:  # a bug here must not end reloading for good
+                log.exception("checking the data files failed; trying again")
+
+    def progress(self):
+        """(seconds the check under way has taken, or None; {file name: seconds} of the reads
+        that have outlasted `read_wait`)."""
+        now = time.monotonic()
+        started = self._check_started
+        stalled = {key if key == "." else key + ".json": now - since
+                   for key, (_, since) in list(self._reading.items())
+                   if now - since > self.read_wait}
+        return (None if started is None else now - started), stalled
+
+    def _start_reading(self, key, work, *args):
+        """The read of `key` under way, or a new one: a stalled read is never started twice."""
+        if key not in self._reading:
+            self._reading[key] = (self._readers.submit(work, *args), time.monotonic())
+        return self._reading[key][0]
+
+    def _finish_reading(self, futures, deadline):
+        """Wait until `deadline` for `futures` ({key: future}); the keys of those done."""
+        wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
+        stalled = {key for key, future in futures.items() if not future.done()}
+        done = futures.keys() - stalled
+        for key in done:
+            del self._reading[key]
+        if stalled - self._stalled_before:
+            # A reader that hangs may never come back: later reads get fresh threads. Reads
+            # queued behind it are cancelled, and started again by the next check.
+            log.warning("still reading %s; serving the last good data meanwhile",
+                        ", ".join(sorted(stalled)))
+            self._readers.shutdown(wait=False, cancel_futures=True)
+            self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
+        self._stalled_before = stalled
+        return {key for key in done if not futures[key].cancelled()}
+
+    def _refresh_locked(self, wait_seconds):
+        self._check_started = time.monotonic()
         try:
-            paths = data_files(self.directory)
+            self._check(self._check_started + wait_seconds)
+        finally:
+            self._check_started = None
+            self.last_check = time.time()
+
+    def _check(self, deadline):
+        listing = {".": self._start_reading(".", data_files, self.directory)}
+        if not self._finish_reading(listing, deadline):
+            return  # the listing itself hangs: keep everything as it is
+        try:
+            paths = listing["."].result()
         except OSError as error:
             # Say, a directory swapped away mid-deploy: keep serving what we have.
             if self._directory_error is None:
@@ -378,11 +507,20 @@ class Store:
         gc_enabled = gc.isenabled()
         gc.disable()
         try:
-            files = {slug: self._load(slug, path) for slug, path in paths.items()}
+            reads = {slug: self._start_reading(slug, self._load, slug, path,
+                                               self._files.get(slug))
+                     for slug, path in paths.items()}
+            done = self._finish_reading(reads, deadline)
         finally:
             if gc_enabled:
                 gc.enable()
-        for slug in self._files.keys() - files.keys():
+        files = {}
+        for slug in paths:
+            if slug in done:
+                files[slug] = reads[slug].result()
+            elif slug in self._files:  # stalled or cancelled: as it was until it is read
+                files[slug] = self._files[slug]
+        for slug in self._files.keys() - paths.keys():
             log.info("project %s removed: its file is gone", slug)
         changed = self._directory_error is not None or files.keys() != self._files.keys() or any(
             (loaded.project, loaded.error) != (self._files[slug].project, self._files[slug].error)
@@ -400,15 +538,23 @@ class Store:
             errors["."] = self._directory_error
         self._snapshot = Snapshot(projects, errors, time.time())
 
-    def _load(self, slug, path):
-        known = self._files.get(slug)
+    @staticmethod
+    def _load(slug, path, known):
+        """The file at `path` as a _Loaded, given what was `known` of it (on a reader thread)."""
+        try:
+            return Store._read(slug, path, known)
+        except Exception as error:  # a bug must cost one file, never the reloading of all
+            log.exception("reading %s failed", path)
+            return _Loaded((), b"", False, known and known.project,
+                           DataError(path, f"could not be read ({type(error).__name__})"))
+
+    @staticmethod
+    def _read(slug, path, known):
         try:
             if known and not known.racy and known.stamp == stamp(path):
                 return known
-            with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                data = f.read()
-        except OSError as error:  # deleted or unreadable since the directory was listed
+            data, st = read_regular_file(path)
+        except OSError as error:  # deleted, unreadable, or not a regular file
             error = DataError(path, error.strerror or str(error))
             if not (known and known.error and known.error.message == error.message):
                 log.error("%s", error)

@@ -833,7 +833,7 @@ def log_kind(record):
         return "data errors"
     if logger == "waitress.queue" and level == "WARNING":
         return "queue depth warnings"
-    if logger in ("__main__", "serving") and level == "INFO":
+    if logger in ("cli", "serving") and level == "INFO":  # cli logs the start-up line
         return "start and stop"
     return "unexpected"
 

@@ -88,5 +88,10 @@ def app(store):
 
 
 @pytest.fixture
-def client(app):
-    return webtest.TestApp(app)
+def client(app, store):
+    def checked_first(environ, start_response):
+        # Tests edit files between requests: check them first, as the server's watcher
+        # thread would have by the time a real client asked again.
+        store.refresh()
+        return app(environ, start_response)
+    return webtest.TestApp(checked_first)

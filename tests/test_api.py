@@ -362,3 +362,228 @@ def test_an_unexpected_exception_is_a_json_500_with_the_trace_in_the_log(caplog)
                          "code": "internal_error"}
     assert b"secret" not in resp.body and b"Traceback" not in resp.body
     assert "RuntimeError: secret detail" in caplog.text
+
+
+# --- '+' in query values -----------------------------------------------------------------------
+
+@pytest.fixture
+def plus_client(data_dir, client):
+    write_file(data_dir / "horizon.json", make_project(
+        [make_build(70, "1.0.0"), make_build(71, "1.0.0+71")],
+        javadocBaseUrl="https://jd.example.org/horizon/"))
+    return client
+
+
+@pytest.mark.parametrize("channel", ["1.0.0+71", "1.0.0%2B71", "1.0.0%2b71"])
+def test_a_plus_sign_is_a_plus_sign_raw_or_encoded(plus_client, channel):
+    assert numbers(plus_client.get(f"{API}/builds?project=horizon&channel={channel}")) == [71]
+    assert plus_client.get(f"{API}/builds/latest?project=horizon&channel={channel}").json[
+        "buildNumber"] == 71
+    resp = plus_client.get(f"{API}/jd?project=horizon&channel={channel}", status=302)
+    assert resp.location == "https://jd.example.org/horizon/1.0.0+71-R0.1-SNAPSHOT"
+
+
+def test_a_space_is_percent_20_never_plus(plus_client):
+    # No channel holds a space (the data format allows none): nothing matches.
+    assert numbers(plus_client.get(f"{API}/builds?project=horizon&channel=1.0.0%2071")) == []
+
+
+def test_a_plus_in_a_project_name_is_not_a_space(plus_client):
+    resp = plus_client.get(f"{API}/builds?project=+horizon", status=404)
+    assert assert_error(resp, 404, "unknown_project") == (
+        "no project '+horizon': see /api/v2/projects for the projects served")
+
+
+# --- /jd deep links ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("redirect, location", [
+    ("org/example/Foo.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/Foo.html"),
+    ("org%2Fexample%2FFoo.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/"
+                                 "Foo.html"),
+    ("io/canvasmc/canvas/ClientV2.Build.html",
+     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/io/canvasmc/canvas/ClientV2.Build.html"),
+    ("a/Outer$Inner.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/a/Outer$Inner.html"),
+    ("index.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/index.html"),
+    ("org/Foo.html%23bar(java.lang.String,int)",
+     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#bar(java.lang.String,int)"),
+    ("org/Foo.html%23%3Cinit%3E(int%5B%5D)",
+     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#%3Cinit%3E(int%5B%5D)"),
+    ("org/Foo.html%23field-summary", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/"
+                                     "Foo.html#field-summary"),
+    ("...html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/...html"),
+    ("", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),  # empty: the root, as without
+])
+def test_jd_redirect_opens_a_page_under_the_channel_root(client, redirect, location):
+    resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=302)
+    assert resp.location == location
+    assert resp.body == b""
+    assert resp.headers["Cache-Control"] == "public, max-age=10"
+
+
+def test_jd_redirect_follows_channel_and_experimental(client):
+    resp = client.get(f"{API}/jd?project=alpha&channel=1.20&redirect=a/B.html", status=302)
+    assert resp.location == "https://jd.example.org/alpha/1.20-R0.1-SNAPSHOT/a/B.html"
+    resp = client.get(f"{API}/jd?project=beta&redirect=a/B.html&experimental=true", status=302)
+    assert resp.location == "https://jd.example.org/beta/2.0-R0.1-SNAPSHOT/a/B.html"
+
+
+def test_jd_redirect_goes_under_the_page_prefix(data_dir, client):
+    write_file(data_dir / "canvas.json", make_project(
+        [make_build(9, "1.21.4")], javadocBaseUrl="https://maven.example.org/javadoc/snapshots/"
+        "io/canvasmc/canvas-api/", javadocPagePrefix=".cache/unpack"))
+    resp = client.get(f"{API}/jd?project=canvas&redirect=io/canvasmc/A.html", status=302)
+    assert resp.location == ("https://maven.example.org/javadoc/snapshots/io/canvasmc/"
+                             "canvas-api/1.21.4-R0.1-SNAPSHOT/.cache/unpack/io/canvasmc/A.html")
+    # Without a page, the root as before: the prefix is for pages only.
+    assert client.get(f"{API}/jd?project=canvas", status=302).location == (
+        "https://maven.example.org/javadoc/snapshots/io/canvasmc/canvas-api/1.21.4-R0.1-SNAPSHOT")
+
+
+REDIRECT_PROBLEMS = {
+    "..": "has a '.' or '..' segment",
+    "empty": "has an empty segment (a leading, trailing or doubled '/')",
+    "scheme": "holds ':' (a scheme?): give a path relative to the javadoc root",
+    "backslash": "holds a backslash: separate segments with '/'",
+    "twice": "is percent-encoded twice: encode it once",
+    "chars": "may hold only letters, digits, '.', '_', '$', '-' and '/'",
+    "fragment": "has a #fragment holding a character other than letters, digits and URL "
+                "punctuation",
+    "long": "is longer than 512 characters",
+    "no fragment": "has an empty #fragment: leave out the '#'",
+}
+
+
+@pytest.mark.parametrize("redirect, problem", [
+    ("..", ".."), ("../../evil.html", ".."), ("a/../../b.html", ".."), ("./a.html", ".."),
+    ("%2E%2E/x.html", ".."), ("a/..", ".."),
+    ("/evil.example/x.html", "empty"), ("//evil.example/x.html", "empty"),
+    ("%2F%2Fevil.example", "empty"), ("a//b.html", "empty"), ("a/", "empty"),
+    ("%23top", "empty"),
+    ("https://evil.example/", "scheme"), ("javascript:alert(1)", "scheme"),
+    ("https:%2F%2Fevil.example", "scheme"), ("a/b:c.html", "scheme"),
+    ("%5C%5Cevil.example", "backslash"), ("a%5Cb.html", "backslash"), ("/%5Cevil", "backslash"),
+    ("%252e%252e/x.html", "twice"), ("%252F%252Fevil.example", "twice"), ("a%2525.html", "twice"),
+    ("a.html%23x%2541", "twice"),
+    ("a.html?x=1", "chars"), ("a%3Fx=1.html", "chars"), ("@evil.example", "chars"),
+    ("a%20b.html", "chars"), ("%C3%A9.html", "chars"), ("%EF%BC%8E%EF%BC%8E%EF%BC%8Fx", "chars"),
+    ("a.html%23%22onload", "fragment"), ("a.html%23x%20y", "fragment"),
+    ("a.html%23%7B%7D", "fragment"), ("a.html%23%C3%A9", "fragment"),
+    ("a" * 508 + ".html", "long"), ("a.html%23", "no fragment"),
+])
+def test_jd_refuses_a_redirect_that_is_not_a_page_path(client, redirect, problem):
+    resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=400)
+    assert assert_error(resp, 400, "invalid_redirect") == (
+        f"parameter 'redirect' {REDIRECT_PROBLEMS[problem]}: give a page path relative to the "
+        "javadoc root, e.g. org/example/Foo.html or org/example/Foo.html#bar()")
+    assert "Location" not in resp.headers
+    assert resp.headers["Cache-Control"] == "no-store"
+
+
+def test_jd_redirect_of_exactly_512_characters_is_fine(client):
+    page = "a" * 507 + ".html"
+    resp = client.get(f"{API}/jd?project=alpha&redirect={page}", status=302)
+    assert resp.location.endswith("-R0.1-SNAPSHOT/" + page)
+
+
+@pytest.mark.parametrize("redirect", ["%0D%0ALocation:%20x", "a%00.html", "a.html%23%0A"])
+def test_jd_redirect_with_a_control_character_is_refused(client, redirect):
+    resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=400)
+    assert_error(resp, 400, "invalid_query")
+    assert "Location" not in resp.headers
+
+
+def test_jd_redirect_given_twice_is_refused(client):
+    resp = client.get(f"{API}/jd?project=alpha&redirect=a.html&redirect=b.html", status=400)
+    assert assert_error(resp, 400, "repeated_parameter") == (
+        "parameter 'redirect' is given more than once: give it once")
+
+
+def test_a_bad_redirect_is_reported_before_an_unknown_project(client):
+    resp = client.get(f"{API}/jd?project=nope&redirect=../x", status=400)
+    assert_error(resp, 400, "invalid_redirect")
+
+
+def test_redirect_is_ignored_by_the_builds_endpoints(client):
+    assert numbers(client.get(f"{API}/builds?project=alpha&redirect=../x&redirect=y")) == [
+        1, 3, 5]
+
+
+# --- the Host header never reaches a Location ----------------------------------------------------
+
+@pytest.mark.parametrize("host", ["[", "evil.example", "a b", "[::1", ""])
+@pytest.mark.parametrize("target, location", [
+    ("/api/v2/jd?project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+    ("/downloads/latest?project=alpha",
+     "https://ci.example.org/job/Alpha/5/artifact/alpha-5.jar"),
+])
+def test_redirects_are_absolute_from_the_data_whatever_the_host(client, host, target,
+                                                                location):
+    resp = client.get(target, extra_environ={"HTTP_HOST": host}, status=302)
+    assert resp.headers["Location"] == location
+
+
+# --- /downloads/latest ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query, number", [
+    ("project=alpha", 5),
+    ("project=ALPHA&experimental=true", 8),
+    ("project=alpha&channel=1.20", 3),
+    ("project=alpha&channel=1.21&experimental=TRUE", 7),
+    ("project=beta", 10),
+])
+def test_downloads_latest_redirects_to_the_latest_builds_artifact(client, query, number):
+    resp = client.get(f"/downloads/latest?{query}", status=302)
+    latest = client.get(f"{API}/builds/latest?{query}").json
+    assert latest["buildNumber"] == number
+    assert resp.location == latest["downloadUrl"]
+    assert resp.body == b""
+    assert resp.headers["Cache-Control"] == "public, max-age=10"
+    head = client.head(f"/downloads/latest?{query}", status=302)
+    assert head.location == latest["downloadUrl"] and head.body == b""
+
+
+def test_downloads_latest_cache_is_never_longer_than_max_age(store):
+    client = webtest.TestApp(server.make_app(store, max_age=3))
+    resp = client.get("/downloads/latest?project=alpha", status=302)
+    assert resp.headers["Cache-Control"] == "public, max-age=3"
+
+
+@pytest.mark.parametrize("query, status, code", [
+    ("", 400, "missing_parameter"),
+    ("?channel=1.21", 400, "missing_parameter"),
+    ("?project=alpha&version=1.21", 400, "superseded_parameter"),
+    ("?project=alpha&channel=1.20&channel=1.21", 400, "repeated_parameter"),
+    ("?project=alpha%00", 400, "invalid_query"),
+    ("?project=nope", 404, "unknown_project"),
+    ("?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
+])
+def test_downloads_latest_errors_are_those_of_builds_latest(client, query, status, code):
+    resp = client.get(f"/downloads/latest{query}", status=status)
+    latest = client.get(f"{API}/builds/latest{query}", status=status)
+    assert assert_error(resp, status, code) == latest.json["error"]
+    assert "Location" not in resp.headers
+
+
+def test_downloads_latest_follows_a_new_build(data_dir, client):
+    assert client.get("/downloads/latest?project=beta", status=302).location.endswith(
+        "/10/artifact/alpha-10.jar")
+    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"),
+                                                     make_build(11, "2.0")]))
+    assert client.get("/downloads/latest?project=beta", status=302).location.endswith(
+        "/11/artifact/alpha-11.jar")
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+def test_downloads_latest_answers_only_get_and_head(client, method):
+    resp = client.request("/downloads/latest?project=alpha", method=method, status=405)
+    assert_error(resp, 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
+                                  "/api/v2/builds/latest?project=alpha", "/api/v2/openapi.json",
+                                  "/api/v2/jd?project=alpha&redirect=a/B.html", "/healthz",
+                                  "/nope", "/api/v1/x", "/downloads/latest?project=nope"])
+@pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS", "POST"])
+def test_a_host_header_that_does_not_parse_is_no_500(store, path, method):
+    client = webtest.TestApp(server.make_app(store), extra_environ={"HTTP_HOST": "["})
+    assert client.request(path, method=method, expect_errors=True).status_int < 500

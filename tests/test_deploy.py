@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+import cli
 import serving
-import server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -47,7 +47,7 @@ def test_systemd_waits_longer_than_the_server_drains():
 
 
 def test_the_unit_allows_every_connection_the_server_accepts():
-    assert int(unit_value("LimitNOFILE")) > serving.LIMITS["connection_limit"] + 20
+    assert int(unit_value("LimitNOFILE")) >= serving.MAX_CONNECTIONS + serving.SPARE_FILES
 
 
 def test_the_unit_restarts_on_failure_as_a_dynamic_user_reading_its_data():
@@ -58,12 +58,12 @@ def test_the_unit_restarts_on_failure_as_a_dynamic_user_reading_its_data():
 
 def test_the_unit_runs_the_installed_command():
     assert unit_value("ExecStart") == "/opt/buildshelf/.venv/bin/buildshelf"
-    assert "buildshelf = server:main" in read("setup.cfg")
+    assert "buildshelf = cli:main" in read("setup.cfg")
 
 
 def test_nginx_sends_to_the_address_the_unit_serves(tmp_path):
     environment = dict(unit_environment(), BUILDSHELF_DATA=str(tmp_path))
-    args = server.parse_args([], environ=environment)
+    args = cli.parse_args([], environ=environment)
     upstream = re.search(r"upstream buildshelf \{\s*server (\S+);",
                          read("deploy", "nginx.conf"))[1]
     assert upstream == f"{args.host}:{args.port}"

@@ -1,5 +1,6 @@
 """HTTP caching, compression, CORS, HEAD and the health check."""
 
+import gc
 import gzip
 import os
 
@@ -7,6 +8,7 @@ import pytest
 import webob
 import webtest
 
+import representation
 import server
 import store as store_module
 from conftest import bump_mtime, make_build, make_project, write_file
@@ -200,11 +202,64 @@ def test_a_repeated_request_does_no_encoding(big_data_dir, client, monkeypatch):
     client.get(API + "/projects")
 
 
-def test_unknown_channels_are_not_kept(client, store):
+def count_encodings(monkeypatch):
+    made = []
+    of = server.Representation.of
+
+    def counted(body, loaded_at):
+        made.append(body)
+        return of(body, loaded_at)
+    monkeypatch.setattr(server.Representation, "of", counted)
+    return made
+
+
+def test_unknown_channels_share_one_entry(client, monkeypatch):
+    made = count_encodings(monkeypatch)
     for i in range(20):
         assert client.get(API + f"/builds?project=alpha&channel=x{i}").json == []
-    assert all(key[1] in (None, "1.20", "1.21", "1.21.1-pre1")
-               for key in store.snapshot().project("alpha").memo)
+    assert made == [b"[]"]
+
+
+def test_filters_that_select_the_same_builds_share_one_body(client, monkeypatch):
+    made = count_encodings(monkeypatch)
+    for query in ("channel=2.0", "channel=2.0&experimental=true", "", "experimental=true"):
+        client.get(API + f"/builds?project=beta&{query}")  # beta: one stable build, in 2.0
+    for query in ("channel=1.21.1-pre1&experimental=true", "experimental=true"):
+        assert client.get(API + f"/builds/latest?project=alpha&{query}").json[
+            "buildNumber"] == 8
+    assert len(made) == 2
+
+
+def test_the_cache_keeps_at_most_its_size_and_drops_the_least_recently_used():
+    cache = representation.RepresentationCache(max_bytes=3000)
+    data = [store_module.Snapshot({}) for _ in range(5)]
+
+    def make():
+        return representation.Representation.of(b"x" * 1000, 0.0)
+    for d in data[:4]:
+        cache.get(d, "v", make)
+    assert cache.size == 3000  # data[0] went
+    cache.get(data[1], "v", lambda: pytest.fail("made again"))  # now the most recently used
+    cache.get(data[4], "v", make)  # data[2] goes
+    assert cache.size == 3000
+    cache.get(data[1], "v", lambda: pytest.fail("made again"))
+    remade = []
+    cache.get(data[2], "v", lambda: remade.append(1) or make())
+    assert remade == [1]
+    big = representation.Representation.of(b"y" * 5000, 0.0)
+    assert cache.get(data[3], "big", lambda: big) is big and cache.size == 3000  # not kept
+
+
+def test_entries_go_with_the_data_they_show(data_dir, client, app, store):
+    cache = app.config["buildshelf.cache"]
+    client.get(API + "/builds?project=alpha&experimental=true")
+    client.get(API + "/builds?project=beta")
+    client.get(API + "/projects")
+    before = cache.size
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    store.refresh()
+    gc.collect()
+    assert 0 < cache.size < before  # beta's entries stay; alpha's old ones and /projects go
 
 
 # --- CORS, HEAD, nosniff ---------------------------------------------------------------------

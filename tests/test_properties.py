@@ -4,6 +4,7 @@ import json
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote, urljoin, urlsplit
 
 import webtest
 from hypothesis import HealthCheck, given, settings
@@ -145,3 +146,70 @@ def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value
         assert store_module.CHANNEL_PATTERN.match(build.channel)
         assert type(build.timestamp) is int and type(build.is_experimental) is bool
         assert all(type(c.message) is str and c.hash for c in build.commits)
+
+
+# --- /jd?redirect= never leaves the channel's javadoc ------------------------------------------
+
+# Pieces that have sent redirects elsewhere in other services, mixed with plain page paths.
+REDIRECT_PIECES = ["..", ".", "/", "//", "\\", ":", "@", "?", "#", "%", "%2e", "%2E", "%2f",
+                   "%2F", "%5c", "%25", "%252e", "%252F", "%23", "%3A", "%40", "%00", "%0d%0a",
+                   "http:", "https://evil.example", "evil.example", "javascript:", "\uff0e",
+                   "\u2215", " ", "+", "&redirect=x", "Foo.html", "org", "a$B", "-", "_",
+                   "#m(int[])", "<init>", "[", "]"]
+page_paths = st.tuples(
+    st.lists(st.from_regex(r"[A-Za-z0-9._$-]{1,6}", fullmatch=True), min_size=1, max_size=4),
+    st.sampled_from(["", "#", "#m(int)", "#<init>()", "#a/b?c", "#x y", "#%41"]),
+).map(lambda parts: "/".join(parts[0]) + parts[1])
+redirects = page_paths | st.lists(st.sampled_from(REDIRECT_PIECES) | st.text(max_size=4),
+                                  max_size=12).map("".join)
+# How the value goes into the query: encoded once (safe=""), left partly raw as careless clients
+# send it, or sent raw.
+ENCODINGS = [lambda v: quote(v, safe=""), lambda v: quote(v, safe="/:@$"),
+             lambda v: quote(v, safe="/%:@$+"), lambda v: v]
+
+
+def remove_dot_segments(path):
+    """RFC 3986 5.2.4, which browsers apply to a Location's path."""
+    output = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if len(output) > 1:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    return "/".join(output)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(redirect=redirects, encoding=st.sampled_from(ENCODINGS),
+       base=st.sampled_from(["https://jd.example.org/p/", "https://jd.example.org/p",
+                             "http://jd.example.org:8080/a/b//"]),
+       prefix=st.sampled_from(["", ".cache/unpack"]), channel=st.sampled_from(CHANNELS))
+def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefix, channel):
+    doc = {"ciJob": "P", "ciJobUrl": "https://ci.example.org/job/p/", "javadocBaseUrl": base,
+           "builds": [{"buildNumber": 1, "url": "https://ci.example.org/1/",
+                       "downloadUrl": "https://ci.example.org/1.jar", "channelVersion": channel,
+                       "timestamp": 1, "isExperimental": False, "commits": []}]}
+    if prefix:
+        doc["javadocPagePrefix"] = prefix
+    target = f"{API}/jd?project=p&redirect={encoding(redirect)}"
+    try:
+        target.encode("latin-1")
+    except UnicodeEncodeError:  # not sendable on the wire as it is: send it encoded
+        target = f"{API}/jd?project=p&redirect={quote(redirect, safe='')}"
+    with serving(doc) as client:
+        resp = client.get(target, expect_errors=True)
+    if resp.status_int != 302:
+        assert resp.status_int == 400 and "Location" not in resp.headers
+        assert resp.json["code"] in ("invalid_redirect", "invalid_query", "repeated_parameter")
+        return
+    root = base.rstrip("/") + "/" + channel + "-R0.1-SNAPSHOT"
+    location = resp.headers["Location"]
+    assert location == root or location.startswith(root + "/")
+    parts, root_parts = urlsplit(location), urlsplit(root)
+    assert (parts.scheme, parts.netloc) == (root_parts.scheme, root_parts.netloc)
+    assert urljoin("https://elsewhere.example/x", location) == location  # absolute as it is
+    assert remove_dot_segments(parts.path).startswith(root_parts.path)
+    assert parts.path == remove_dot_segments(parts.path)  # nothing for a browser to resolve
+    assert "\\" not in location and location.isascii() and location.isprintable()
+    assert " " not in location and "%25" not in location

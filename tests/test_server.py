@@ -1,18 +1,17 @@
-"""The command line, and the real server over a real socket."""
+"""The real server over a real socket: reloads, limits, the access log, shutdown."""
 
-import gc
 import http.client
 import json
 import logging
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
 
-import bottle
 import pytest
 
 import server
@@ -20,99 +19,6 @@ import serving
 from conftest import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def test_check_passes_valid_data(data_dir, capsys):
-    assert server.main(["--check", "--data", str(data_dir)]) == 0
-    assert capsys.readouterr().out == ""
-
-
-def test_check_prints_each_problem_and_fails(data_dir, capsys):
-    write_file(data_dir / "broken.json", '{\n  "ciJob": "x",,\n}')
-    write_file(data_dir / "gamma.json", make_project([make_build(7, isExperimental="no")]))
-    assert server.main(["--check", "--data", str(data_dir)]) == 1
-    assert capsys.readouterr().out.splitlines() == [
-        f"{data_dir / 'broken.json'}:2:16: Expecting property name enclosed in double quotes",
-        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or "
-        "false",
-    ]
-
-
-def test_the_sample_data_is_valid():
-    assert server.main(["--check", "--data", os.path.join(ROOT, "data")]) == 0
-
-
-def serve_args(monkeypatch, argv, environ=None):
-    """main(argv) with waitress.serve replaced: what it would have served, and how."""
-    calls = []
-    monkeypatch.setattr(server.serving, "serve", lambda app, host, port, threads, on_listening:
-                        calls.append((app, {"host": host, "port": port, "threads": threads})))
-    for name, value in (environ or {}).items():
-        monkeypatch.setenv(name, value)
-    assert server.main(argv) == 0
-    [(app, kwargs)] = calls
-    return app, kwargs
-
-
-def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch):
-    for name in ("BUILDSHELF_DATA", "BUILDSHELF_HOST", "BUILDSHELF_PORT", "BUILDSHELF_THREADS"):
-        monkeypatch.delenv(name, raising=False)
-    app, kwargs = serve_args(monkeypatch, [])
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
-    assert server.DEFAULT_DATA == os.path.join(ROOT, "data")
-
-
-def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
-    environ = {"BUILDSHELF_DATA": str(tmp_path), "BUILDSHELF_HOST": "0.0.0.0",
-               "BUILDSHELF_PORT": "9000", "BUILDSHELF_THREADS": "2"}
-    _, kwargs = serve_args(monkeypatch, [], environ)
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("0.0.0.0", 9000, 2)
-    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--host", "::1", "--port",
-                                           "8081", "--threads", "8"], environ)
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("::1", 8081, 8)
-    import webtest
-    assert len(webtest.TestApp(app).get("/api/v2/projects").json["projects"]) == 2
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
-    (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
-    (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
-    (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
-])
-def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
-    with pytest.raises(SystemExit) as exited:
-        server.main(argv)
-    assert exited.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-def test_a_bad_environment_value_is_named_too(monkeypatch, capsys):
-    monkeypatch.setenv("BUILDSHELF_PORT", "eighty")
-    with pytest.raises(SystemExit):
-        server.main(["--check"])
-    assert "'eighty' is not a whole number from 1 to 65535" in capsys.readouterr().err
-
-
-# waitress leaves its socket and wake-up pipe open when it cannot bind: its leak, not ours.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_taken_port_is_a_clear_error(data_dir, caplog):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        assert server.main(["--data", str(data_dir), "--port", str(port)]) == 1
-    gc.collect()  # so the leak is reported here, where it is expected
-    assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in caplog.text
-
-
-def test_help_explains_every_flag(capsys):
-    with pytest.raises(SystemExit) as exited:
-        server.main(["--help"])
-    assert exited.value.code == 0
-    out = capsys.readouterr().out
-    for word in ("--data", "--host", "--port", "--threads", "--check", "BUILDSHELF_PORT"):
-        assert word in out
 
 
 # --- the real thing --------------------------------------------------------------------------
@@ -159,6 +65,27 @@ def request(port, path, headers=None):
     return resp, body
 
 
+def eventually(check, seconds=10):
+    """Poll `check()` until it is true: the server's watcher reloads about once a second."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "not seen within the deadline"
+        time.sleep(0.05)
+
+
+def refuses_connections(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+
+
+def latest_number(port, project="alpha"):
+    resp, body = request(port, f"/api/v2/builds/latest?project={project}")
+    return json.loads(body).get("buildNumber")
+
+
 def test_the_real_server_answers_over_http(running_server, data_dir):
     port, proc = running_server
     resp, body = request(port, "/api/v2/builds/latest?project=alpha",
@@ -169,9 +96,27 @@ def test_the_real_server_answers_over_http(running_server, data_dir):
     assert resp.status == 302
     assert resp.getheader("Location") == "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
     write_file(data_dir / "alpha.json", make_project([make_build(60)]))
-    time.sleep(1.2)  # the real server checks files at most once a second
-    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
-    assert json.loads(body)["buildNumber"] == 60
+    eventually(lambda: latest_number(port) == 60)
+
+
+def test_a_published_build_is_served_within_the_reload_interval(running_server, data_dir):
+    port, _ = running_server
+    request(port, "/api/v2/builds/latest?project=alpha")  # the server has read the files
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "publish", "alpha",
+                           "--build", "90", "--channel", "1.21", "--download-url",
+                           "https://ci.example.org/job/Alpha/90/artifact/alpha.jar", "--data",
+                           str(data_dir)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "published build 90 of alpha\n",
+                                                           "")
+    published = time.monotonic()
+    deadline = published + 5  # the interval is 1 s: the margin is for a loaded machine
+    while True:
+        resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+        if json.loads(body)["buildNumber"] == 90:
+            break
+        assert time.monotonic() < deadline, "the published build was not served in time"
+        time.sleep(0.05)
+    assert json.loads(body)["url"] == "https://ci.example.org/job/Alpha/90/"
 
 
 def test_a_304_and_a_204_keep_the_connection_open(running_server):
@@ -207,27 +152,38 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
     proc.wait(timeout=10)
     log = proc.stderr.read()
     assert "serving 2 projects from" in log and f"http://127.0.0.1:{port}/api/v2" in log
+    assert f"http://127.0.0.1:{port}/api/v2/projects\n" in log  # a URL that answers
 
 
 # --- access log ------------------------------------------------------------------------------
 
 @pytest.fixture
-def logged_client(store, caplog):
+def written():
+    return []
+
+
+@pytest.fixture
+def logged_client(store, written):
     import webtest
-    caplog.set_level(logging.INFO, logger="buildshelf.access")
-    return webtest.TestApp(serving.access_logged(server.make_app(store)),
+    return webtest.TestApp(serving.access_logged(server.make_app(store), written.append),
                            extra_environ={"REMOTE_ADDR": "192.0.2.7"})
 
 
-def access_lines(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "buildshelf.access"]
+ACCESS_PREFIX = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO buildshelf\.access: "
 
 
-def test_one_access_line_per_request(logged_client, caplog):
+def access_lines(written):
+    """The messages of the lines written, checked to have the format of every log line."""
+    lines = [data.decode() for data in written]
+    assert all(re.match(ACCESS_PREFIX + r".*\n\Z", line) for line in lines), lines
+    return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
+
+
+def test_one_access_line_per_request(logged_client, written):
     resp = logged_client.get("/api/v2/builds?project=alpha")
     logged_client.get("/api/v2/builds?project=nope", status=404)
     logged_client.head("/api/v2/projects")
-    lines = access_lines(caplog)
+    lines = access_lines(written)
     assert len(lines) == 3
     assert re.fullmatch(rf"192\.0\.2\.7 GET /api/v2/builds\?project=alpha 200 {len(resp.body)} "
                         r"\d+\.\d\dms", lines[0])
@@ -236,33 +192,16 @@ def test_one_access_line_per_request(logged_client, caplog):
     assert re.fullmatch(r"192\.0\.2\.7 HEAD /api/v2/projects 200 0 \d+\.\d\dms", lines[2])
 
 
-def test_the_access_log_cannot_be_forged(logged_client, caplog):
+def test_the_access_log_cannot_be_forged(logged_client, written):
     logged_client.get("/api/v2/x%0A1.2.3.4%20GET%20/%20200", status=404)
-    [line] = access_lines(caplog)
+    [line] = access_lines(written)
     assert "\n" not in line and " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in line
 
 
-def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
-    assert isinstance(app, bottle.Bottle)
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir)])
-    assert not isinstance(app, bottle.Bottle) and app.__name__ == "logged"
-
-
-def test_max_age_flag(monkeypatch, data_dir):
-    import webtest
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--max-age", "300", "--quiet"])
-    assert webtest.TestApp(app).get("/api/v2/projects").headers["Cache-Control"] == (
-        "public, max-age=300")
-
-
-def test_queue_depth_warnings_are_thinned_to_one_a_minute():
-    thinning = serving.AtMostEvery(60)
-    records = [logging.LogRecord("waitress.queue", logging.WARNING, "", 0, "Task queue depth "
-                                 "is %d", (n,), None) for n in range(5)]
-    for offset, record in zip([0, 1, 59, 61, 62], records):
-        record.created = 1000.0 + offset
-    assert [thinning.filter(r) for r in records] == [True, False, False, True, False]
+def test_warnings_are_thinned_to_one_a_minute():
+    once = serving.OncePer(60)
+    assert [once.due(1000.0 + t) for t in [0, 1, 59, 61, 62, 121]] == [
+        True, False, False, True, False, True]
 
 
 # --- shutdown --------------------------------------------------------------------------------
@@ -280,7 +219,7 @@ def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_
     port, proc = running_server
     write_file(data_dir / "huge.json", make_project([make_build(n, commit_count=3)
                                                      for n in range(15000)]))
-    time.sleep(1.2)  # let the server see the new file
+    eventually(lambda: latest_number(port, "huge") == 14999)
     sock = socket.create_connection(("127.0.0.1", port))
     idle = socket.create_connection(("127.0.0.1", port))  # a keep-alive client, between requests
     partial = socket.create_connection(("127.0.0.1", port))
@@ -289,9 +228,7 @@ def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_
     head, body, length = read_response_head(sock)
     assert b" 200 " in head.split(b"\r\n")[0] and length > 5_000_000
     proc.send_signal(signal.SIGTERM)  # with megabytes still to send: the client reads nothing
-    time.sleep(0.5)
-    with pytest.raises(ConnectionRefusedError):  # no new connections once stopping
-        socket.create_connection(("127.0.0.1", port), timeout=2)
+    eventually(lambda: refuses_connections(port))  # no new connections once stopping
     while len(body) < length:
         chunk = sock.recv(1 << 20)
         assert chunk, f"connection closed after {len(body)} of {length} bytes"
@@ -346,13 +283,85 @@ def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
     port, proc = running_server
     moved = data_dir.with_name("moved")
     data_dir.rename(moved)
-    time.sleep(1.2)
-    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
-    assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
-    resp, body = request(port, "/healthz")
-    assert json.loads(body)["rejectedFiles"] == [{"file": ".", "error": os.strerror(2)}]
+    eventually(lambda: json.loads(request(port, "/healthz")[1])["rejectedFiles"] == [
+        {"file": ".", "error": os.strerror(2)}])
+    assert latest_number(port) == 5
     moved.rename(data_dir)
     write_file(data_dir / "alpha.json", make_project([make_build(61)]))
-    time.sleep(1.2)
-    resp, body = request(port, "/api/v2/builds/latest?project=alpha")
-    assert json.loads(body)["buildNumber"] == 61 and proc.poll() is None
+    eventually(lambda: latest_number(port) == 61)
+    assert proc.poll() is None
+
+
+# --- clients that do not play along -----------------------------------------------------------
+
+@pytest.fixture
+def server_with_threads(data_dir):
+    """A real server with 2 worker threads: fewer than the clients that attack it."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                             str(data_dir), "--port", str(port), "--threads", "2", "--quiet"],
+                            stderr=subprocess.DEVNULL)
+    eventually(lambda: not refuses_connections(port))
+    yield port
+    proc.kill()
+    proc.wait()
+
+
+def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_threads):
+    port = server_with_threads
+    write_file(data_dir / "big.json", make_project([make_build(n, commit_count=3)
+                                                    for n in range(3000)]))
+    eventually(lambda: latest_number(port, "big") == 2999)
+    request_line = b"GET /api/v2/builds?project=big HTTP/1.1\r\nHost: x\r\n\r\n"
+    attackers = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
+    for sock in attackers:  # 40 answers of 1 MB each, pipelined, never read
+        sock.sendall(request_line * 40)
+    try:
+        # Within a second or so, waitress's own channel would block both threads until the
+        # attackers read or leave; here every request is answered throughout.
+        for _ in range(30):
+            resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+            assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
+            time.sleep(0.1)
+    finally:
+        for sock in attackers:
+            sock.close()
+
+
+@pytest.mark.parametrize("raw", [
+    b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /api/v2/projects HTTP/1.1\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+])
+def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_server, raw):
+    port, _ = running_server
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(raw)
+        data = b""
+        while chunk := sock.recv(65536):  # read to the end: the server must close
+            data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in head
+    assert json.loads(body)["code"] == "malformed_request"  # and nothing smuggled after it
+
+
+def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(data_dir):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data_dir), "--port",
+         str(port), "--quiet"], stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    idle = []
+    try:
+        eventually(lambda: not refuses_connections(port))
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+        for _ in range(5):  # the idlest connections make room for each new one
+            resp, body = request(port, "/api/v2/builds/latest?project=alpha")
+            assert resp.status == 200 and json.loads(body)["buildNumber"] == 5
+    finally:
+        for sock in idle:
+            sock.close()
+        proc.send_signal(signal.SIGTERM)
+        log = proc.communicate(timeout=10)[1]
+    assert "the open-files limit (ulimit -n) is 64: at most 48 connections" in log
+    assert "Traceback" not in log and len(log.splitlines()) < 10, log

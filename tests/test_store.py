@@ -1,10 +1,12 @@
 """The store without HTTP: validation of data files, queries, and reloading on change."""
 
+import errno
 import json
 import logging
 import os
 import re
 import shutil
+import threading
 
 import pytest
 
@@ -52,6 +54,52 @@ def test_a_build_keeps_every_value_of_its_file():
         "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar", "1.21", -5, True,
         (store_module.Commit("Change 4.0", "0004" + "0" * 36),
          store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1")))
+
+
+def test_a_commit_author_is_kept_and_empty_when_absent():
+    build = make_build(4, commit_count=0, commits=[
+        {"message": "a", "hash": "ab", "author": "Jane Doe"},
+        {"message": "b", "hash": "cd"},
+        {"message": "c", "hash": "ef", "author": ""}])
+    commits = parse(make_project([build])).builds[0].commits
+    assert commits == (store_module.Commit("a", "ab", "Jane Doe"),
+                       store_module.Commit("b", "cd", ""), store_module.Commit("c", "ef", ""))
+
+
+@pytest.mark.parametrize("prefix", [".cache/unpack", "docs", "a/b.c/$d_e-f"])
+def test_a_javadoc_page_prefix_is_kept(prefix):
+    assert parse(make_project([], javadocPagePrefix=prefix)).javadoc_page_prefix == prefix
+
+
+def test_without_a_page_prefix_there_is_none():
+    assert parse(make_project([])).javadoc_page_prefix == ""
+    assert parse(make_project([], javadocPagePrefix="")).javadoc_page_prefix == ""
+
+
+@pytest.mark.parametrize("prefix, problem", [
+    (".cache/unpack/", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("/.cache/unpack", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("a//b", "has an empty segment (a leading, trailing or doubled '/')"),
+    ("../other", "has a '.' or '..' segment"),
+    ("a/./b", "has a '.' or '..' segment"),
+    ("https://evil.example", "holds ':' (a scheme?): give a path relative to the javadoc root"),
+    ("a\\b", "holds a backslash: separate segments with '/'"),
+    ("a b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a%2Fb", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a?b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a#b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+    ("a" * 513, "is too long"),
+])
+def test_a_bad_javadoc_page_prefix_is_refused(prefix, problem):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        f"data/alpha.json: 'javadocPagePrefix' {problem}: give a relative path such as "
+        "\".cache/unpack\"")
+
+
+@pytest.mark.parametrize("prefix", [None, 3, [".cache"]])
+def test_a_javadoc_page_prefix_must_be_a_string(prefix):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        "data/alpha.json: 'javadocPagePrefix' must be a string, e.g. \".cache/unpack\"")
 
 
 def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
@@ -133,7 +181,12 @@ def test_build_field_errors_name_the_build_and_field(fields, message):
     ([{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
      "commits[1]: 'message' must be a string"),
     ([{"message": "m"}], "commits[0]: missing key 'hash'"),
-    ([{"message": "m", "hash": "ab", "author": "x"}], "commits[0]: unknown key 'author'"),
+    ([{"message": "m", "hash": "ab", "author": "x", "email": "x@example.org"}],
+     "commits[0]: unknown key 'email'"),
+    ([{"message": "m", "hash": "ab", "author": None}], "commits[0]: 'author' must be a string"),
+    ([{"message": "m", "hash": "ab", "author": ["x"]}],
+     "commits[0]: 'author' must be a string"),
+    ([{"author": "x", "hash": "ab"}], "commits[0]: missing key 'message'"),
 ])
 def test_commit_errors_name_the_commit(commits, message):
     assert build_error(commits=commits) == f"data/alpha.json: build 12 (builds[1]): {message}"
@@ -206,8 +259,16 @@ def test_only_visible_json_files_are_project_files(data_dir):
     for name in [".alpha.json.swp", "alpha.json~", "alpha.json.tmp", ".hidden.json",
                  "notes.txt", "4913"]:
         (data_dir / name).write_text("not json")
-    (data_dir / "sub.json").mkdir()
     assert sorted(store_module.data_files(data_dir)) == ["alpha", "beta"]
+
+
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo, lambda path: os.symlink("nowhere", path)])
+def test_a_json_name_that_is_not_a_regular_file_is_reported(data_dir, store, make):
+    make(data_dir / "gamma.json")
+    snapshot = store.refresh()
+    assert list(snapshot.projects) == ["alpha", "beta"]
+    assert snapshot.errors["gamma.json"].located() in (
+        "not a regular file", os.strerror(errno.ENOENT))
 
 
 def test_start_up_skips_invalid_files_and_serves_the_rest(data_dir, caplog):
@@ -238,7 +299,7 @@ def test_lookup_is_case_insensitive_for_ascii_only(store):
 # --- reloading -------------------------------------------------------------------------------
 
 def numbers(store, slug="alpha"):
-    return [b.number for b in store.snapshot().project(slug).builds]
+    return [b.number for b in store.refresh().project(slug).builds]
 
 
 def test_an_edit_is_seen_on_the_next_check(data_dir, store):
@@ -258,9 +319,9 @@ def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_while_the_file_is_young
 
 
 def test_only_changed_files_are_parsed_again(data_dir, store):
-    before = store.snapshot()
+    before = store.refresh()
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
-    after = store.snapshot()
+    after = store.refresh()
     assert after is not before
     assert after.projects["beta"] is before.projects["beta"]
     assert after.projects["alpha"] is not before.projects["alpha"]
@@ -271,18 +332,18 @@ def test_a_check_with_no_change_keeps_the_snapshot(data_dir):
     for path in data_dir.iterdir():  # older than the racy window: trusted by stamp
         os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     store.refresh()
-    snapshot = store.snapshot()
-    assert store.snapshot() is snapshot
+    snapshot = store.refresh()
+    assert store.refresh() is snapshot
 
 
 def test_a_touched_file_is_not_parsed_again(data_dir, store):
-    before = store.snapshot().projects["alpha"]
+    before = store.refresh().projects["alpha"]
     bump_mtime(data_dir / "alpha.json")
-    assert store.snapshot().projects["alpha"] is before
+    assert store.refresh().projects["alpha"] is before
 
 
 def test_a_snapshot_never_changes_under_its_reader(data_dir, store):
-    snapshot = store.snapshot()
+    snapshot = store.refresh()
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     (data_dir / "beta.json").unlink()
     store.refresh()
@@ -294,7 +355,7 @@ def test_an_invalid_edit_keeps_the_last_good_data_and_other_projects_update(data
                                                                             caplog):
     write_file(data_dir / "alpha.json", make_project([make_build(40, channelVersion="a/b")]))
     write_file(data_dir / "beta.json", make_project([make_build(41)]))
-    snapshot = store.snapshot()
+    snapshot = store.refresh()
     assert numbers(store) == [1, 2, 3, 5, 7, 8]
     assert numbers(store, "beta") == [41]
     assert list(snapshot.errors) == ["alpha.json"]
@@ -320,65 +381,78 @@ def test_a_torn_write_is_an_invalid_file_until_complete(data_dir, store):
         f.write(data[: len(data) // 2])
         f.flush()
         assert numbers(store) == [1, 2, 3, 5, 7, 8]
-        assert "alpha.json" in store.snapshot().errors
+        assert "alpha.json" in store.refresh().errors
         f.write(data[len(data) // 2:])
     assert numbers(store) == [40, 41]
-    assert store.snapshot().errors == {}
+    assert store.refresh().errors == {}
 
 
 def test_a_repaired_file_is_served_again(data_dir, store):
     path = write_file(data_dir / "alpha.json", '{"oops"')
-    assert store.snapshot().errors
+    assert store.refresh().errors
     write_file(path, make_project([make_build(9)]))
-    assert numbers(store) == [9] and store.snapshot().errors == {}
+    assert numbers(store) == [9] and store.refresh().errors == {}
 
 
 def test_a_new_file_adds_its_project_and_a_deleted_file_removes_it(data_dir, store):
     write_file(data_dir / "gamma.json", make_project([make_build(2)]))
-    assert list(store.snapshot().projects) == ["alpha", "beta", "gamma"]
+    assert list(store.refresh().projects) == ["alpha", "beta", "gamma"]
     (data_dir / "alpha.json").unlink()
-    assert list(store.snapshot().projects) == ["beta", "gamma"]
+    assert list(store.refresh().projects) == ["beta", "gamma"]
 
 
 def test_a_new_invalid_file_is_reported_and_not_served(data_dir, store):
     write_file(data_dir / "gamma.json", make_project([make_build(2, timestamp="x")]))
-    snapshot = store.snapshot()
+    snapshot = store.refresh()
     assert list(snapshot.projects) == ["alpha", "beta"]
     assert list(snapshot.errors) == ["gamma.json"]
 
 
 def test_a_deleted_broken_file_clears_its_error(data_dir, store):
     path = write_file(data_dir / "gamma.json", "{")
-    assert store.snapshot().errors
+    assert store.refresh().errors
     path.unlink()
-    assert store.snapshot().errors == {}
+    assert store.refresh().errors == {}
 
 
 def test_a_vanished_directory_keeps_the_data_and_recovers(data_dir, store, caplog):
     moved = data_dir.with_name("moved")
     data_dir.rename(moved)
-    snapshot = store.snapshot()
+    snapshot = store.refresh()
     assert list(snapshot.projects) == ["alpha", "beta"]
     assert list(snapshot.errors) == ["."]
     store.refresh()
     assert caplog.text.count("cannot read data directory") == 1
     moved.rename(data_dir)
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
-    assert numbers(store) == [40] and store.snapshot().errors == {}
+    assert numbers(store) == [40] and store.refresh().errors == {}
 
 
 def test_an_emptied_directory_serves_nothing(data_dir, store):
     shutil.rmtree(data_dir)
     data_dir.mkdir()
-    assert store.snapshot().projects == {}
+    assert store.refresh().projects == {}
 
 
-def test_the_check_interval_spaces_out_checks(data_dir):
-    store = store_module.Store(data_dir, check_interval=3600)
+def test_requests_never_check_the_files(data_dir, store):
+    before = store.snapshot()
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
-    assert numbers(store) == [1, 2, 3, 5, 7, 8]  # not checked again yet
-    store.refresh()
+    assert store.snapshot() is before  # only refresh() or the watcher thread read files
     assert numbers(store) == [40]
+
+
+def test_the_watcher_thread_reloads_an_edit(data_dir):
+    store = store_module.Store(data_dir, check_interval=0.01)
+    store.start()
+    try:
+        write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+        for _ in range(1000):  # at most 10 s, in steps of the check interval
+            if [b.number for b in store.snapshot().project("alpha").builds] == [40]:
+                break
+            store._stopping.wait(0.01)
+        assert [b.number for b in store.snapshot().project("alpha").builds] == [40]
+    finally:
+        store.stop()
 
 
 def test_reload_logs_say_what_happened(data_dir, store, caplog):
@@ -401,3 +475,28 @@ def test_the_store_never_writes_to_the_data_directory(data_dir, store):
     after = {p.name: (p.read_bytes(), os.stat(p).st_mtime_ns) for p in data_dir.iterdir()}
     assert after == before  # nothing rewritten, "fixed" or added
     assert sorted(snapshot.errors) == ["broken.json", "gamma.json"]
+
+
+def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
+    store = store_module.Store(data_dir, read_wait=0.05)
+    release = threading.Event()
+    read = store_module.read_regular_file
+
+    def hanging_for_alpha(path):
+        if os.path.basename(path) == "alpha.json":
+            release.wait(30)  # a hung network mount, until the test lets it go
+        return read(path)
+    monkeypatch.setattr(store_module, "read_regular_file", hanging_for_alpha)
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    write_file(data_dir / "beta.json", make_project([make_build(41)]))
+    for _ in range(3):  # the stalled read is not started again, and beta goes on reloading
+        snapshot = store.refresh()
+    assert numbers(store, "beta") == [41]
+    assert [b.number for b in snapshot.project("alpha").builds] == [1, 2, 3, 5, 7, 8]
+    assert list(store.progress()[1]) == ["alpha.json"]
+    release.set()
+    for _ in range(100):  # the read completes on its own thread; a later check takes it
+        if numbers(store) == [40]:
+            break
+        release.wait(0.05)
+    assert numbers(store) == [40] and store.progress()[1] == {}

@@ -1,0 +1,170 @@
+"""Builds from the JSON of a Jenkins job's remote API, read in the upstream Canvas site's
+conventions: the channel and the experimental flag come from the display name
+(`#123 - 1.21.4`, experimental when it ends in `(...)`), the download from an artifact, the
+commits from the change sets (`changeSet` for freestyle jobs, `changeSets` for pipelines).
+"""
+
+import json
+import re
+import urllib.error
+import urllib.request
+from typing import NamedTuple
+from urllib.parse import quote, urlsplit
+
+import store
+
+TREE = ("allBuilds[number,url,displayName,result,timestamp,building,"
+        "artifacts[relativePath,fileName],changeSet[items[msg,commitId]],"
+        "changeSets[items[msg,commitId]]]")
+MAX_BYTES = 256 * 1024 * 1024  # a job of 10,000 builds with change sets is tens of MB
+DISPLAY_NAME = re.compile(r"#\d+\s*-\s*(?P<channel>.*?)\s*(?:\([^)]*\))?\s*\Z", re.DOTALL)
+DEFAULT_ARTIFACT = re.compile(r"(?<!-sources)(?<!-javadoc)\.jar\Z")
+DEFAULT_ARTIFACT_RULE = "the first .jar that is not -sources or -javadoc"
+
+
+class JenkinsError(Exception):
+    """The job's JSON could not be had or read: the message says why."""
+
+
+class Selection(NamedTuple):
+    added: list  # build objects, in the data files' shape
+    skipped: list  # (which build, why it is skipped)
+    present: int  # builds already in the project's file, kept as they are
+
+
+def api_url(job_url):
+    """The remote API address of a job's builds, from the job's address."""
+    if "/api/json" in job_url:
+        return job_url
+    return job_url.rstrip("/") + "/api/json?tree=" + quote(TREE, safe="")
+
+
+def fetch_job(job_url, timeout):
+    """The job's JSON from Jenkins, as bytes."""
+    url = api_url(job_url)
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise JenkinsError(f"--job-url must be an http:// or https:// address, not {job_url!r}")
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = response.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as error:
+        raise JenkinsError(f"{url} answered {error.code} {error.reason}") from None
+    except urllib.error.URLError as error:
+        raise JenkinsError(f"cannot reach {url}: {error.reason}") from None
+    except TimeoutError:
+        raise JenkinsError(f"no answer from {url} within {timeout:g} s") from None
+    except (OSError, ValueError) as error:  # reset, refused mid-way, a malformed address
+        raise JenkinsError(f"cannot read {url}: {error}") from None
+    if len(data) > MAX_BYTES:
+        raise JenkinsError(f"{url} sent more than {MAX_BYTES >> 20} MiB")
+    return data
+
+
+def read_job_file(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as error:
+        raise JenkinsError(f"cannot read {path}: {error.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise JenkinsError(f"{path} is larger than {MAX_BYTES >> 20} MiB")
+    return data
+
+
+def parse_job(data, source):
+    """The list of builds in a job's JSON."""
+    try:
+        job = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise JenkinsError(f"{source} is not UTF-8 JSON") from None
+    except json.JSONDecodeError as error:
+        raise JenkinsError(f"{source} is not JSON: line {error.lineno}, column "
+                           f"{error.colno}: {error.msg}") from None
+    except (ValueError, RecursionError) as error:
+        raise JenkinsError(f"{source} is not JSON Buildshelf can read: {error}") from None
+    builds = job.get("allBuilds", job.get("builds")) if isinstance(job, dict) else None
+    if not isinstance(builds, list):
+        raise JenkinsError(f"{source} has no 'allBuilds' array: is it the remote API JSON of "
+                           f"a job (.../job/NAME/api/json?tree={TREE})?")
+    return builds
+
+
+def _artifact(artifacts, pattern):
+    for artifact in artifacts if isinstance(artifacts, list) else ():
+        path = artifact.get("relativePath") if isinstance(artifact, dict) else None
+        if isinstance(path, str) and (pattern.search(path) if pattern else
+                                      DEFAULT_ARTIFACT.search(path.rsplit("/", 1)[-1])):
+            return path
+    return None
+
+
+def _commits(build):
+    change_sets = [build.get("changeSet")]
+    if isinstance(build.get("changeSets"), list):
+        change_sets += build["changeSets"]
+    items = [item for change_set in change_sets if isinstance(change_set, dict)
+             and isinstance(change_set.get("items"), list) for item in change_set["items"]]
+    # Jenkins lists a change set oldest first; builds list their commits newest first.
+    return [{"message": item.get("msg"), "hash": item.get("commitId")}
+            if isinstance(item, dict) else item for item in reversed(items)]
+
+
+def to_build(build, artifact=None, experimental=None):
+    """One Jenkins build as a data-file build, or a string: why it is skipped."""
+    if build.get("building") is not False and build.get("building") is not None:
+        return "still building"
+    if build.get("result") != "SUCCESS":
+        result = build.get("result")
+        return f"result {result}" if isinstance(result, str) else "no result"
+    name = build.get("displayName")
+    match = DISPLAY_NAME.match(name) if isinstance(name, str) else None
+    if not match:
+        return f"display name {name!r} does not name a channel as '#N - VERSION'"
+    url = build.get("url")
+    if not isinstance(url, str):
+        return "no url"
+    url = url if url.endswith("/") else url + "/"
+    path = _artifact(build.get("artifacts"), artifact)
+    if path is None:
+        return ("no artifact matching " + (repr(artifact.pattern) if artifact else
+                                           DEFAULT_ARTIFACT_RULE))
+    return {"buildNumber": build["number"], "url": url,
+            "downloadUrl": url + "artifact/" + quote(path, safe="/+"),
+            "channelVersion": match["channel"], "timestamp": build.get("timestamp"),
+            "isExperimental": bool(experimental.search(name)) if experimental
+            else name.endswith(")"),
+            "commits": _commits(build)}
+
+
+def _problem(doc, slug, build):
+    """The server's objection to `build` in this project, or None."""
+    candidate = json.dumps(dict(doc, builds=[build])).encode()
+    try:
+        store.parse_project(slug + ".json", slug, candidate)
+    except store.DataError as error:
+        return error.message
+    except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
+        return f"not a valid build ({error.__class__.__name__}: {error})"
+    return None
+
+
+def select(builds, doc, slug, artifact=None, experimental=None):
+    """Which of the job's `builds` to add to the project `doc`, and why the others are not."""
+    present = {build["buildNumber"] for build in doc["builds"]}
+    selection = Selection([], [], 0)
+    for index, build in enumerate(builds):
+        number = build.get("number") if isinstance(build, dict) else None
+        if not (type(number) is int and number >= 0):
+            selection.skipped.append((f"allBuilds[{index}]", "no build number"))
+        elif number in present:
+            selection = selection._replace(present=selection.present + 1)
+        else:
+            new = to_build(build, artifact, experimental)
+            problem = new if isinstance(new, str) else _problem(doc, slug, new)
+            if problem:
+                selection.skipped.append((f"build {number}", problem))
+            else:
+                selection.added.append(new)
+                present.add(number)
+    return selection

@@ -1,0 +1,287 @@
+"""The command line: serving flags and their variables, the named commands, start-up."""
+
+import gc
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import bottle
+import pytest
+import webtest
+
+import cli
+from conftest import make_build, make_project, write_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_check_passes_valid_data(data_dir, capsys):
+    assert cli.main(["--check", "--data", str(data_dir)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_check_prints_each_problem_and_fails(data_dir, capsys):
+    write_file(data_dir / "broken.json", '{\n  "ciJob": "x",,\n}')
+    write_file(data_dir / "gamma.json", make_project([make_build(7, isExperimental="no")]))
+    assert cli.main(["--check", "--data", str(data_dir)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{data_dir / 'broken.json'}:2:16: Expecting property name enclosed in double quotes",
+        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or "
+        "false",
+    ]
+
+
+def test_the_sample_data_is_valid():
+    assert cli.main(["--check", "--data", os.path.join(ROOT, "data")]) == 0
+
+
+def serve_args(monkeypatch, argv, environ=None):
+    """main(argv) with waitress.serve replaced: what it would have served, and how."""
+    calls = []
+    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening:
+                        calls.append((app, {"host": host, "port": port, "threads": threads})))
+    for name, value in (environ or {}).items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(argv) == 0
+    [(app, kwargs)] = calls
+    return app, kwargs
+
+
+def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch):
+    for name in ("BUILDSHELF_DATA", "BUILDSHELF_HOST", "BUILDSHELF_PORT", "BUILDSHELF_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    app, kwargs = serve_args(monkeypatch, [])
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
+    assert cli.DEFAULT_DATA == os.path.join(ROOT, "data")
+
+
+def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
+    environ = {"BUILDSHELF_DATA": str(tmp_path), "BUILDSHELF_HOST": "0.0.0.0",
+               "BUILDSHELF_PORT": "9000", "BUILDSHELF_THREADS": "2"}
+    _, kwargs = serve_args(monkeypatch, [], environ)
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("0.0.0.0", 9000, 2)
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--host", "::1", "--port",
+                                           "8081", "--threads", "8"], environ)
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("::1", 8081, 8)
+    import webtest
+    assert len(webtest.TestApp(app).get("/api/v2/projects").json["projects"]) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
+    (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
+    (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
+    (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
+])
+def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_environment_value_is_named_too(monkeypatch, capsys):
+    monkeypatch.setenv("BUILDSHELF_PORT", "eighty")
+    with pytest.raises(SystemExit):
+        cli.main(["--check"])
+    assert "'eighty' is not a whole number from 1 to 65535" in capsys.readouterr().err
+
+
+# waitress leaves its socket and wake-up pipe open when it cannot bind: its leak, not ours.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_taken_port_is_a_clear_error(data_dir, caplog):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["--data", str(data_dir), "--port", str(port)]) == 1
+    gc.collect()  # so the leak is reported here, where it is expected
+    assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in caplog.text
+
+
+def test_help_explains_every_flag(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for word in ("--data", "--host", "--port", "--threads", "--check", "BUILDSHELF_PORT"):
+        assert word in out
+
+
+
+def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
+    assert isinstance(app, bottle.Bottle)
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir)])
+    assert not isinstance(app, bottle.Bottle) and app.__name__ == "logged"
+
+
+def test_max_age_flag(monkeypatch, data_dir):
+    import webtest
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--max-age", "300", "--quiet"])
+    assert webtest.TestApp(app).get("/api/v2/projects").headers["Cache-Control"] == (
+        "public, max-age=300")
+
+
+
+
+# --- named commands -----------------------------------------------------------------------------
+
+def test_serve_and_check_are_the_flags_named(monkeypatch, data_dir, capsys):
+    _, kwargs = serve_args(monkeypatch, ["serve", "--data", str(data_dir), "--port", "8099"])
+    assert kwargs == {"host": "127.0.0.1", "port": 8099, "threads": 4}
+    assert cli.main(["check", "--data", str(data_dir)]) == 0
+    write_file(data_dir / "broken.json", "{")
+    assert cli.main(["check", "--data", str(data_dir)]) == 1
+    assert capsys.readouterr().out == (f"{data_dir / 'broken.json'}:1:2: Expecting property "
+                                       "name enclosed in double quotes\n")
+
+
+def test_serve_flags_do_not_go_with_other_commands(data_dir, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--port", "9000", "yank", "alpha", "3", "--data", str(data_dir)])
+    assert exited.value.code == 2
+    assert "--port is a serve flag: it does not go with 'yank'" in capsys.readouterr().err
+
+
+# --- rough edges of the start-up ----------------------------------------------------------------
+
+@pytest.mark.parametrize("host, url", [
+    ("127.0.0.1", "http://127.0.0.1:8080"),
+    ("::1", "http://[::1]:8080"),
+    ("::", "http://[::]:8080"),
+    ("localhost", "http://localhost:8080"),
+])
+def test_the_base_url_brackets_ipv6(host, url):
+    assert cli.base_url(host, 8080) == url
+
+
+def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplog):
+    class Listening:
+        effective_host, effective_port = "::1", 8123
+
+    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening:
+                        on_listening(Listening()))
+    caplog.set_level(logging.INFO)
+    assert cli.main(["--data", str(data_dir), "--host", "::1"]) == 0
+    assert (f"serving 2 projects from {data_dir} on http://[::1]:8123/api/v2/projects"
+            in caplog.messages)
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("BUILDSHELF_PORT", "abc", "'abc' is not a whole number from 1 to 65535"),
+    ("BUILDSHELF_THREADS", "0", "'0' is not a whole number from 1 to 256"),
+    ("BUILDSHELF_MAX_AGE", "-1", "'-1' is not a whole number from 0 to 31536000"),
+    ("BUILDSHELF_DATA", "/no/such/dir", "'/no/such/dir' is not a directory"),
+])
+def test_a_bad_variable_is_named_as_the_variable(monkeypatch, capsys, variable, value, message):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exited:
+        cli.main([])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"buildshelf: error: environment variable {variable}: {message}\n" in err
+    assert "argument --" not in err
+
+
+def test_a_flag_replaces_a_bad_variable(monkeypatch, data_dir):
+    _, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--port", "8090"],
+                           {"BUILDSHELF_PORT": "abc"})
+    assert kwargs["port"] == 8090
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_an_unresolvable_host_is_one_line_and_exit_1(monkeypatch, data_dir, caplog, how):
+    host = "no-such-host.invalid"
+    argv = ["--data", str(data_dir)] + (["--host", host] if how == "flag" else [])
+    if how == "variable":
+        monkeypatch.setenv("BUILDSHELF_HOST", host)
+    assert cli.main(argv) == 1
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert record.getMessage().startswith(f"cannot listen on {host}: it is not an address or "
+                                          "a known host name (")
+    assert record.exc_info is None and "\n" not in record.getMessage()
+
+
+def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                           str(data_dir), "--host", "no-such-host.invalid"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "ERROR cli: cannot listen on no-such-host.invalid: it is not an address" in line
+
+
+# --- the default data directory ---------------------------------------------------------------
+
+def test_the_default_data_is_beside_the_code_only_when_there(tmp_path):
+    assert cli.default_data_dir(tmp_path) is None
+    (tmp_path / "data").mkdir()
+    assert cli.default_data_dir(tmp_path) == str(tmp_path / "data")
+    assert cli.default_data_dir() == os.path.join(ROOT, "data")
+
+
+INSTALLED = [name for name in os.listdir(ROOT) if name.endswith(".py")]
+
+
+@pytest.fixture
+def installed_copy(tmp_path):
+    """The modules alone, as a non-editable `pip install .` puts them in site-packages."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    for name in INSTALLED:
+        shutil.copy(os.path.join(ROOT, name), site / name)
+
+    def run(argv, **environ):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDSHELF_")}
+        env.update(environ, PYTHONPATH=str(site))
+        return subprocess.run([sys.executable, "-c", "import sys, cli; sys.exit(cli.main())",
+                               *argv], capture_output=True, text=True, cwd=tmp_path, env=env,
+                              timeout=60)
+    return run
+
+
+def test_an_installed_copy_says_where_to_point_it(installed_copy, tmp_path, data_dir):
+    done = installed_copy(["check"])
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"buildshelf: error: no data directory: none given and no data/ beside "
+        f"{tmp_path / 'site-packages'} (an installed copy has none): pass --data DIR or set "
+        "BUILDSHELF_DATA")
+    assert installed_copy(["check"], BUILDSHELF_DATA=str(data_dir)).returncode == 0
+    assert installed_copy(["check", "--data", str(data_dir)]).returncode == 0
+
+
+@pytest.mark.parametrize("argv, environ, shape", [
+    ([], {}, list),
+    (["--compat", "upstream"], {}, dict),
+    ([], {"BUILDSHELF_COMPAT": "upstream"}, dict),
+    ([], {"BUILDSHELF_COMPAT": ""}, list),
+])
+def test_compat_upstream_is_opt_in_by_flag_or_environment(monkeypatch, data_dir, argv,
+                                                          environ, shape):
+    monkeypatch.delenv("BUILDSHELF_COMPAT", raising=False)
+    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet", *argv], environ)
+    body = webtest.TestApp(app).get("/api/v2/builds/all?project=alpha").json
+    assert type(body) is shape
+
+
+@pytest.mark.parametrize("argv, environ, message", [
+    (["--compat", "paper"], {}, "argument --compat: 'paper' is not a compat mode (the one mode "
+     "is 'upstream')"),
+    ([], {"BUILDSHELF_COMPAT": "paper"}, "environment variable BUILDSHELF_COMPAT: 'paper' is "
+     "not a compat mode (the one mode is 'upstream')"),
+    (["--cache-mb", "0"], {}, "argument --cache-mb: '0' is not a whole number from 1 to "
+     "1048576"),
+])
+def test_an_unknown_compat_mode_or_cache_size_is_named(monkeypatch, capsys, data_dir, argv,
+                                                       environ, message):
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--data", str(data_dir), *argv])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,257 @@
+"""The only code that writes data files: one project file changed under a lock, checked with
+the server's own validation, then put in place whole.
+
+A change is a read-modify-write under an exclusive `flock` on a hidden lock file in the data
+directory (the server ignores names starting with '.'), so concurrent writers queue instead of
+losing each other's builds. The new bytes go to a hidden temporary file beside the target,
+are fsynced, renamed over it and the directory is fsynced: a writer killed at any point leaves
+the old file or the new one. Files are written in one stable format, so that a change shows in
+a diff as the lines it changed.
+"""
+
+import fcntl
+import glob
+import json
+import os
+import stat
+import tempfile
+from contextlib import contextmanager, nullcontext, suppress
+
+import store
+
+LOCK_NAME = ".buildshelf.lock"
+# The spec's order; a legacy 'commit' is kept (never served) rather than silently dropped.
+PROJECT_KEYS = ("slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds")
+BUILD_KEYS = ("buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
+              "isExperimental", "commits", "commit")
+COMMIT_KEYS = ("message", "hash")
+
+
+class Refused(Exception):
+    """A change not made: the message says why and what to do. Nothing was written."""
+
+
+def project_path(directory, slug):
+    if not store.SLUG_PATTERN.match(slug):
+        raise Refused(f"{slug!r} is not a project slug: use a-z, 0-9, '.', '_' and '-', "
+                      "starting with a-z or 0-9")
+    return os.path.join(directory, slug + ".json")
+
+
+@contextmanager
+def locked(directory):
+    """Hold the data directory's write lock (waiting for it) for the block."""
+    path = os.path.join(directory, LOCK_NAME)
+    try:
+        # Read-only is enough for flock, so a lock file another user created still works.
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    except OSError as error:
+        raise Refused(f"cannot open the lock file {path}: {error.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        yield
+    finally:
+        os.close(fd)
+
+
+def _ordered(value, keys):
+    ordered = {key: value[key] for key in keys if key in value}
+    ordered.update((key, item) for key, item in value.items() if key not in ordered)
+    return ordered
+
+
+def encode(doc):
+    """A project document as bytes in the one stable format: 2-space indent, keys in the
+    spec's order, builds ascending by number, a final newline."""
+    builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
+    doc = dict(doc, builds=[
+        dict(_ordered(build, BUILD_KEYS),
+             commits=[_ordered(commit, COMMIT_KEYS) for commit in build["commits"]])
+        for build in builds])
+    text = json.dumps(_ordered(doc, PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n"
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
+        raise Refused("the text holds characters that are not valid Unicode (such as bytes "
+                      "that are not UTF-8): give it as UTF-8") from None
+
+
+def _read(path, slug):
+    """The document in the file (None if there is none) and its permission bits."""
+    try:
+        # Non-blocking: a FIFO put in the file's place must not hang the writer.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{path} is not a regular file: it is left as it is")
+            data = f.read()
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        raise Refused(f"cannot read {path}: {error.strerror}") from None
+    mode = st.st_mode & 0o7777
+    _validate(path, slug, data, "it is left as it is: fix it by hand first")
+    return store.parse_json(path, data), mode
+
+
+def _validate(path, slug, data, advice=None):
+    try:
+        store.parse_project(path, slug, data)
+    except store.DataError as error:
+        raise Refused(f"{error}" + (f" ({advice})" if advice else "")) from None
+    except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
+        raise Refused(f"{path}: not a valid project file ({error.__class__.__name__}: "
+                      f"{error})" + (f" ({advice})" if advice else "")) from None
+
+
+def _new_file_mode():
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_file(path, data, mode):
+    """Put `data` at `path` whole: temp file beside it, fsync, rename over, fsync the
+    directory. Interrupted anywhere, `path` holds its old content or the new one."""
+    directory, name = os.path.split(path)
+    # Leftovers of writers killed before their rename: we hold the lock, so none is live.
+    for leftover in glob.glob(os.path.join(glob.escape(directory), f".{glob.escape(name)}.*.tmp")):
+        with suppress(OSError):
+            os.unlink(leftover)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    try:
+        _fsync_directory(directory)
+    except OSError as error:
+        raise Refused(f"wrote {path} but could not fsync its directory: {error.strerror} (the "
+                      "change is served but may not survive a crash)") from None
+
+
+def update(directory, slug, change, dry_run=False):
+    """Apply `change` to project `slug`'s document under the lock and write the result.
+
+    `change(doc)` gets the current document (None when the file does not exist) and returns
+    the new one, or None when there is nothing to do; it raises Refused to refuse. The new
+    bytes are validated as the server validates them before anything is written. Returns
+    True when the file was (or, with `dry_run`, would have been) written.
+    """
+    path = project_path(directory, slug)
+    # A dry run writes nothing, so it needs no lock (nor write access): renames are atomic.
+    with nullcontext() if dry_run else locked(directory):
+        target = os.path.realpath(path)  # a symlinked data file stays a symlink
+        doc, mode = _read(target, slug)
+        new = change(doc)
+        if new is None:
+            return False
+        data = encode(new)
+        _validate(path, slug, data)
+        if not dry_run:
+            try:
+                replace_file(target, data, _new_file_mode() if mode is None else mode)
+            except OSError as error:
+                raise Refused(f"cannot write {path}: {error.strerror} (the file is as it "
+                              "was)") from None
+        return True
+
+
+# --- the changes the commands make ------------------------------------------------------------
+
+def add_project(directory, slug, ci_job, ci_job_url, javadoc_base_url):
+    """Create project `slug` with no builds; True if created, False if already there as given."""
+    fields = {"ciJob": ci_job, "ciJobUrl": ci_job_url, "javadocBaseUrl": javadoc_base_url}
+
+    def change(doc):
+        if doc is None:
+            return dict(fields, builds=[])
+        differing = [key for key, value in fields.items() if doc[key] != value]
+        if not differing:
+            return None
+        key = differing[0]
+        raise Refused(f"project {slug!r} exists with {key} {doc[key]!r}, not "
+                      f"{fields[key]!r}: edit {project_path(directory, slug)} to change it")
+    return update(directory, slug, change)
+
+
+def _existing_project(doc, directory, slug):
+    if doc is None:
+        raise Refused(f"no project {slug!r} in {directory}: add it first with 'buildshelf "
+                      f"add-project {slug} --ci-job ... --ci-job-url ... --javadoc-base-url ...'")
+    return doc
+
+
+def job_run_url(ci_job_url, number):
+    """A Jenkins job run's address: the job's, then the number."""
+    return ci_job_url.rstrip("/") + f"/{number}/"
+
+
+def publish(directory, slug, build, replace=False, any_timestamp=False):
+    """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
+
+    Returns "added", "replaced" or "unchanged" (the same build is already there: with
+    `any_timestamp`, whatever its timestamp, so that a retry without --timestamp matches).
+    """
+    outcome = []
+
+    def change(doc):
+        doc = _existing_project(doc, directory, slug)
+        if build["url"] is None:
+            build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
+        builds = doc["builds"]
+        same = [b for b in builds if b.get("buildNumber") == build["buildNumber"]]
+        if same:
+            compared = dict(build, timestamp=same[0].get("timestamp")) if any_timestamp else build
+            if same[0] == compared:
+                outcome.append("unchanged")
+                return None
+            if replace:
+                builds = [b for b in builds if b.get("buildNumber") != build["buildNumber"]]
+            else:  # left in, so that the refusal is the server's own words
+                outcome.append("duplicate")
+        outcome.append("replaced" if same else "added")
+        return dict(doc, builds=builds + [build])
+    try:
+        update(directory, slug, change)
+    except Refused as refused:
+        if "duplicate" in outcome and "more than once" in str(refused):
+            raise Refused(f"{refused} (build {build['buildNumber']} is already there with "
+                          "other values: give --replace to replace it)") from None
+        raise
+    return outcome[-1]
+
+
+def yank(directory, slug, number):
+    """Remove build `number` from project `slug`; its number may be published again."""
+    def change(doc):
+        builds = _existing_project(doc, directory, slug)["builds"]
+        kept = [b for b in builds if b.get("buildNumber") != number]
+        if len(kept) == len(builds):
+            raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
+        return dict(doc, builds=kept)
+    update(directory, slug, change)
+
+
+def add_builds(directory, slug, new_builds, dry_run=False):
+    """Add the builds `new_builds(doc)` returns for project `slug`'s document; the builds
+    already there stay exactly as they are."""
+    def change(doc):
+        added = new_builds(_existing_project(doc, directory, slug))
+        return dict(doc, builds=doc["builds"] + added) if added else None
+    update(directory, slug, change, dry_run)
