@@ -35,6 +35,8 @@ import tempfile
 import time
 import urllib.request
 
+from waitress.buffers import ReadOnlyFileBasedBuffer
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
@@ -256,7 +258,9 @@ def app_cpu_per_call(app, target, calls=2000):
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
                "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
                "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(),
-               "wsgi.errors": sys.stderr}
+               "wsgi.errors": sys.stderr,
+               # what waitress offers, so a body returned as a file is read as it reads it
+               "wsgi.file_wrapper": ReadOnlyFileBasedBuffer}
 
     def start_response(status, headers, exc_info=None):
         pass
