@@ -20,15 +20,15 @@ def _error(description, *codes, cache_control="CacheControlNoStore", headers=Non
 
 
 
-def _cacheable(description, schema):
-    """A JSON success with its validators and caching headers."""
+def _cacheable(description, schema, media_type="application/json"):
+    """A success (JSON unless said otherwise) with its validators and caching headers."""
     return {
         "description": description,
         "headers": {name: {"$ref": f"#/components/headers/{header}"} for name, header in [
             ("ETag", "ETag"), ("Last-Modified", "LastModified"),
             ("Cache-Control", "CacheControlPublic"), ("Vary", "Vary"),
             ("Content-Encoding", "ContentEncoding")]},
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+        "content": {media_type: {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
     }
 
 
@@ -51,7 +51,8 @@ DOCUMENT = {
             "A self-hosted build-distribution API: it lists projects, lists and selects their "
             "builds, and redirects to the javadoc of a channel. Every operation is a read.\n\n"
             "Bodies are compact UTF-8 JSON (`application/json`), except the redirects of `/jd` "
-            "and `/downloads/latest`, which have none. `HEAD` answers like `GET` without a body. `OPTIONS` on these "
+            "and `/downloads/latest`, which have none, and the feed, which is Atom XML. `HEAD` "
+            "answers like `GET` without a body. `OPTIONS` on these "
             "paths is a CORS preflight answered with `204`. Every response carries "
             "`Access-Control-Allow-Origin: *` and `X-Content-Type-Options: nosniff`.\n\n"
             "JSON successes carry a strong `ETag` and may be cached (`Cache-Control: public, "
@@ -217,6 +218,24 @@ DOCUMENT = {
                     "400": {"$ref": "#/components/responses/BadQuery"},
                     "404": {"$ref": "#/components/responses/UnknownProjectOrNoBuild"},
                     "500": {"$ref": "#/components/responses/InternalError"},
+                },
+            },
+        },
+        "/api/v2/feed": {
+            "get": {
+                "tags": ["builds"],
+                "operationId": "getBuildFeed",
+                "summary": "An Atom feed of a project's newest builds passing the filters",
+                "description": "The newest 50 builds passing the filters, newest first, as an "
+                               "Atom (RFC 4287) document. Same parameters, validation and "
+                               "errors as `/api/v2/builds`.",
+                "parameters": BUILD_LIST_PARAMETERS,
+                "responses": {
+                    "200": _cacheable(
+                        "The feed. `Last-Modified` is when this server loaded the project's "
+                        "file.", "AtomFeed", "application/atom+xml"),
+                    **{status: response for status, response in BUILD_LIST_RESPONSES.items()
+                       if status != "200"},
                 },
             },
         },
@@ -490,6 +509,16 @@ DOCUMENT = {
                 "internal_error"),
         },
         "schemas": {
+            "AtomFeed": {
+                "description": "An Atom feed document (RFC 4287): one entry per build, its id "
+                               "a `tag:` URI that does not depend on the host name, its title "
+                               "`<ciJob> #<buildNumber> (<channelVersion>)`, its `updated` the "
+                               "build's timestamp, its content the commits, its `alternate` "
+                               "link the download.",
+                "type": "string",
+                "contentMediaType": "application/atom+xml",
+                "pattern": "^<\\?xml ",
+            },
             "HttpUrl": {
                 "description": "An absolute `http://` or `https://` URL of ASCII letters, digits "
                                "and URL punctuation.",

@@ -96,6 +96,11 @@ class RepresentationCache:
                 self.size -= old.size
         return made
 
+    def views(self, data):
+        """The views of `data` kept now."""
+        with self._lock:
+            return set(self._views.get(id(data), ()))
+
     def _forget(self, owner):
         with self._lock:
             for view in self._views.pop(owner, ()):

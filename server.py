@@ -1,7 +1,8 @@
 """The build-distribution HTTP API (v2): a bottle app over a `store.Store`, served by waitress.
 
-Every response body is JSON except the /jd and /downloads/latest redirects. What a route
-serves is decided by the store's current snapshot, taken once per request.
+Every response body is JSON except the /jd and /downloads/latest redirects, and what pages.py
+adds (the HTML pages and the Atom feed). What a route serves is decided by the store's current
+snapshot, taken once per request.
 """
 
 import io
@@ -15,6 +16,7 @@ import bottle
 
 import javadoc
 import openapi
+import pages
 import serving
 import upstream
 from representation import (Representation, RepresentationCache, accepts_gzip, etag_matches,
@@ -179,10 +181,10 @@ def _redirect(location, max_age):
     return b""
 
 
-def _send(representation, max_age):
+def _send(representation, max_age, content_type=JSON):
     """Answer with `representation`, gzipped if the client takes it, or 304 if it has it."""
     environ, response = bottle.request.environ, bottle.response
-    response.content_type = JSON
+    response.content_type = content_type
     response.set_header("Cache-Control", f"public, max-age={max_age}")
     body, etag = representation.body, representation.etag
     if representation.gzipped is not None:
@@ -311,6 +313,10 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
             "stalledReads": [{"file": name, "seconds": round(seconds, 1)}
                              for name, seconds in sorted(stalled.items())],
         })
+
+    # Helpers handed over, not imported: run as a script, this module is __main__, not server.
+    pages.install(app, store, max_age, cache, send=_send, query=_build_query,
+                  build_filter=_build_filter)
 
     def preflight():
         """CORS preflight: any origin may read this API from a browser."""

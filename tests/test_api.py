@@ -314,7 +314,7 @@ def test_v1_is_gone(client, path):
         "API v1 was removed on 2025-11-05: use /api/v2 (e.g. /api/v2/projects)")
 
 
-@pytest.mark.parametrize("path", ["/", "/api", "/api/v2", "/api/v2/", "/api/v2/project",
+@pytest.mark.parametrize("path", ["/projects", "/static/x.css", "/api", "/api/v2", "/api/v2/", "/api/v2/project",
                                   "/api/v2/projects/", "/api/v3/projects", "/favicon.ico",
                                   "/api/v2/builds/latest/x", "/api/v2/%FF"])
 def test_unknown_paths_are_404(client, path):

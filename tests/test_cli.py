@@ -234,6 +234,9 @@ def installed_copy(tmp_path):
     site.mkdir()
     for name in INSTALLED:
         shutil.copy(os.path.join(ROOT, name), site / name)
+    # Installed elsewhere (share/buildshelf/views) by a real install; what matters here is
+    # that no data/ comes with the modules. tests/test_pages.py installs for real.
+    shutil.copytree(os.path.join(ROOT, "views"), site / "views")
 
     def run(argv, **environ):
         env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDSHELF_")}

@@ -1,0 +1,302 @@
+"""The pages for people: an HTML downloads page per project and an Atom feed of builds.
+
+Rendered from the store's queries with bottle's SimpleTemplate (templates in views/) and kept
+in the app's representation cache under the data they show, like the JSON bodies: a repeated
+request renders nothing.
+The HTTP helpers (query parsing, sending with ETag and gzip) are server.py's, handed over by
+`install` so that the JSON API and these pages answer by the same rules.
+"""
+
+import datetime
+import importlib.metadata
+import logging
+import os
+import re
+import xml.etree.ElementTree as ET
+from types import SimpleNamespace
+from urllib.parse import unquote, urlencode, urlsplit
+
+import bottle
+
+from representation import Representation
+
+log = logging.getLogger(__name__)
+
+API = "/api/v2"
+PAGE_SIZE = 50
+FEED_SIZE = 50
+HTML = "text/html; charset=utf-8"
+ATOM = "application/atom+xml"
+ATOM_NS = "http://www.w3.org/2005/Atom"
+# Ids that survive a change of host name (RFC 4151): the authority names the software.
+TAG = "tag:buildshelf,2026:"
+# Everything these pages load is served here; no script at all.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'self'; img-src 'self'; "
+                           "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+STATIC = {"style.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
+# Characters XML 1.0 forbids (JSON allows them in a commit message): shown as U+FFFD.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+MAX_PAGE_DIGITS = 6
+# Pages kept per filter: people read the newest builds; a crawler walking a 2,000-build
+# history would otherwise keep every page of every channel (renders take ~15 ms each).
+KEPT_PAGES = 4
+
+
+def views_directory():
+    """views/ beside this file, or where a non-editable install put it (setup.cfg data_files)."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "views")
+    if os.path.isdir(here):
+        return here
+    try:
+        files = importlib.metadata.files("buildshelf") or ()
+    except importlib.metadata.PackageNotFoundError:
+        files = ()
+    for file in files:
+        if file.parts[-4:] == ("share", "buildshelf", "views", "index.tpl"):
+            return os.path.dirname(os.path.abspath(file.locate()))
+    raise RuntimeError(f"the page templates are missing: no {here} and none installed")
+
+
+VIEWS = views_directory()
+_templates = {}
+
+
+def render(name, **values):
+    """The template views/<name>.tpl filled with `values`, as UTF-8 bytes."""
+    template = _templates.get(name)
+    if template is None:
+        # An absolute lookup: bottle's default is relative to the current directory.
+        template = _templates[name] = bottle.SimpleTemplate(name=name, lookup=[VIEWS])
+    return xml_safe(template.render(**values)).encode()
+
+
+def xml_safe(text):
+    return NOT_XML.sub("\ufffd", text)
+
+
+# --- what a page shows --------------------------------------------------------------------------
+
+def utc_time(timestamp):
+    """A timestamp (epoch milliseconds) as an aware datetime, or None if out of range."""
+    try:
+        return datetime.datetime.fromtimestamp(timestamp / 1000, datetime.timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def file_name(url):
+    """The last path segment of a download URL, for the button; 'artifact' if there is none."""
+    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
+
+
+def build_view(build):
+    when = utc_time(build.timestamp)
+    return SimpleNamespace(
+        number=build.number, channel=build.channel, experimental=build.is_experimental,
+        url=build.url, download_url=build.download_url, file=file_name(build.download_url),
+        iso=when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None,
+        date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
+        commits=[SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message)
+                 for c in build.commits])
+
+
+def link(path, **params):
+    """A path with the given non-empty parameters as its query."""
+    query = urlencode({name: value for name, value in params.items() if value})
+    return f"{path}?{query}" if query else path
+
+
+def feed_link(project, channel=None, experimental=False):
+    return link(API + "/feed", project=project.slug, channel=channel,
+                experimental="true" if experimental else None)
+
+
+def project_view(project):
+    stable = project.latest(None, False)
+    newest = project.latest(None, True)
+    return SimpleNamespace(
+        slug=project.slug, name=project.ci_job, ci_job_url=project.ci_job_url,
+        page=f"/projects/{project.slug}", feed=feed_link(project),
+        javadoc=link(API + "/jd", project=project.slug) if stable else None,
+        json=link(API + "/builds", project=project.slug),
+        stable=build_view(stable) if stable else None,
+        experimental=build_view(newest) if newest and newest is not stable else None,
+        build_count=len(project.builds))
+
+
+def channels(project):
+    """The project's channels, the one with the newest build first."""
+    newest = {}
+    for build in project.builds:
+        newest[build.channel] = build.number
+    return sorted(newest, key=newest.get, reverse=True)
+
+
+def index_page(snapshot):
+    views = [project_view(p) for p in snapshot.projects.values()]
+    return render("index", title="Buildshelf: downloads", projects=views,
+                  feeds=[(f"{v.name} builds", v.feed) for v in views])
+
+
+def page_count(builds):
+    return max(1, -(-len(builds) // PAGE_SIZE))
+
+
+def project_page(project, channel, experimental, page):
+    builds = project.select(channel, experimental)
+    pages = page_count(builds)
+    newest_first = builds[::-1][(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+    here = f"/projects/{project.slug}"
+    filters = {"channel": channel, "experimental": "true" if experimental else None}
+    feed = feed_link(project, channel, experimental)
+    return render(
+        "project", title=f"{project.ci_job} builds: Buildshelf", project=project_view(project),
+        builds=[build_view(b) for b in newest_first], total=len(builds),
+        channels=channels(project), channel=channel, experimental=experimental, feed=feed,
+        feeds=[(f"{project.ci_job} builds", feed)], page=page, pages=pages,
+        first=(page - 1) * PAGE_SIZE + 1, last=(page - 1) * PAGE_SIZE + len(newest_first),
+        newer=link(here, **filters, page=page - 1 if page > 2 else None) if page > 1 else None,
+        older=link(here, **filters, page=page + 1) if page < pages else None)
+
+
+def error_page(status, message):
+    return render("error", title=f"{status}: Buildshelf", status=status, message=message,
+                  feeds=[])
+
+
+# --- the feed -----------------------------------------------------------------------------------
+
+def atom_time(timestamp):
+    # RFC 4287 requires a date: a timestamp out of range shows as the epoch.
+    when = utc_time(timestamp) or datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def feed_xml(project, channel, experimental):
+    """The Atom document of the newest FEED_SIZE builds passing the filters, as bytes."""
+    builds = project.select(channel, experimental)[::-1][:FEED_SIZE]
+    ET.register_namespace("", ATOM_NS)
+
+    def add(parent, tag, text=None, **attributes):
+        element = ET.SubElement(parent, f"{{{ATOM_NS}}}{tag}", attributes)
+        element.text = text
+        return element
+
+    feed = ET.Element(f"{{{ATOM_NS}}}feed")
+    which = f" in channel {channel}" if channel else ""
+    kind = "builds" if experimental else "stable builds"
+    add(feed, "id", f"{TAG}{project.slug}/feed" + (f";channel={channel}" if channel else "")
+        + (";experimental" if experimental else ""))
+    add(feed, "title", f"{project.ci_job}: {kind}{which}")
+    # The newest build's time, not the time of loading: every instance serves the same bytes.
+    newest = builds[0] if builds else project.latest(None, True)
+    add(feed, "updated", atom_time(newest.timestamp if newest else 0))
+    add(feed, "link", rel="alternate", type="text/html", href=project.ci_job_url)
+    author = add(feed, "author")
+    add(author, "name", project.ci_job)
+    add(author, "uri", project.ci_job_url)
+    add(feed, "generator", "Buildshelf")
+    for build in builds:
+        entry = add(feed, "entry")
+        add(entry, "id", f"{TAG}{project.slug}/builds/{build.number}")
+        flag = ", experimental" if build.is_experimental else ""
+        add(entry, "title", f"{project.ci_job} #{build.number} ({build.channel}{flag})")
+        add(entry, "updated", atom_time(build.timestamp))
+        add(entry, "link", rel="alternate", href=build.download_url, title=file_name(
+            build.download_url))
+        add(entry, "link", rel="related", type="text/html", href=build.url, title="CI run")
+        add(entry, "category", term=build.channel)
+        add(entry, "content", "\n".join(f"{c.hash[:7]} {c.message}" for c in build.commits)
+            or "No commits listed.", type="text")
+    text = ET.tostring(feed, encoding="unicode", xml_declaration=False)
+    return ('<?xml version="1.0" encoding="utf-8"?>\n' + xml_safe(text)).encode()
+
+
+# --- the routes ---------------------------------------------------------------------------------
+
+def install(app, store, max_age, cache, send, query, build_filter):
+    """Add the pages, the feed and their static files to `app` (made by server.make_app).
+
+    `send`, `query` and `build_filter` are server.py's helpers: the feed takes the same
+    parameters, gives the same JSON errors and is cached like /builds, in `cache`.
+    """
+    static = {}
+    for name, content_type in STATIC.items():
+        with open(os.path.join(VIEWS, name), "rb") as f:
+            static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
+
+    def send_page(representation):
+        bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        return send(representation, max_age, HTML)
+
+    def fail_page(error):
+        """An HTML error: never cached, the message the JSON API would give."""
+        bottle.response.status = error.status_code
+        bottle.response.content_type = HTML
+        bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        bottle.response.set_header("Cache-Control", "no-store")
+        return error_page(error.status_code, error.body)
+
+    @app.get("/")
+    def index():
+        """Every project with its latest builds, for people."""
+        try:
+            query()
+        except bottle.HTTPError as error:
+            return fail_page(error)
+        snapshot = store.snapshot()
+        return send_page(cache.get(snapshot, "page:index", lambda: Representation.of(
+            index_page(snapshot), snapshot.loaded_at)))
+
+    @app.get("/projects/<slug>")
+    def project_builds(slug):
+        """One project's builds, newest first, filtered and paged."""
+        try:
+            project, channel, experimental, page = _page_filter(store.snapshot(), slug, query)
+        except bottle.HTTPError as error:
+            return fail_page(error)
+
+        def make():
+            return Representation.of(project_page(project, channel, experimental, page),
+                                     project.loaded_at)
+        # Any client may send any channel: keep only those that select builds.
+        if page > KEPT_PAGES or not project.select(channel, experimental):
+            return send_page(make())
+        return send_page(cache.get(project, ("page", channel, experimental, page), make))
+
+    @app.get(API + "/feed")
+    def feed():
+        """An Atom feed of a project's newest builds passing the filters."""
+        project, channel, experimental = build_filter(store.snapshot(), query())
+
+        def make():
+            return Representation.of(feed_xml(project, channel, experimental),
+                                     project.loaded_at)
+        if not project.select(channel, experimental):
+            return send(make(), max_age, ATOM)
+        return send(cache.get(project, ("feed", channel, experimental), make), max_age, ATOM)
+
+    @app.get("/static/<name>")
+    def static_file(name):
+        """The stylesheet and the icon."""
+        if name not in static:
+            raise bottle.HTTPError(404)
+        return send(static[name], max_age, STATIC[name])
+
+
+def _page_filter(snapshot, slug, query):
+    """The project, channel, experimental flag and page number a page request names."""
+    params = query()
+    project = snapshot.project(slug)
+    if project is None:
+        raise bottle.HTTPError(404, f"There is no project {slug!r} here.")
+    channel = params.get("channel") or None
+    experimental = params.get("experimental", "").lower() == "true"
+    pages = page_count(project.select(channel, experimental))
+    number = params.get("page") or "1"
+    if not (number.isdecimal() and number.isascii() and len(number) <= MAX_PAGE_DIGITS
+            and 1 <= int(number)):
+        raise bottle.HTTPError(400, f"The page must be a whole number from 1 to {pages}.")
+    if int(number) > pages:
+        raise bottle.HTTPError(404, f"There is no page {number}: this list has {pages}.")
+    return project, channel, experimental, int(number)

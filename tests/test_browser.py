@@ -1,0 +1,259 @@
+"""The pages in a real browser: headless Chromium (Debian's) driving the real server.
+
+Over the sample data plus a hostile project, it checks what only a browser can tell: the
+page renders, the console is clean, the CSP blocks nothing we serve, no request leaves the
+server, the filters work by clicking, hostile data stays text, and 375 px needs no sideways
+scrolling. It writes screenshots to docs/screenshots/ (or $BUILDSHELF_SCREENSHOTS).
+
+Without Chromium these tests are skipped, naming the command that installs it, so that
+`pip install -e '.[test]' && pytest` works on any machine; in CI (CI=true) they fail instead.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import make_build, make_project, write_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+SCREENSHOTS = os.environ.get("BUILDSHELF_SCREENSHOTS", os.path.join(ROOT, "docs", "screenshots"))
+XSS = "<script>alert(1)</script>"
+LONG_WORD = "Refactor" * 40  # no break opportunity: must wrap, not widen the page
+# Chromium reaches for Google services unless told not to; none of that is reachable here.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                  "--disable-dev-shm-usage", "--lang=en-US"]
+# Recorded before any page script could run (there is none): every CSP violation.
+WATCH_CSP = ("window.__violations = [];document.addEventListener('securitypolicyviolation', "
+             "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));")
+
+
+def chromium_missing():
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(path)]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install -e '.[test]')")
+    return missing
+
+
+def serving(data):
+    """The real server over `data`, on a free port: its base URL while the generator runs."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                             str(data), "--port", str(port), "--quiet"],
+                            stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"server did not start: {proc.communicate()[1]}")
+            time.sleep(0.05)
+    yield url
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def sample_url():
+    """The real server over the sample data, as it ships (the server never writes to it)."""
+    yield from serving(os.path.join(ROOT, "data"))
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory):
+    """The real server over the sample data plus a hostile project of 60 builds."""
+    data = tmp_path_factory.mktemp("browser-data")
+    for name in os.listdir(os.path.join(ROOT, "data")):
+        shutil.copy(os.path.join(ROOT, "data", name), data)
+    write_file(data / "evil.json", make_project(
+        [make_build(n, "1.0-" + "x" * 40, commits=[
+            {"message": XSS, "hash": "badc0de"},
+            {"message": f"<img src=x onerror=alert(2)> {LONG_WORD}", "hash": "f00d"}],
+            downloadUrl=f"https://ci.example.org/{LONG_WORD}-{n}.jar")
+         for n in range(1, 61)],
+        ciJob='Evil "<b>bold</b>"', ciJobUrl="https://ci.example.org/job/evil/"))
+    yield from serving(data)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    missing = chromium_missing()
+    if missing:
+        message = (f"missing {', '.join(missing)}: as root, apt-get update && apt-get install "
+                   "-y chromium chromium-driver")
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("CI must run the browser tests: " + message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ["SE_OFFLINE"] = "true"  # selenium-manager must never download a browser
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(30)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_CSP})
+    yield driver
+    driver.quit()
+
+
+def viewport(driver, width, height, scheme="light"):
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
+        {"name": "prefers-color-scheme", "value": scheme}]})
+
+
+def opener(browser, url):
+    """Open a path; afterwards, the console must be clean and the CSP never violated."""
+    browser.get_log("browser")  # drop what earlier tests left
+    viewport(browser, 1280, 900)
+
+    def open_path(path):
+        browser.get(url + path)
+        return browser
+    yield open_path
+    problems = [entry["message"] for entry in browser.get_log("browser")
+                if entry["level"] in ("SEVERE", "WARNING")]
+    assert problems == []
+    assert browser.execute_script("return window.__violations") == []
+
+
+@pytest.fixture
+def page(browser, base_url):
+    yield from opener(browser, base_url)
+
+
+@pytest.fixture
+def sample_page(browser, sample_url):
+    yield from opener(browser, sample_url)
+
+
+def texts(driver, selector):
+    from selenium.webdriver.common.by import By
+    return [element.text for element in driver.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_the_index_renders_the_sample_data(sample_page):
+    driver = sample_page("/")
+    assert driver.title == "Buildshelf: downloads"
+    assert texts(driver, ".card h2") == ["Tinplate", "TinplateProxy", "Waystone"]
+    downloads = texts(driver, ".card .download")
+    assert "Download tinplate-1.21.3-146.jar\nbuild #146, channel 1.21.3" in downloads
+    # the stylesheet is applied (the CSP let it through): the page background is ours
+    assert driver.execute_script(
+        "return getComputedStyle(document.body).backgroundColor") == "rgb(246, 247, 248)"
+
+
+def test_no_request_leaves_the_server(page, base_url):
+    driver = page("/")
+    driver.get_log("performance")
+    for path in ("/", "/projects/tinplate", "/projects/evil?experimental=true"):
+        page(path)
+        resources = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        assert all(url.startswith(base_url + "/") for url in resources), resources
+        assert base_url + "/static/style.css" in resources
+    requested = [json.loads(entry["message"])["message"] for entry in
+                 driver.get_log("performance")]
+    urls = [event["params"]["request"]["url"] for event in requested
+            if event["method"] == "Network.requestWillBeSent"]
+    assert urls and all(url.startswith(base_url + "/") for url in urls), urls
+
+
+def test_the_filters_work_by_clicking(page, base_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver = page("/")
+    driver.find_element(By.LINK_TEXT, "Tinplate").click()
+    WebDriverWait(driver, 10).until(lambda d: d.current_url == base_url + "/projects/tinplate")
+    assert texts(driver, "#builds-heading") == ["31 builds, newest first"]
+    Select(driver.find_element(By.ID, "channel")).select_by_visible_text("1.21.4-pre1")
+    driver.find_element(By.CSS_SELECTOR, "label[for=experimental]").click()
+    driver.find_element(By.CSS_SELECTOR, ".filters button").click()
+    WebDriverWait(driver, 10).until(lambda d: "channel=" in d.current_url)
+    assert driver.current_url == (base_url + "/projects/tinplate?channel=1.21.4-pre1"
+                                  "&experimental=true")
+    with urllib.request.urlopen(base_url + "/api/v2/builds?project=tinplate&channel=1.21.4-pre1"
+                                "&experimental=true") as resp:
+        expected = [f"Build #{b['buildNumber']}" for b in reversed(json.load(resp))]
+    assert texts(driver, ".build h3") == expected and expected
+    assert set(texts(driver, ".build .badge")) == {"Experimental"}
+    assert driver.find_element(By.ID, "experimental").is_selected()
+
+
+def test_paging_by_clicking(page, base_url):
+    from selenium.webdriver.common.by import By
+
+    driver = page("/projects/evil")
+    assert texts(driver, ".build h3")[0] == "Build #60"
+    driver.find_element(By.LINK_TEXT, "Older builds").click()
+    assert driver.current_url == base_url + "/projects/evil?page=2"
+    assert texts(driver, ".build h3") == [f"Build #{n}" for n in range(10, 0, -1)]
+    driver.find_element(By.LINK_TEXT, "Newer builds").click()
+    assert driver.current_url == base_url + "/projects/evil"
+
+
+def test_an_xss_probe_shows_as_text(page):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    driver = page("/projects/evil")
+    assert texts(driver, "h1") == ['Evil "<b>bold</b>"']
+    messages = texts(driver, ".build:first-child .message")
+    assert messages[:2] == [XSS, f"<img src=x onerror=alert(2)> {LONG_WORD}"]
+    assert driver.find_elements(By.CSS_SELECTOR, "main script, main img, h1 b") == []
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text
+
+
+@pytest.mark.parametrize("path", ["/", "/projects/tinplate", "/projects/evil",
+                                  "/projects/tinplate-proxy?experimental=true"])
+def test_no_horizontal_scroll_at_375_px(page, browser, path):
+    viewport(browser, 375, 812)
+    driver = page(path)
+    assert driver.execute_script("return window.innerWidth") == 375
+    assert driver.execute_script("return document.documentElement.scrollWidth") <= 375
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width, height", [(375, 812), (1280, 900)])
+def test_screenshots(sample_page, browser, width, height, scheme):
+    os.makedirs(SCREENSHOTS, exist_ok=True)
+    for name, path in [("index", "/"), ("project", "/projects/tinplate?experimental=true")]:
+        sample_page(path)
+        viewport(browser, width, height, scheme)
+        background = browser.execute_script(
+            "return getComputedStyle(document.body).backgroundColor")
+        assert background == {"light": "rgb(246, 247, 248)", "dark": "rgb(17, 20, 24)"}[scheme]
+        file = os.path.join(SCREENSHOTS, f"{name}-{width}-{scheme}.png")
+        assert browser.save_screenshot(file)
+        assert os.path.getsize(file) > 1000
