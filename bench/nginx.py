@@ -1,0 +1,519 @@
+"""The scale-out path on real nginx: deploy/nginx.conf in front of Buildshelf, on loopback.
+
+    python bench/nginx.py                   # about a minute
+    python bench/nginx.py --seconds 10 --server-args "--threads 8"
+
+Needs Debian's nginx, wrk, systemd (for systemd-analyze) and openssl:
+apt-get install nginx wrk systemd openssl. Checks, and prints a table of them (exit 1 if one
+fails):
+
+1. `nginx -t` on deploy/nginx.conf as shipped but for its paths and port: TLS on with a
+   self-signed certificate made with openssl, the per-client limits on.
+2. `systemd-analyze verify` on deploy/buildshelf.service, in a scratch root (--root) that
+   holds a copy of this machine's system units and a stub at the ExecStart path: a unit it
+   finds nothing to say about passes. And `systemd-analyze security --offline` prints its
+   exposure score.
+3. Buildshelf (server.py with its default flags but --max-age, access log to a file) and
+   nginx with the site, listening on 127.0.0.1 only. For the run the site loses TLS (wrk
+   speaks plain HTTP) and its per-client limits (every client here is 127.0.0.1, exactly what
+   they are there to stop); nothing else changes.
+4. Throughput on /builds/latest with 64 clients (wrk -t1 -c64), direct and through nginx,
+   taking turns: through nginx must be >= 10x. So must the server CPU per request (nginx
+   and Buildshelf) be <= 1/10: the same capacity, less at the mercy of a busy machine.
+5. An edit to a data file, made just after nginx cached the answer (the worst case), is
+   served through nginx within max-age + 2 s.
+6. nginx revalidates an expired entry with If-None-Match (shown by nginx's debug log of a
+   probe connection from 127.0.0.2) and Buildshelf answers 304 (counted in its access log).
+7. With Buildshelf stopped, nginx still answers from its (expired) copy: STALE.
+
+Everything is started in a temporary directory and stopped at the end, even on failure.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import synthetic  # noqa: E402
+from run import (PROJECT_SIZES, cpu_seconds, free_port, get, start_buildshelf,  # noqa: E402
+                 stop, stop_servers_on_sigterm, wrk)
+
+SITE = os.path.join(ROOT, "deploy", "nginx.conf")
+UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
+LATEST = "/api/v2/builds/latest?project=p10"
+PROBED = "/api/v2/projects"
+PROBE_ADDRESS = "127.0.0.2"  # loopback too: nginx logs this one connection at debug level
+SPEEDUP_GOAL = 10
+EDIT_SLACK = 2  # seconds beyond max-age for an edit to show through nginx
+
+# The main configuration around the site: Debian's /etc/nginx/nginx.conf as it matters here
+# (worker_processes auto, 768 connections a worker, sendfile, an access log line a request),
+# with every path in the temporary directory.
+MAIN_CONF = """\
+worker_processes auto;
+pid {work}/nginx.pid;
+error_log {work}/error.log;
+events {{
+    worker_connections 768;
+    debug_connection {probe};
+}}
+http {{
+    sendfile on;
+    tcp_nopush on;
+    types_hash_max_size 2048;
+    default_type application/octet-stream;
+    log_format cache '$remote_addr "$request" $status $upstream_cache_status "$upstream_status"';
+    access_log {work}/access.log cache;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    include {work}/site.conf;
+}}
+"""
+
+
+def render_site(site, work, upstream_port, port, cert=None):
+    """deploy/nginx.conf with temporary paths, Buildshelf's port, and 127.0.0.1:`port`.
+
+    cert=(certificate, key) keeps TLS and the per-client limits; None drops both. Each text
+    replaced must be found once, so a changed site fails here instead of being half-tested.
+    """
+    replacements = [
+        ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};"),
+        ("/var/cache/nginx/buildshelf", os.path.join(work, "cache")),
+        ("listen 443 ssl http2;",
+         f"listen 127.0.0.1:{port} ssl http2;" if cert else f"listen 127.0.0.1:{port};"),
+    ]
+    if cert:
+        replacements += [("/etc/ssl/builds.example.org.pem", cert[0]),
+                         ("/etc/ssl/builds.example.org.key", cert[1])]
+    for old, new in replacements:
+        if site.count(old) != 1:
+            raise SystemExit(f"{SITE}: expected {old!r} once, found it {site.count(old)} times: "
+                             "bench/nginx.py must follow the change")
+        site = site.replace(old, new)
+    if not cert:
+        dropped = ("ssl_certificate", "limit_req ", "limit_conn ")
+        site = "\n".join(line for line in site.split("\n")
+                         if not line.strip().startswith(dropped))
+    listens = re.findall(r"^\s*listen\s+(\S+)", site, re.M)
+    if not listens or not all(address.startswith("127.0.0.1:") for address in listens):
+        raise SystemExit(f"rendered site listens on {listens}: loopback only, please")
+    return site
+
+
+def write_config(work, site):
+    os.makedirs(work, exist_ok=True)
+    with open(os.path.join(work, "site.conf"), "w") as f:
+        f.write(site)
+    with open(os.path.join(work, "nginx.conf"), "w") as f:
+        f.write(MAIN_CONF.format(work=work, probe=PROBE_ADDRESS))
+    return ["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"),
+            "-e", os.path.join(work, "error.log")]
+
+
+def self_signed(work):
+    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=builds.example.org", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def check_nginx_syntax(work, site_text, checks):
+    test_dir = os.path.join(work, "nginx-t")
+    os.makedirs(test_dir)
+    site = render_site(site_text, test_dir, 8080, free_port(), self_signed(test_dir))
+    out = subprocess.run(write_config(test_dir, site) + ["-t"], capture_output=True,
+                         text=True, timeout=60)
+    said = (out.stdout + out.stderr).strip()
+    print(f"$ nginx -t (deploy/nginx.conf with TLS on a self-signed certificate, limits on)\n"
+          f"{said}\n")
+    checks.append(("nginx -t on deploy/nginx.conf", "exit 0",
+                   f"exit {out.returncode}", out.returncode == 0))
+
+
+def check_unit(work, checks):
+    """systemd-analyze verify in a scratch root: this machine's units, a stub program."""
+    with open(UNIT) as f:
+        unit = f.read()
+    program = re.search(r"^ExecStart=[-@:+!]*(\S+)", unit, re.M)[1]
+    root = os.path.join(work, "systemd-root")
+    shutil.copytree("/usr/lib/systemd/system", os.path.join(root, "usr/lib/systemd/system"),
+                    symlinks=True)
+    os.makedirs(os.path.join(root, "etc/systemd/system"))
+    shutil.copy(UNIT, os.path.join(root, "etc/systemd/system"))
+    os.makedirs(os.path.dirname(root + program))
+    with open(root + program, "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod(root + program, 0o755)
+    out = subprocess.run(["systemd-analyze", f"--root={root}", "verify",
+                          os.path.basename(UNIT)], capture_output=True, text=True, timeout=60)
+    said = (out.stdout + out.stderr).strip()
+    print(f"$ systemd-analyze --root=SCRATCH verify buildshelf.service\n"
+          f"{said or '(nothing to say)'} [exit {out.returncode}]")
+    checks.append(("systemd-analyze verify", "exit 0, silent",
+                   f"exit {out.returncode}, {len(said.splitlines())} lines",
+                   out.returncode == 0 and not said))
+    out = subprocess.run(["systemd-analyze", "security", "--offline=true", UNIT],
+                         capture_output=True, text=True, timeout=60)
+    score = re.search(r"Overall exposure level for \S+: (.*)", out.stdout)
+    print(f"$ systemd-analyze security --offline=true deploy/buildshelf.service: "
+          f"{score[1] if score else (out.stdout + out.stderr).strip()[-300:]}\n")
+
+
+def start_nginx(argv, port):
+    proc = subprocess.Popen(argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            get(port, "/healthz")
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_nginx(proc)
+                raise SystemExit(f"nginx did not start: {' '.join(argv)}")
+            time.sleep(0.05)
+
+
+def stop_nginx(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGQUIT)  # graceful: workers finish, then the master exits
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def listening_addresses(pids):
+    """The TCP addresses the processes `pids` listen on, as 'a.b.c.d:port' (or IPv6 hex)."""
+    inodes = set()
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        for fd in os.listdir(fd_dir):
+            try:
+                found = re.fullmatch(r"socket:\[(\d+)\]", os.readlink(f"{fd_dir}/{fd}"))
+            except OSError:
+                continue
+            if found:
+                inodes.add(found[1])
+    addresses = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in list(f)[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    host, port = fields[1].split(":")
+                    if len(host) == 8:
+                        host = ".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0))
+                    addresses.append(f"{host}:{int(port, 16)}")
+    return addresses
+
+
+def nginx_pids(master):
+    children = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
+                        children.append(int(pid))
+            except OSError:
+                continue
+    return [master] + children
+
+
+def running(pid):
+    """Whether `pid` is a live process (a zombie left for init to reap is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def fetch(port, target, source=None, headers=None):
+    """(status, headers, body) of one GET, on a connection from `source` if given."""
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=30, source_address=(source, 0) if source else None)
+    try:
+        connection.request("GET", target, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def access_lines(log_path, offset):
+    """Buildshelf's access log lines after byte `offset`, as (method, target, status)."""
+    with open(log_path, "rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    return re.findall(r"buildshelf\.access: \S+ (\S+) (\S+) (\d{3}) ", text)
+
+
+def settled(path, quiet=0.3, limit=10):
+    """The size of `path` once nothing was added to it for `quiet` seconds: requests a wrk
+    run left queued are still being answered, and logged, after it ends."""
+    size, deadline = os.path.getsize(path), time.monotonic() + limit
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        size, previous = os.path.getsize(path), size
+        if size == previous:
+            break
+    return size
+
+
+def cache_statuses(access_log, offset):
+    """{'HIT': n, ...} from nginx's access log after byte `offset`."""
+    counts = {}
+    with open(access_log, "rb") as f:
+        f.seek(offset)
+        for line in f:
+            status = line.split()[-2].decode()
+            counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def cpu_by_process(pids):
+    """{pid: CPU seconds so far}, for those of `pids` still there (nginx's cache loader
+    comes and goes)."""
+    used = {}
+    for pid in pids:
+        try:
+            used[pid] = cpu_seconds(pid)
+        except OSError:
+            continue
+    return used
+
+
+def measure_throughput(direct_port, nginx_port, server_pids, rounds, seconds, log_path,
+                       nginx_log, checks):
+    """wrk on /builds/latest, direct and through nginx. `server_pids`: Buildshelf's, then
+    nginx's; the CPU of all of them is what a request costs the machine either way."""
+    samples = {"direct": [], "nginx": []}
+    cpu = {"direct": [], "nginx": []}
+    upstream, statuses = [], {}
+    for port in (direct_port, nginx_port):
+        wrk(port, LATEST, 1, 64)  # warm up (and fill nginx's cache)
+    for r in range(rounds):
+        order = ["direct", "nginx"] if r % 2 == 0 else ["nginx", "direct"]
+        for label in order:
+            offset, nginx_offset = settled(log_path), settled(nginx_log)
+            before = cpu_by_process(server_pids)
+            load = wrk(direct_port if label == "direct" else nginx_port, LATEST, seconds, 64)
+            after = cpu_by_process(server_pids)
+            used = sum(after[pid] - before[pid] for pid in after if pid in before)
+            if load.errors:
+                raise SystemExit(f"errors loading {label}: {load.errors}\n{load.out}")
+            samples[label].append(load.requests / load.seconds)
+            cpu[label].append(used / load.requests * 1e6)
+            if label == "nginx":
+                settled(log_path)  # the last requests of the run, logged as they end
+                upstream += access_lines(log_path, offset)
+                for status, n in cache_statuses(nginx_log, nginx_offset).items():
+                    statuses[status] = statuses.get(status, 0) + n
+    direct, through = (statistics.median(samples[k]) for k in ("direct", "nginx"))
+    print(f"/builds/latest, 64 clients, {rounds} x {seconds} s each: direct "
+          f"{', '.join(f'{s:.0f}' for s in samples['direct'])} req/s; through nginx "
+          f"{', '.join(f'{s:.0f}' for s in samples['nginx'])} req/s")
+    print(f"  server CPU per request (Buildshelf and nginx, less noisy than req/s on a shared "
+          f"machine): direct {', '.join(f'{c:.0f}' for c in cpu['direct'])} us; through nginx "
+          f"{', '.join(f'{c:.0f}' for c in cpu['nginx'])} us")
+    print(f"  nginx's cache, by $upstream_cache_status: "
+          f"{', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}")
+    answered = sorted({status for *_, status in upstream})
+    print(f"  what reached Buildshelf meanwhile: {len(upstream)} requests "
+          f"({', '.join(f'{s}: {sum(1 for *_, x in upstream if x == s)}' for s in answered)})")
+    checks.append(("throughput through nginx, 64 clients", f">= {SPEEDUP_GOAL}x direct",
+                   f"{through / direct:.1f}x ({through:.0f} vs {direct:.0f} req/s)",
+                   through >= SPEEDUP_GOAL * direct))
+    # Requests per second also measure how the scheduler shares a busy machine between wrk,
+    # nginx, Buildshelf and everyone else; CPU per request is the capacity.
+    direct_cpu, nginx_cpu = statistics.median(cpu["direct"]), statistics.median(cpu["nginx"])
+    checks.append(("server CPU per request, nginx vs direct", f"<= 1/{SPEEDUP_GOAL}",
+                   f"1/{direct_cpu / nginx_cpu:.1f} ({nginx_cpu:.0f} vs {direct_cpu:.0f} us)",
+                   direct_cpu >= SPEEDUP_GOAL * nginx_cpu))
+
+
+def publish_build(data_dir, slug, number):
+    """Add build `number` to data/<slug>.json the way a CI job should: write beside, rename."""
+    path = os.path.join(data_dir, f"{slug}.json")
+    with open(path) as f:
+        project = json.load(f)
+    project["builds"].append(synthetic.build(synthetic.random.Random(number), number, "1.21",
+                                             False))
+    with open(path + ".tmp", "w") as f:
+        json.dump(project, f)
+    os.replace(path + ".tmp", path)
+
+
+def measure_edit(data_dir, nginx_port, max_age, checks):
+    """The worst case: nginx has just stored a fresh answer when the file changes."""
+    deadline = time.monotonic() + max_age + 5
+    while True:  # wait for the cached copy to expire, so the next answer is fresh from upstream
+        status, headers, _ = fetch(nginx_port, LATEST)
+        if headers.get("X-Cache-Status") in ("MISS", "EXPIRED", "REVALIDATED"):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"nginx kept answering {headers.get('X-Cache-Status')} for "
+                             f"{LATEST}: it does not refresh its cache")
+        time.sleep(0.05)
+    number = 100_000
+    publish_build(data_dir, "p10", number)
+    edited = time.monotonic()
+    while True:
+        status, headers, body = fetch(nginx_port, LATEST)
+        seen = time.monotonic() - edited
+        if status == 200 and json.loads(body)["buildNumber"] == number:
+            break
+        if seen > max_age + EDIT_SLACK + 10:
+            break
+        time.sleep(0.05)
+    print(f"edit of p10.json just after nginx cached {LATEST}: the new build served through "
+          f"nginx after {seen:.2f} s (max-age {max_age} s)")
+    checks.append(("edit visible through nginx", f"<= {max_age + EDIT_SLACK} s",
+                   f"{seen:.2f} s", seen <= max_age + EDIT_SLACK))
+
+
+def measure_revalidation(work, nginx_port, max_age, log_path, checks):
+    """A probe from 127.0.0.2 fills an entry, waits for it to expire and asks again."""
+    error_log = os.path.join(work, "nginx", "error.log")
+    first = fetch(nginx_port, PROBED, source=PROBE_ADDRESS)
+    time.sleep(max_age + 1.2)
+    log_offset, debug_offset = os.path.getsize(log_path), os.path.getsize(error_log)
+    status, headers, _ = fetch(nginx_port, PROBED, source=PROBE_ADDRESS)
+    time.sleep(0.2)  # the access line is written as the response ends
+    with open(error_log, "rb") as f:
+        f.seek(debug_offset)
+        debug = f.read().decode("utf-8", "replace")
+    # nginx's debug log shows the whole request it sent upstream.
+    sent = re.findall(r"^If-None-Match: ([^\r\n]*)", debug, re.M)
+    upstream = [status for _, target, status in access_lines(log_path, log_offset)
+                if target == PROBED]
+    print(f"{PROBED} through nginx: {first[0]} {first[1].get('X-Cache-Status')}, then after "
+          f"{max_age + 1.2:.1f} s {status} {headers.get('X-Cache-Status')}; nginx sent "
+          f"{'If-None-Match: ' + sent[0] if sent else 'no If-None-Match'}; Buildshelf "
+          f"answered {', '.join(upstream) or 'nothing'}")
+    checks.append(("nginx revalidates with If-None-Match", "sent, 304, REVALIDATED",
+                   f"{'sent' if sent else 'not sent'}, {'/'.join(upstream) or '-'}, "
+                   f"{headers.get('X-Cache-Status')}",
+                   bool(sent) and upstream == ["304"]
+                   and headers.get("X-Cache-Status") == "REVALIDATED"))
+
+
+def measure_stale(buildshelf, nginx_port, max_age, checks):
+    """Buildshelf stopped (a restart, a crash): nginx answers from its expired copy."""
+    stop(buildshelf)
+    deadline = time.monotonic() + max_age + 2
+    while True:
+        status, headers, body = fetch(nginx_port, LATEST)
+        if headers.get("X-Cache-Status") != "HIT" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    health = fetch(nginx_port, "/healthz")[0]
+    cache_status = headers.get("X-Cache-Status")
+    print(f"Buildshelf stopped: {LATEST} through nginx {status} {cache_status}, /healthz "
+          f"(never cached) {health}")
+    checks.append(("Buildshelf down: nginx serves its copy", "200 STALE",
+                   f"{status} {cache_status}", status == 200 and cache_status == "STALE"))
+
+
+def count_304s(log_path, checks):
+    lines = access_lines(log_path, 0)
+    count = sum(1 for *_, status in lines if status == "304")
+    print(f"Buildshelf's access log: {len(lines)} requests, {count} of them answered 304 "
+          "(no client of this benchmark sends a validator: every 304 is nginx revalidating)")
+    checks.append(("304s from Buildshelf in its access log", ">= 1", str(count), count >= 1))
+
+
+def report(checks):
+    width = max(len(c[0]) for c in checks)
+    print(f"\n{'check':<{width}}  {'goal':<24} {'measured':<34} result")
+    for name, goal, measured, ok in checks:
+        print(f"{name:<{width}}  {goal:<24} {measured:<34} {'PASS' if ok else 'FAIL'}")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=int, default=4, help="length of one wrk run "
+                        "(default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="wrk runs each, direct and "
+                        "through nginx, taking turns (default: %(default)s)")
+    parser.add_argument("--max-age", type=int, default=5, help="server.py --max-age for the "
+                        "run (default: %(default)s)")
+    parser.add_argument("--server-args", type=shlex.split, default=[], metavar="ARGS",
+                        help="extra flags for server.py (default: none)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    stop_servers_on_sigterm()
+    missing = [tool for tool in ("nginx", "wrk", "systemd-analyze", "openssl")
+               if shutil.which(tool) is None]
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)}: apt-get install nginx wrk systemd "
+                         "openssl")
+    version = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
+    print(f"{version}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
+    checks = []
+    with open(SITE) as f:
+        site_text = f.read()
+    with tempfile.TemporaryDirectory() as work:
+        os.chmod(work, 0o755)  # nginx's workers run as nobody when started by root
+        check_nginx_syntax(work, site_text, checks)
+        check_unit(work, checks)
+        data_dir = synthetic.generate(os.path.join(work, "data"), PROJECT_SIZES)
+        log_path = os.path.join(work, "buildshelf.log")
+        buildshelf, port = start_buildshelf(data_dir, ["--max-age", str(args.max_age)]
+                                            + args.server_args, log_path)
+        nginx, pids = None, [buildshelf.pid]
+        try:
+            nginx_port = free_port()
+            nginx_dir = os.path.join(work, "nginx")
+            site = render_site(site_text, nginx_dir, port, nginx_port)
+            nginx = start_nginx(write_config(nginx_dir, site), nginx_port)
+            pids += nginx_pids(nginx.pid)
+            addresses = listening_addresses(pids[1:])
+            print(f"Buildshelf on 127.0.0.1:{port} (server.py --max-age {args.max_age}"
+                  f"{' ' if args.server_args else ''}{' '.join(args.server_args)}), nginx "
+                  f"(pid {nginx.pid}) listening on {', '.join(addresses)}\n")
+            checks.append(("nginx listens on 127.0.0.1 only", "127.0.0.1:*",
+                           ", ".join(addresses),
+                           addresses and all(a.startswith("127.0.0.1:") for a in addresses)))
+            measure_throughput(port, nginx_port, pids, args.rounds, args.seconds, log_path,
+                               os.path.join(nginx_dir, "access.log"), checks)
+            measure_edit(data_dir, nginx_port, args.max_age, checks)
+            measure_revalidation(work, nginx_port, args.max_age, log_path, checks)
+            count_304s(log_path, checks)
+            measure_stale(buildshelf, nginx_port, args.max_age, checks)
+        finally:
+            if nginx is not None:
+                stop_nginx(nginx)
+            stop(buildshelf)
+        left = [pid for pid in pids if running(pid)]
+        checks.append(("everything stopped", "no process left", f"{len(left)} left", not left))
+    report(checks)
+    return 0 if all(ok for *_, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
