@@ -420,7 +420,7 @@ def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
     try:
         doc = _decode_file(text)
-    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
         return None
     builds = doc.builds
     numbers = list(map(_number, builds))
