@@ -116,9 +116,13 @@ UNWRITABLE = {json.dumps(HUGE): "9" * 4301, json.dumps(HUGE_NEGATIVE): "-" + "1"
 any_text = st.text(st.characters(exclude_categories=())
                    | st.sampled_from("\ud800\udbff\udc00\udfff"), max_size=12)
 # Values close to valid ones, so that validation gets past the first field more often.
-near_valid = st.sampled_from(["https://ci.example.org/1/", "https://jd.\u212aelvin.example/",
-                              "1.21", "0a1b", "", "p", 0, 7, -1, True, False, [], {}, 1e400,
-                              {"message": "m", "hash": "ab"}, [{"message": "m", "hash": "ab"}]])
+near_valid = st.sampled_from([
+    "https://ci.example.org/1/", "https://jd.\u212aelvin.example/", "http://a.example/?q#f",
+    "https://a.example/ä", "https:/a.example/", "1.21", "1.21/x", "0a1b", "0x1b", "", "p",
+    "Way\ud800stone", 0, 7, 12, -1, 2**64, 1.0, True, False, None, [], {}, 1e400, [[]],
+    {"message": "m", "hash": "ab"}, {"message": "m"}, {"message": "m", "hash": "ab", "x": 1},
+    [{"message": "m", "hash": "ab"}], [{"message": "m", "hash": ""}], [{"message": 1,
+                                                                       "hash": "ab"}]])
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text
     | st.sampled_from([HUGE, HUGE_NEGATIVE, DEEP]) | near_valid,
@@ -126,9 +130,9 @@ json_values = st.recursive(
     max_leaves=20)
 
 
-def json_text(value):
+def json_text(value, indent=None):
     """`value` as the bytes of a JSON file, with the placeholders written out."""
-    text = json.dumps(value)
+    text = json.dumps(value, indent=indent)
     for placeholder, written in UNWRITABLE.items():
         text = text.replace(placeholder, written)
     return text.encode()
@@ -258,17 +262,21 @@ BUILD_FIELDS = sorted(store_module.BUILD_KEYS | store_module.LEGACY_BUILD_KEYS) 
 COMMIT_FIELDS = sorted(store_module.AUTHORED_COMMIT_KEYS) + ["other"]
 DELETE = object()
 
-mutations = st.lists(st.one_of(
-    st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
-    st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
-    st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)),
-).flatmap(lambda place: st.tuples(st.just(place), json_values | st.just(DELETE))),
-    min_size=1, max_size=3)
+places = st.one_of(st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
+                   st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
+                   st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)))
+mutations = st.lists(st.tuples(places, json_values | st.just(DELETE)), min_size=1, max_size=3)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=projects(), changes=mutations, which=st.integers(0, 30))
 def test_any_value_at_any_field_is_a_project_or_a_data_error(doc, changes, which):
+    assert_servable("data/p.json", json_text(damaged(doc, changes, which)))
+
+
+def damaged(doc, changes, which):
+    """`doc` with each change made at its level: the project, or the `which`-th build or
+    commit (counting round); a change whose place an earlier change removed is skipped."""
     for (level, key), value in changes:
         target = doc
         for step in ("builds", "commits")[:("project", "build", "commit").index(level)]:
@@ -280,4 +288,5 @@ def test_any_value_at_any_field_is_a_project_or_a_data_error(doc, changes, which
             target.pop(key, None)
         else:
             target[key] = value
-    assert_servable("data/p.json", json_text(doc))
+    return doc
+

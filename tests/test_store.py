@@ -500,3 +500,107 @@ def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
             break
         release.wait(0.05)
     assert numbers(store) == [40] and store.progress()[1] == {}
+
+
+# --- the fast path: plainly valid files are checked whole, anything else build by build -------
+
+def both_paths(text):
+    """(fast result or None, the build-by-build result) for the same file text."""
+    fast = store_module._fast_project("alpha", text)
+    return fast, store_module._checked_project("a.json", "alpha",
+                                               store_module.parse_json("a.json", text.encode()))
+
+
+def assert_same_project(fast, checked):
+    assert (fast.slug, fast.ci_job, fast.ci_job_url, fast.javadoc_base_url) == (
+        checked.slug, checked.ci_job, checked.ci_job_url, checked.javadoc_base_url)
+    assert fast.builds == checked.builds and fast._selections == checked._selections
+    assert all(type(c) is store_module.Commit for b in fast.builds for c in b.commits)
+
+
+def test_the_fast_path_gives_what_the_checks_give():
+    fast, checked = both_paths(json.dumps(make_project(ALPHA_BUILDS), indent=2))
+    assert fast is not None
+    assert_same_project(fast, checked)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+     '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
+     '"downloadUrl": "https://a.example/1", "channelVersion": "1", "timestamp": 1, '
+     '"isExperimental": false, "commits": []}]}', "key 'url' appears twice in one object"),
+    ('{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+     '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "downloadUrl": '
+     '"https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false, '
+     '"commits": [{"message": "m", "hash": "ab", "hash": "cd"}]}]}',
+     "key 'hash' appears twice in one object"),
+    # an escaped ':' in a string would make up for the ':' of the key written twice
+    ('{"ciJob": "A\\u003a", "ciJob": "B", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+     '"https://a.example/", "builds": []}', "key 'ciJob' appears twice in one object"),
+])
+def test_a_key_written_twice_is_found_without_the_hook(text, message):
+    assert store_module._fast_project("alpha", text) is None
+    assert parse_error(text.encode()) == f"data/alpha.json: {message}"
+
+
+@pytest.mark.parametrize("text", [
+    # whitespace before ':' and a ':' inside strings, escaped or not
+    '{"ciJob" : "A:b", "ciJobUrl":"https://a.example/", "javadocBaseUrl" :\n"https://a.example/",'
+    ' "builds" : [{"buildNumber" : 1, "url" : "https://a.example:8080/1", "downloadUrl":'
+    ' "https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false,'
+    ' "commits": [{"message": "x\\": y", "hash": "ab"}]}]}',
+    '{"ciJob": "A\\u003ab", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+    '"https://a.example/", "builds": []}',
+])
+def test_unusual_but_valid_files_are_read_the_same_either_way(text):
+    fast, checked = both_paths(text)
+    assert_same_project(fast or checked, checked)
+
+
+def test_a_legacy_commit_key_and_builds_out_of_order_take_the_slow_path_and_are_served():
+    text = json.dumps(make_project([make_build(2), make_build(1, commit={"a": ":"})]))
+    fast, checked = both_paths(text)
+    assert fast is None and [b.number for b in checked.builds] == [1, 2]
+    fast, checked = both_paths(json.dumps(make_project([make_build(2), make_build(1)])))
+    assert_same_project(fast, checked)
+    assert [b.number for b in fast.builds] == [1, 2]
+
+
+ONE_RULE_AWAY = [
+    None, True, False, 0, 1, 8, -1, -3, 2**64, 1.5, 1e400, "", "a", "ab", "AB", "xyz", "0x1",
+    "1.21", "1.21/x", "Way\ud800stone", "https://ci.example.org/1/", "http://a.example/?q#f",
+    "https://jd.\u212aelvin.example/", "https://a.example/ä", "https:/a.example/", [], [[]], {},
+    {"message": "m", "hash": "ab"}, {"message": "m"}, [{"message": "m", "hash": "ab"}],
+    [{"message": "m", "hash": ""}], [{"message": 1, "hash": "ab"}], [{"message": "m"}],
+    [{"message": "m", "hash": "ab", "x": 1}], [{"message": "\udc00", "hash": "ab"}], "DELETE",
+]
+FIELDS = ([("project", key) for key in sorted(store_module.PROJECT_KEYS) + ["other"]]
+          + [("build", key) for key in sorted(store_module.BUILD_KEYS) + ["commit", "other"]]
+          + [("commit", key) for key in sorted(store_module.COMMIT_KEYS) + ["other"]])
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
+    builds = sorted(ALPHA_BUILDS, key=lambda b: b["buildNumber"]) if in_order else ALPHA_BUILDS
+    accepted = 0
+    for level, key in FIELDS:
+        for value in ONE_RULE_AWAY:
+            doc = json.loads(json.dumps(make_project(builds)))
+            target = {"project": doc, "build": doc["builds"][3],
+                      "commit": doc["builds"][3]["commits"][0]}[level]
+            if value == "DELETE":
+                target.pop(key, None)
+            else:
+                target[key] = value
+            text = json.dumps(doc)
+            fast = store_module._fast_project("alpha", text)
+            try:
+                checked = parse(text.encode())
+            except store_module.DataError:
+                assert fast is None, (level, key, value)
+                continue
+            accepted += 1
+            if fast is not None:
+                assert_same_project(fast, checked)
+    # The changes that keep the file valid (counted by hand: 94, and 9 javadocPagePrefix paths)
+    assert accepted == 103
