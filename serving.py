@@ -184,6 +184,12 @@ class GuardedChannel(HTTPChannel):
         self.idle_since = time.time()
 
     def writable(self):
+        if self.requests and not (self.awaiting_drain or self.will_close
+                                  or self.close_when_flushed):
+            # A worker thread has this connection: it sends what it writes, and wakes the
+            # loop when done. Watching the socket meanwhile made select() return at once, and
+            # the loop spin holding the interpreter lock that the worker waits for.
+            return False
         return self.awaiting_drain or super().writable()
 
     def handle_write(self):
