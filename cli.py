@@ -309,15 +309,18 @@ def serve(args):
                  os.path.abspath(args.data), base_url(waitress_server.effective_host,
                                                       waitress_server.effective_port),
                  server.API)
+    access_log = None if args.quiet else serving.LineWriter()
     try:
-        serving.serve(app if args.quiet else serving.access_logged(app), args.host, args.port,
-                      args.threads, on_listening=listening)
+        serving.serve(serving.access_logged(app, access_log) if access_log else app,
+                      args.host, args.port, args.threads, on_listening=listening)
     except (OSError, ValueError) as error:  # the address is taken, or not ours to listen on
         log.error("cannot listen on %s port %d: %s", args.host, args.port,
                   getattr(error, "strerror", None) or error)
         return 1
     finally:
         data.stop()
+        if access_log:
+            access_log.close()
     log.info("stopped")
     return 0
 

@@ -6,12 +6,14 @@ not read its answers never holds a worker thread either, and the connection slot
 clients that use them.
 """
 
+import collections
 import errno
 import functools
 import logging
 import os
 import resource
 import signal
+import threading
 import time
 from urllib.parse import quote
 
@@ -52,15 +54,9 @@ MALFORMED = "buildshelf.malformed_request"
 STDERR = 2  # the process's, whatever sys.stderr has become
 
 
-def access_logged(app, write=None):
-    """`app`, writing a line per request: client, method, target, status, bytes, time taken.
-
-    The line has the format of the other log lines, and goes out with one os.write to
-    stderr: the logging module's handler lock made the worker threads queue behind each
-    other (README "Performance" has the profile). A line under 4 KiB is written whole.
-    """
-    write = write or functools.partial(os.write, STDERR)
-
+def access_logged(app, write):
+    """`app`, passing `write` a line per request: client, method, target, status, bytes, time
+    taken, in the format of the other log lines."""
     def logged(environ, start_response):
         started = time.perf_counter()
         status, length = [], []
@@ -75,18 +71,58 @@ def access_logged(app, write=None):
             target += "?" + environ["QUERY_STRING"]
         now = time.time()
         sent = (sum(map(len, body)) if isinstance(body, list) else length[0] if length else "-")
-        line = (f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(now))},"
-                f"{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
-                f"{environ.get('REMOTE_ADDR', '-')} {environ['REQUEST_METHOD']} "
-                f"{quote(target.encode('latin-1'), safe=LOGGED_URL_CHARACTERS)} "
-                f"{status[0] if status else '-'} {sent} "
-                f"{(time.perf_counter() - started) * 1000:.2f}ms\n")
-        try:
-            write(line.encode())
-        except OSError:  # stderr closed or full: serving matters more than its log
-            pass
+        write(f"{_log_time(int(now))},{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
+              f"{environ.get('REMOTE_ADDR', '-')} {environ['REQUEST_METHOD']} "
+              f"{quote(target.encode('latin-1'), safe=LOGGED_URL_CHARACTERS)} "
+              f"{status[0] if status else '-'} {sent} "
+              f"{(time.perf_counter() - started) * 1000:.2f}ms\n".encode())
         return body
     return logged
+
+
+@functools.lru_cache(maxsize=4)
+def _log_time(second):
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
+
+
+class LineWriter:
+    """Writes the lines it is given to stderr from a thread of its own, a batch at a time.
+
+    A worker thread only appends its line. Through the logging module, each waited for the
+    handler's lock, and with one os.write each, for a system call that hands the interpreter
+    lock to another thread; either way the workers queued behind each other (README
+    "Performance"). Lines reach the file within `interval` seconds.
+    """
+
+    def __init__(self, fd=STDERR, interval=0.05):
+        self.fd, self.interval = fd, interval
+        self._pending = collections.deque()  # appends and pops are atomic: no lock
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="buildshelf-log", daemon=True)
+        self._thread.start()
+
+    def __call__(self, line):
+        self._pending.append(line)
+
+    def _run(self):
+        while not self._closing.wait(self.interval):
+            self.flush()
+
+    def flush(self):
+        lines = []
+        while self._pending:
+            lines.append(self._pending.popleft())
+        data = memoryview(b"".join(lines))
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:  # stderr closed or full: serving matters more than its log
+            pass
+
+    def close(self):
+        self._closing.set()
+        self._thread.join()
+        self.flush()
 
 
 class OncePer:
