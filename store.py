@@ -391,8 +391,13 @@ def _project_problem(doc, slug):
     return None
 
 
-def parse_project(path, slug, data):
-    """Validate one file's bytes into a Project, or raise DataError."""
+def parse_project(path, slug, data, quick=True):
+    """Validate one file's bytes into a Project, or raise DataError.
+
+    `quick=False` skips the fast path: it decodes a file in one call that holds the
+    interpreter lock throughout (a second for 200 MB), which a server already answering
+    requests should not do.
+    """
     if not SLUG_PATTERN.match(slug):
         raise DataError(path, f"'{printable(slug)}' is not a project slug: name the file "
                         "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
@@ -400,7 +405,8 @@ def parse_project(path, slug, data):
     text = _text(path, data)
     # Nearly every file is valid: checked whole, fast. Any doubt (a problem, a legacy key, a
     # key possibly written twice) and the file is read again, build by build, for the message.
-    return _fast_project(slug, text) or _checked_project(path, slug, _parse(path, text))
+    return ((quick and _fast_project(slug, text))
+            or _checked_project(path, slug, _parse(path, text)))
 
 
 def _checked_project(path, slug, doc):
@@ -549,10 +555,13 @@ RACY_NS = 2_000_000_000
 # How long one check waits for a file before going on without it. A file still being read
 # then (a hung network mount, a huge parse) keeps its last good version and is reported as
 # stalled; its read goes on, and is picked up by a later check when it completes.
-READ_WAIT = 5.0
+READ_WAIT = 1.0
 # The first load waits longer: a large data directory takes seconds to parse.
 STARTUP_WAIT = 60.0
-READER_THREADS = 4
+READER_THREADS = 1
+# While requests are served, a larger file is parsed by the path that lets other threads run
+# (parse_project's quick=False): slower, but it never stops the answers for a second.
+QUICK_RELOAD_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -589,10 +598,12 @@ class Store:
         self._stalled_before = set()  # keys still being read at the end of the last check
         self._check_started = None  # monotonic time of the check under way, if any
         self.last_check = None  # wall-clock time the last check ended
+        self._serving = False  # once requests may come: big files are parsed politely then
         self._stopping = threading.Event()
         self._watcher = None
         with self._reload_lock:
             self._refresh_locked(startup_wait)
+        self._serving = True
 
     def snapshot(self):
         """The current snapshot: never waits, never touches a file."""
@@ -629,19 +640,23 @@ class Store:
         now = time.monotonic()
         started = self._check_started
         stalled = {printable(key if key == "." else key + ".json"): now - since
-                   for key, (_, since) in list(self._reading.items())
-                   if now - since > self.read_wait}
+                   for key, (future, since) in list(self._reading.items())
+                   if now - since > self.read_wait and not future.done()}
         return (None if started is None else now - started), stalled
 
     def _start_reading(self, key, work, *args):
         """The read of `key` under way, or a new one: a stalled read is never started twice."""
-        if key not in self._reading:
+        reading = self._reading.get(key)
+        if reading is None or reading[0].cancelled():  # cancelled: queued behind a stalled one
             self._reading[key] = (self._readers.submit(work, *args), time.monotonic())
         return self._reading[key][0]
 
     def _finish_reading(self, futures, deadline):
         """Wait until `deadline` for `futures` ({key: future}); the keys of those done."""
-        wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
+        # Only reads started by this check are waited for: one that stalled before is taken
+        # if it has finished, never waited for again, so it slows no later check.
+        wait([future for key, future in futures.items() if key not in self._stalled_before],
+             timeout=max(0.0, deadline - time.monotonic()))
         stalled = {key for key, future in futures.items() if not future.done()}
         done = futures.keys() - stalled
         for key in done:
@@ -653,7 +668,7 @@ class Store:
                         ", ".join(sorted(map(printable, stalled))))
             self._readers.shutdown(wait=False, cancel_futures=True)
             self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
-        self._stalled_before = stalled
+        self._stalled_before = (self._stalled_before - futures.keys()) | stalled
         return {key for key in done if not futures[key].cancelled()}
 
     def _refresh_locked(self, wait_seconds):
@@ -684,7 +699,7 @@ class Store:
         gc.disable()
         try:
             reads = {slug: self._start_reading(slug, self._load, slug, path,
-                                               self._files.get(slug))
+                                               self._files.get(slug), self._serving)
                      for slug, path in paths.items()}
             done = self._finish_reading(reads, deadline)
         finally:
@@ -714,17 +729,17 @@ class Store:
         self._snapshot = Snapshot(projects, errors, time.time())
 
     @staticmethod
-    def _load(slug, path, known):
+    def _load(slug, path, known, serving):
         """The file at `path` as a _Loaded, given what was `known` of it (on a reader thread)."""
         try:
-            return Store._read(slug, path, known)
+            return Store._read(slug, path, known, serving)
         except Exception as error:  # a bug must cost one file, never the reloading of all
             log.exception("reading %s failed", printable(path))
             return _Loaded((), b"", False, known and known.project,
                            DataError(path, f"could not be read ({type(error).__name__})"))
 
     @staticmethod
-    def _read(slug, path, known):
+    def _read(slug, path, known, serving):
         try:
             if known and not known.racy and known.stamp == stamp(path):
                 return known
@@ -742,7 +757,8 @@ class Store:
             return _Loaded(file_stamp, digest, racy, known.project, known.error)
         started = time.perf_counter()
         try:
-            project = parse_project(path, slug, data)
+            project = parse_project(path, slug, data,
+                                    quick=not serving or len(data) <= QUICK_RELOAD_BYTES)
         except DataError as error:
             kept = known and known.project
             log.error("%s (%s)", error, "still serving its last good version" if kept

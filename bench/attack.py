@@ -735,7 +735,9 @@ def probe_case(server, case, edit_job):
         reply = ask("/healthz")
         if reply is not None and reply.status in (200, 503):
             try:
-                entries = json.loads(reply.body)["rejectedFiles"]
+                # Rejected, or (a file that takes seconds to parse) still being read.
+                health = json.loads(reply.body)
+                entries = health["rejectedFiles"] + health.get("stalledReads", [])
                 listed = next((e for e in entries if case.marker in e["file"]), None)
             except (ValueError, KeyError, TypeError):
                 pass

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-import run  # noqa: E402  (free_port, start, stop, rss_mb)
+import run  # noqa: E402  (free_port, start, stop, cpu_seconds)
 import synthetic  # noqa: E402
 
 JSON_ONLY = """
@@ -75,15 +75,26 @@ def process_seconds(code, *args):
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
+def rss_mb(pid, field="VmRSS"):
+    """A memory figure of process `pid` from /proc, in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def first_answer(data_dir):
     """(seconds to the first answer, CPU seconds by then, VmRSS MB, VmHWM MB) of one start of
     the real server."""
     port = run.free_port()
-    proc, seconds = run.start([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                               data_dir, "--port", str(port), "--quiet"], port)
+    started = time.perf_counter()
+    proc = run.start([sys.executable, os.path.join(ROOT, "server.py"), "--data", data_dir,
+                      "--port", str(port), "--quiet"], port, os.devnull)
+    seconds = time.perf_counter() - started
     try:
-        return (seconds, run.cpu_seconds(proc.pid), run.rss_mb(proc.pid),
-                run.rss_mb(proc.pid, "VmHWM"))
+        return (seconds, run.cpu_seconds(proc.pid), rss_mb(proc.pid),
+                rss_mb(proc.pid, "VmHWM"))
     finally:
         run.stop(proc)
 

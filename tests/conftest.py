@@ -2,6 +2,12 @@
 
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
 
 import pytest
 import webtest
@@ -103,3 +109,43 @@ def client(app, store):
         store.refresh()
         return app(environ, start_response)
     return webtest.TestApp(checked_first)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def real_server(data, *flags):
+    """`python server.py` over `data` on a free port, once it accepts connections: (port,
+    process, whose stderr is a text pipe). Stopped with SIGINT at the end."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
+                             str(data), "--port", str(port), *flags],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.kill()
+                    pytest.fail(f"server did not start: {proc.communicate()[1]}")
+                time.sleep(0.05)
+        yield port, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stderr.close()

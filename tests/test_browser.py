@@ -12,18 +12,12 @@ Without Chromium these tests are skipped, naming the command that installs it, s
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
 
-from conftest import make_build, make_project, write_file
+from conftest import ROOT, make_build, make_project, real_server, write_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SCREENSHOTS = os.environ.get("BUILDSHELF_SCREENSHOTS", os.path.join(ROOT, "docs", "screenshots"))
@@ -50,31 +44,8 @@ def chromium_missing():
 
 def serving(data):
     """The real server over `data`, on a free port: its base URL while the generator runs."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                             str(data), "--port", str(port), "--quiet"],
-                            stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"server did not start: {proc.communicate()[1]}")
-            time.sleep(0.05)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    proc.stderr.close()
+    with real_server(data, "--quiet") as (port, _):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")

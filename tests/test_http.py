@@ -3,6 +3,7 @@
 import gc
 import gzip
 import os
+import threading
 
 import pytest
 import webob
@@ -334,3 +335,33 @@ def test_health_names_a_vanished_directory(data_dir, client):
     resp = client.get("/healthz")
     assert resp.json["projects"] == 2
     assert resp.json["rejectedFiles"] == [{"file": ".", "error": os.strerror(2)}]
+
+
+def test_health_says_stalled_while_a_read_hangs_and_ok_after(data_dir, monkeypatch):
+    store = store_module.Store(data_dir, read_wait=0.05)
+    client = webtest.TestApp(server.make_app(store))
+    release = threading.Event()
+    read = store_module.read_regular_file
+
+    def hanging_for_alpha(path):
+        if os.path.basename(path) == "alpha.json":
+            release.wait(30)  # a hung network mount, until the test lets it go
+        return read(path)
+    monkeypatch.setattr(store_module, "read_regular_file", hanging_for_alpha)
+    write_file(data_dir / "alpha.json", make_project([make_build(40)]))
+    store.refresh()
+    release.wait(0.1)  # longer than read_wait: the read now counts as stalled
+    health = client.get("/healthz").json
+    assert health["status"] == "stalled" and health["projects"] == 2
+    assert [read["file"] for read in health["stalledReads"]] == ["alpha.json"]
+    assert health["stalledReads"][0]["seconds"] >= 0.05
+    assert client.get(API + "/builds/latest?project=beta").json["buildNumber"] == 10
+    release.set()
+    for _ in range(100):
+        store.refresh()
+        if not store.progress()[1]:
+            break
+        release.wait(0.05)
+    health = client.get("/healthz").json
+    assert health["status"] == "ok" and health["stalledReads"] == []
+    assert client.get(API + "/builds/latest?project=alpha").json["buildNumber"] == 40

@@ -2,7 +2,6 @@
 
 import http.client
 import json
-import logging
 import os
 import re
 import resource
@@ -16,44 +15,14 @@ import pytest
 
 import server
 import serving
-from conftest import make_build, make_project, write_file
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from conftest import ROOT, free_port, make_build, make_project, real_server, write_file
 
 # --- the real thing --------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def running_server(data_dir):
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                             str(data_dir), "--port", str(port)],
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"server did not start: {proc.communicate()[1]}")
-            time.sleep(0.05)
-    yield port, proc
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    proc.stderr.close()
+    with real_server(data_dir) as started:
+        yield started
 
 
 def request(port, path, headers=None):
@@ -320,14 +289,8 @@ def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
 @pytest.fixture
 def server_with_threads(data_dir):
     """A real server with 2 worker threads: fewer than the clients that attack it."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                             str(data_dir), "--port", str(port), "--threads", "2", "--quiet"],
-                            stderr=subprocess.DEVNULL)
-    eventually(lambda: not refuses_connections(port))
-    yield port
-    proc.kill()
-    proc.wait()
+    with real_server(data_dir, "--threads", "2", "--quiet") as (port, _):
+        yield port
 
 
 def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_threads):

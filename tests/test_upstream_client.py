@@ -8,7 +8,6 @@ Both must give EXPECTED, written from the data below and the client's documented
 
 import json
 import os
-import re
 import shutil
 import subprocess
 
