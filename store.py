@@ -560,8 +560,10 @@ READ_WAIT = 1.0
 STARTUP_WAIT = 60.0
 READER_THREADS = 1
 # While requests are served, a larger file is parsed by the path that lets other threads run
-# (parse_project's quick=False): slower, but it never stops the answers for a second.
-QUICK_RELOAD_BYTES = 16 << 20
+# (parse_project's quick=False). The quick path holds the interpreter lock about 5 ms a MiB,
+# so this bounds that pause to half a second; the other path costs more memory (its parse
+# leaves the heap fragmented), so it is kept for the files that need it.
+QUICK_RELOAD_BYTES = 100 << 20
 
 
 @dataclass(frozen=True)
