@@ -54,7 +54,7 @@ def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch)
     for name in ("BUILDSHELF_DATA", "BUILDSHELF_HOST", "BUILDSHELF_PORT", "BUILDSHELF_THREADS"):
         monkeypatch.delenv(name, raising=False)
     app, kwargs = serve_args(monkeypatch, [])
-    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 4)
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 8)
     assert cli.DEFAULT_DATA == os.path.join(ROOT, "data")
 
 
@@ -132,7 +132,7 @@ def test_max_age_flag(monkeypatch, data_dir):
 
 def test_serve_and_check_are_the_flags_named(monkeypatch, data_dir, capsys):
     _, kwargs = serve_args(monkeypatch, ["serve", "--data", str(data_dir), "--port", "8099"])
-    assert kwargs == {"host": "127.0.0.1", "port": 8099, "threads": 4}
+    assert kwargs == {"host": "127.0.0.1", "port": 8099, "threads": 8}
     assert cli.main(["check", "--data", str(data_dir)]) == 0
     write_file(data_dir / "broken.json", "{")
     assert cli.main(["check", "--data", str(data_dir)]) == 1
