@@ -834,8 +834,9 @@ def log_kind(record):
             return "removed"
     if logger == "store" and level == "ERROR" and len(record) == 1:
         return "data errors"
-    if logger == "waitress.queue" and level == "WARNING":
-        return "queue depth warnings"
+    if (logger == "serving" and level == "WARNING"
+            and message.startswith("requests waited for a worker thread")):
+        return "queue depth warnings"  # more clients than threads: once a minute at most
     if logger in ("cli", "serving") and level == "INFO":  # cli logs the start-up line
         return "start and stop"
     return "unexpected"
