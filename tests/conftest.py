@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -149,3 +150,17 @@ def real_server(data, *flags):
                 proc.kill()
                 proc.wait()
         proc.stderr.close()
+
+
+def hang_reads_of(name, monkeypatch):
+    """Make reads of the data file `name` hang, as on a hung network mount, until the Event
+    returned is set."""
+    release = threading.Event()
+    read = store_module.read_regular_file
+
+    def hanging(path):
+        if os.path.basename(path) == name:
+            release.wait(30)
+        return read(path)
+    monkeypatch.setattr(store_module, "read_regular_file", hanging)
+    return release

@@ -3,7 +3,6 @@
 import gc
 import gzip
 import os
-import threading
 
 import pytest
 import webob
@@ -12,7 +11,7 @@ import webtest
 import representation
 import server
 import store as store_module
-from conftest import bump_mtime, make_build, make_project, write_file
+from conftest import hang_reads_of, bump_mtime, make_build, make_project, write_file
 
 API = "/api/v2"
 JSON_PATHS = [API + "/projects", API + "/builds?project=alpha",
@@ -340,14 +339,7 @@ def test_health_names_a_vanished_directory(data_dir, client):
 def test_health_says_stalled_while_a_read_hangs_and_ok_after(data_dir, monkeypatch):
     store = store_module.Store(data_dir, read_wait=0.05)
     client = webtest.TestApp(server.make_app(store))
-    release = threading.Event()
-    read = store_module.read_regular_file
-
-    def hanging_for_alpha(path):
-        if os.path.basename(path) == "alpha.json":
-            release.wait(30)  # a hung network mount, until the test lets it go
-        return read(path)
-    monkeypatch.setattr(store_module, "read_regular_file", hanging_for_alpha)
+    release = hang_reads_of("alpha.json", monkeypatch)
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     store.refresh()
     release.wait(0.1)  # longer than read_wait: the read now counts as stalled

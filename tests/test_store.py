@@ -6,12 +6,11 @@ import logging
 import os
 import re
 import shutil
-import threading
 
 import pytest
 
 import store as store_module
-from conftest import ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
+from conftest import hang_reads_of, ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
 
 
 def parse(doc, slug="alpha", path="data/alpha.json"):
@@ -479,14 +478,7 @@ def test_the_store_never_writes_to_the_data_directory(data_dir, store):
 
 def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
     store = store_module.Store(data_dir, read_wait=0.05)
-    release = threading.Event()
-    read = store_module.read_regular_file
-
-    def hanging_for_alpha(path):
-        if os.path.basename(path) == "alpha.json":
-            release.wait(30)  # a hung network mount, until the test lets it go
-        return read(path)
-    monkeypatch.setattr(store_module, "read_regular_file", hanging_for_alpha)
+    release = hang_reads_of("alpha.json", monkeypatch)
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     write_file(data_dir / "beta.json", make_project([make_build(41)]))
     for _ in range(3):  # the stalled read is not started again, and beta goes on reloading
