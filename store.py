@@ -582,8 +582,9 @@ class Store:
 
     `snapshot()` only returns the current snapshot: requests never read files. A watcher
     thread (`start()`) checks the files every `check_interval` seconds; `refresh()` checks
-    now. Reads run on reader threads with a deadline, so one file that hangs (a FIFO, a
-    hung mount) or parses slowly never stops the others from reloading.
+    now. Reads run on a reader thread with a deadline, so one file that hangs (a hung
+    mount) or parses slowly never stops the others from reloading: a check goes on without
+    it, and the next reads get a fresh reader thread.
     """
 
     def __init__(self, directory, check_interval=1.0, read_wait=READ_WAIT,
@@ -664,7 +665,7 @@ class Store:
         for key in done:
             del self._reading[key]
         if stalled - self._stalled_before:
-            # A reader that hangs may never come back: later reads get fresh threads. Reads
+            # A reader that hangs may never come back: later reads get a fresh thread. Reads
             # queued behind it are cancelled, and started again by the next check.
             log.warning("still reading %s; serving the last good data meanwhile",
                         ", ".join(sorted(map(printable, stalled))))
