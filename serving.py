@@ -211,9 +211,11 @@ class GuardedChannel(HTTPChannel):
 
     def _flush_outbufs_below_high_watermark(self):
         # waitress blocks the worker here until the client reads; the server holds back the
-        # next pipelined request instead (see GuardedServer.add_task).
-        with self.outbuf_lock:
-            self._flush_exception(self._flush_some, do_close=False)
+        # next pipelined request instead (see GuardedServer.add_task). Called on every write:
+        # no lock when nothing is pending.
+        if self.total_outbufs_len:
+            with self.outbuf_lock:
+                self._flush_exception(self._flush_some, do_close=False)
 
     def service(self):
         super().service()
