@@ -518,7 +518,7 @@ class Stats:
         self.etags = {}  # target -> the last ETag seen for it
         self.etag_bodies = {}  # (target, ETag) -> digest of its body: one ETag, one body
         self.etag_versions = {}  # (target, ETag) -> the versions its body showed
-        self.slow_open = 0  # slow connections open right now
+        self.slow_open = 0  # slow clients with a connection (see slow_connections)
         self.slow_held = []  # slow_open, sampled every second
         self.server_files = []  # the server's open files, sampled every second
         self.idle_closed = 0  # idle connections the server closed (channel_timeout)
@@ -599,33 +599,44 @@ async def normal_client(number, port, deadline, stats, shared):
         await close(connection[1])
 
 
-async def open_slow_connection(port, stats):
-    """A slow client's connection, counted while open; None (after a pause) if refused."""
+async def slow_connections(port, deadline, stats):
+    """One slow client's connections, one after another, until the deadline.
+
+    The client counts in stats.slow_open from its first connection until one is refused, and
+    again once one is accepted. Between an orderly close (channel_timeout, an answer read) and
+    its next connection it still counts, so the figure does not depend on when the sampler
+    runs: the server closes all the idle connections of one age in the same sweep.
+    """
+    loop = asyncio.get_running_loop()
+    held = False
     try:
-        connection = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
-    except (OSError, asyncio.TimeoutError):
-        await asyncio.sleep(1)
-        return None
-    stats.slow_open += 1
-    return connection
+        while loop.time() < deadline:
+            try:
+                reader, writer = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
+            except (OSError, asyncio.TimeoutError):
+                stats.slow_open -= held
+                held = False
+                await asyncio.sleep(1)
+                continue
+            stats.slow_open += not held
+            held = True
+            try:
+                yield reader, writer
+            finally:
+                await close(writer)
+    finally:
+        stats.slow_open -= held
 
 
 async def idle_connection(port, deadline, stats):
     """Open a connection and send nothing; when the server gives up on it, open another."""
     loop = asyncio.get_running_loop()
-    while loop.time() < deadline:
-        opened = await open_slow_connection(port, stats)
-        if opened is None:
-            continue
-        reader, writer = opened
+    async for reader, writer in slow_connections(port, deadline, stats):
         try:
             if await asyncio.wait_for(reader.read(1), deadline - loop.time()) == b"":
                 stats.idle_closed += 1
         except (OSError, asyncio.TimeoutError):
             pass  # the deadline: we hang up
-        finally:
-            stats.slow_open -= 1
-            await close(writer)
 
 
 async def trickling_connection(port, deadline, stats, rng):
@@ -633,11 +644,7 @@ async def trickling_connection(port, deadline, stats, rng):
     loop = asyncio.get_running_loop()
     request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     await asyncio.sleep(rng.uniform(0, 1))  # spread all their bytes over the second
-    while loop.time() < deadline:
-        opened = await open_slow_connection(port, stats)
-        if opened is None:
-            continue
-        reader, writer = opened
+    async for reader, writer in slow_connections(port, deadline, stats):
         try:
             for i in range(len(request)):
                 writer.write(request[i:i + 1])
@@ -650,9 +657,6 @@ async def trickling_connection(port, deadline, stats, rng):
                 stats.trickled["answered" if response.status == 200 else "wrong answer"] += 1
         except CONNECTION_ERRORS:
             stats.trickled["cut off"] += 1
-        finally:
-            stats.slow_open -= 1
-            await close(writer)
 
 
 async def disconnector(port, deadline, stats, rng):
