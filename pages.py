@@ -225,9 +225,9 @@ def install(app, store, max_age, cache, send, query, build_filter):
         with open(os.path.join(VIEWS, name), "rb") as f:
             static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
 
-    def send_page(representation):
+    def send_page(representation, shown):
         bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        return send(representation, max_age, HTML)
+        return send(representation, max_age, HTML, shown=shown)
 
     def fail_page(error):
         """An HTML error: never cached, the message the JSON API would give."""
@@ -246,13 +246,14 @@ def install(app, store, max_age, cache, send, query, build_filter):
             return fail_page(error)
         snapshot = store.snapshot()
         return send_page(cache.get(snapshot, "page:index", lambda: Representation.of(
-            index_page(snapshot), snapshot.loaded_at)))
+            index_page(snapshot), snapshot.loaded_at)), snapshot)
 
     @app.get("/projects/<slug>")
     def project_builds(slug):
         """One project's builds, newest first, filtered and paged."""
+        snapshot = store.snapshot()
         try:
-            project, channel, experimental, page = _page_filter(store.snapshot(), slug, query)
+            project, channel, experimental, page = _page_filter(snapshot, slug, query)
         except bottle.HTTPError as error:
             return fail_page(error)
 
@@ -261,20 +262,23 @@ def install(app, store, max_age, cache, send, query, build_filter):
                                      project.loaded_at)
         # Any client may send any channel: keep only those that select builds.
         if page > KEPT_PAGES or not project.select(channel, experimental):
-            return send_page(make())
-        return send_page(cache.get(project, ("page", channel, experimental, page), make))
+            return send_page(make(), snapshot)
+        return send_page(cache.get(project, ("page", channel, experimental, page), make),
+                         snapshot)
 
     @app.get(API + "/feed")
     def feed():
         """An Atom feed of a project's newest builds passing the filters."""
-        project, channel, experimental = build_filter(store.snapshot(), query())
+        snapshot = store.snapshot()
+        project, channel, experimental = build_filter(snapshot, query())
 
         def make():
             return Representation.of(feed_xml(project, channel, experimental),
                                      project.loaded_at)
         if not project.select(channel, experimental):
-            return send(make(), max_age, ATOM)
-        return send(cache.get(project, ("feed", channel, experimental), make), max_age, ATOM)
+            return send(make(), max_age, ATOM, shown=snapshot)
+        return send(cache.get(project, ("feed", channel, experimental), make), max_age, ATOM,
+                    shown=snapshot)
 
     @app.get("/static/<name>")
     def static_file(name):

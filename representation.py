@@ -3,19 +3,30 @@
 A `Representation` is made the first time a response is asked for and kept in a
 `RepresentationCache` under the data it shows (a project or a snapshot): a repeated request
 does no encoding, no hashing and no compression. Entries go with that data, or when the
-cache is over its size, least recently used first.
+cache is over its size, least recently used first. The cache also remembers which
+representation answered a request target, and with which headers, so that a repeat of the
+request needs no routing either (server.py).
 """
 
+import functools
 import gzip
 import hashlib
 import math
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
 from email.utils import formatdate, parsedate_to_datetime
 
 GZIP_MIN_BYTES = 1024  # below this, gzip saves less than its header and CPU cost
+# Request targets remembered per data version; past this, the memory starts again, so that
+# clients inventing targets cost nothing but the routing they would have cost anyway.
+REMEMBERED_TARGETS = 1000
+REMEMBERED_TARGET_LENGTH = 1000
+
+# How a representation answers one request: its gzip encoding or not, Last-Modified sent or
+# not, 304 or the body. The headers of an answer are decided by these and nothing else.
+Variant = namedtuple("Variant", "gzipped dated not_modified")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,23 @@ class Representation:
         """
         return now - self.loaded_at >= 1
 
+    def body_of(self, variant):
+        return self.gzipped if variant.gzipped else self.body
+
+    def etag_of(self, variant):
+        return self.gzip_etag if variant.gzipped else self.etag
+
+    def variant(self, accept_encoding, if_none_match, if_modified_since, now):
+        """The Variant answering a request with these header values (or None), at `now`."""
+        gzipped = self.gzipped is not None and accepts_gzip(accept_encoding or "")
+        dated = self.is_dated(now)
+        if if_none_match is not None:  # it wins over If-Modified-Since (RFC 9110 13.2.2)
+            not_modified = etag_matches(if_none_match, self.gzip_etag if gzipped else self.etag)
+        else:
+            not_modified = dated and if_modified_since is not None and not modified_since(
+                if_modified_since, self.modified)
+        return Variant(gzipped, dated, not_modified)
+
 
 class RepresentationCache:
     """Representations by (data shown, view), at most `max_bytes` of them.
@@ -66,6 +94,11 @@ class RepresentationCache:
         self.size = 0
         self._entries = OrderedDict()  # (id(data), view) -> Representation, oldest use first
         self._views = {}  # id(data) -> its views in _entries
+        self._held = set()  # id() of each Representation in _entries
+        # request target -> (weakref to the data version shown, Representation,
+        # {Variant: (status line, headers)}): only of representations in _entries, and
+        # forgotten whenever one leaves, so that remembering never holds more memory.
+        self._answers = {}
         # Reentrant: dropping data can run its finalizer in this thread while the lock is held.
         self._lock = threading.RLock()
 
@@ -89,11 +122,12 @@ class RepresentationCache:
                 weakref.finalize(data, self._forget, id(data))
             self._views[id(data)].add(view)
             self._entries[key] = made
+            self._held.add(id(made))
             self.size += made.size
             while self.size > self.max_bytes:
                 (owner, old_view), old = self._entries.popitem(last=False)
                 self._views[owner].discard(old_view)
-                self.size -= old.size
+                self._let_go(old)
         return made
 
     def views(self, data):
@@ -104,9 +138,40 @@ class RepresentationCache:
     def _forget(self, owner):
         with self._lock:
             for view in self._views.pop(owner, ()):
-                self.size -= self._entries.pop((owner, view)).size
+                self._let_go(self._entries.pop((owner, view)))
+
+    def _let_go(self, representation):
+        self.size -= representation.size
+        self._held.discard(id(representation))
+        self._answers = {}
+
+    def remember(self, target, shown, representation, variant, status, headers):
+        """Note that `representation`, of data version `shown`, answered `target` as
+        `variant` with this status line and these headers. Only a representation kept here
+        is remembered."""
+        if len(target[-1]) > REMEMBERED_TARGET_LENGTH:
+            return
+        with self._lock:
+            if id(representation) not in self._held:
+                return
+            known = self._answers.get(target)
+            if known is None or known[0]() is not shown or known[1] is not representation:
+                if len(self._answers) >= REMEMBERED_TARGETS:
+                    self._answers = {}
+                known = self._answers[target] = (weakref.ref(shown), representation, {})
+            known[2][variant] = (status, tuple(headers))
+
+    def recall(self, target, current):
+        """(representation, {Variant: (status line, headers)}) that answered `target` if the
+        data version it showed is current() still, or None. Takes no lock: answers are only
+        ever added, or all dropped at once."""
+        known = self._answers.get(target)
+        if known is None or known[0]() is not current():
+            return None
+        return known[1], known[2]
 
 
+@functools.lru_cache(maxsize=256)  # few clients, and each sends the same value every time
 def accepts_gzip(accept_encoding):
     """Does an Accept-Encoding header value allow gzip? 'gzip' wins over '*'; q=0 refuses."""
     weights = {}

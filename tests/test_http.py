@@ -262,6 +262,115 @@ def test_entries_go_with_the_data_they_show(data_dir, client, app, store):
     assert 0 < cache.size < before  # beta's entries stay; alpha's old ones and /projects go
 
 
+# --- repeats answered from memory -------------------------------------------------------------
+
+REMEMBERED_PATHS = JSON_PATHS + [API + "/builds?project=big", API + "/feed?project=alpha", "/",
+                                 "/projects/alpha", "/projects/big?page=1"]
+VARIANTS = [  # (method, request headers)
+    ("GET", {}), ("GET", {"Accept-Encoding": "gzip, deflate, br"}), ("HEAD", {}),
+    ("HEAD", {"Accept-Encoding": "gzip"}), ("GET", {"If-None-Match": "*"}),
+    ("GET", {"If-Modified-Since": "Sun, 06 Nov 2094 08:49:37 GMT"}),
+]
+
+
+def no_routing(monkeypatch):
+    """From here on, a request that reaches bottle's routing fails the test."""
+    def fail(*args, **kwargs):
+        raise AssertionError("routed again")
+    monkeypatch.setattr(server.bottle.Bottle, "_handle", fail)
+
+
+def answer(app, path, method, headers):
+    resp = raw(app, path, method, **headers)
+    return resp.status, sorted(resp.headerlist), resp.body
+
+
+@pytest.mark.parametrize("path", REMEMBERED_PATHS)
+@pytest.mark.parametrize("when", ["fresh", "dated"])
+def test_a_repeat_is_answered_from_memory_exactly_as_bottle_answered(
+        big_data_dir, app, path, when, monkeypatch):
+    if when == "dated":  # Last-Modified is sent, and If-Modified-Since is honoured
+        real_time = server.time.time
+        monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
+    first = {(method, tuple(headers.items())): answer(app, path, method, headers)
+             for method, headers in VARIANTS}
+    no_routing(monkeypatch)
+    for (method, headers), expected in first.items():
+        assert answer(app, path, method, dict(headers)) == expected, (method, headers)
+
+
+def test_a_variant_not_seen_yet_is_routed_then_remembered(big_data_dir, app, monkeypatch):
+    path = API + "/builds?project=big"
+    raw(app, path)
+    routed = []
+    handle = server.bottle.Bottle._handle
+    monkeypatch.setattr(server.bottle.Bottle, "_handle",
+                        lambda self, environ: routed.append(1) or handle(self, environ))
+    gzipped = raw(app, path, Accept_Encoding="gzip")
+    assert gzipped.headers["Content-Encoding"] == "gzip" and routed == [1]
+    assert raw(app, path, Accept_Encoding="gzip").body == gzipped.body and routed == [1]
+
+
+def test_a_remembered_answer_never_outlives_its_data(data_dir, client, store):
+    path = API + "/builds/latest?project=beta"
+    assert client.get(path).json["buildNumber"] == 10
+    assert client.get(path).json["buildNumber"] == 10
+    in_flight = store.snapshot()  # as a slow request would: the old data stays in memory
+    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"),
+                                                     make_build(11, "2.0")]))
+    assert client.get(path).json["buildNumber"] == 11
+    os.remove(data_dir / "beta.json")
+    client.get(path, status=404)
+    assert in_flight.project("beta")
+
+
+def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
+    for path in (API + "/builds?project=nope", API + "/builds", API + "/jd?project=alpha",
+                 "/downloads/latest?project=alpha", "/healthz", API + "/openapi.json"):
+        client.get(path, expect_errors=True)
+    assert not app.config["buildshelf.cache"]._answers
+
+
+def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
+    client = webtest.TestApp(app)
+    client.get(API + "/projects")
+    refused = webtest.TestApp(app, extra_environ={server.serving.MALFORMED: "no Host"})
+    assert refused.get(API + "/projects", status=400).json["code"] == "malformed_request"
+
+
+def test_remembered_targets_are_bounded(app, monkeypatch):
+    monkeypatch.setattr(representation, "REMEMBERED_TARGETS", 50)
+    client = webtest.TestApp(app)
+    for i in range(120):  # unknown parameters are ignored: each is another target
+        client.get(API + f"/builds/latest?project=alpha&n={i}")
+    answers = app.config["buildshelf.cache"]._answers
+    assert 0 < len(answers) <= 50
+    client.get(API + "/builds/latest?project=alpha&n=" + "9" * 2000)
+    assert not any(len(query) > 1000 for _, _, query in answers)
+
+
+def test_only_what_the_cache_holds_is_remembered(data_dir, store):
+    app = server.make_app(store, cache_mb=0)
+    client = webtest.TestApp(app)
+    client.get(API + "/projects")
+    client.get(API + "/projects")
+    assert not app.config["buildshelf.cache"]._answers
+
+
+def test_letting_a_representation_go_forgets_every_answer():
+    cache = representation.RepresentationCache(max_bytes=2500)
+    data = [store_module.Snapshot({}) for _ in range(3)]
+    made = [cache.get(d, "v", lambda: representation.Representation.of(b"x" * 1000, 0.0))
+            for d in data[:2]]
+    variant = representation.Variant(False, False, False)
+    cache.remember(("GET", "/a", ""), data[0], made[0], variant, "200 OK", [])
+    assert cache.recall(("GET", "/a", ""), lambda: data[0]) == (made[0], {variant: (
+        "200 OK", ())})
+    assert cache.recall(("GET", "/a", ""), lambda: data[1]) is None  # another version
+    cache.get(data[2], "v", lambda: representation.Representation.of(b"y" * 1000, 0.0))
+    assert cache.recall(("GET", "/a", ""), lambda: data[0]) is None  # data[0]'s went
+
+
 # --- CORS, HEAD, nosniff ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("path, status", [
