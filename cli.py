@@ -315,7 +315,7 @@ def serve(args):
                  os.path.abspath(args.data), base_url(waitress_server.effective_host,
                                                       waitress_server.effective_port),
                  server.API)
-    access_log = None if args.quiet else serving.LineWriter()
+    access_log = None if args.quiet else serving.LineWriter(to_line=serving.access_line)
     try:
         serving.serve(serving.access_logged(app, access_log) if access_log else app,
                       args.host, args.port, args.threads, on_listening=listening)

@@ -27,6 +27,9 @@ REMEMBERED_TARGET_LENGTH = 1000
 # How a representation answers one request: its gzip encoding or not, Last-Modified sent or
 # not, 304 or the body. The headers of an answer are decided by these and nothing else.
 Variant = namedtuple("Variant", "gzipped dated not_modified")
+# All eight, made once: a namedtuple is slow to make, and one is needed per request.
+_VARIANTS = {tuple(v): v for v in (Variant(g, d, n) for g in (False, True)
+                                   for d in (False, True) for n in (False, True))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ class Representation:
         else:
             not_modified = dated and if_modified_since is not None and not modified_since(
                 if_modified_since, self.modified)
-        return Variant(gzipped, dated, not_modified)
+        return _VARIANTS[gzipped, dated, not_modified]
 
 
 class RepresentationCache:

@@ -143,7 +143,7 @@ ACCESS_PREFIX = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO buildshelf\.access: 
 
 def access_lines(written):
     """The messages of the lines written, checked to have the format of every log line."""
-    lines = [data.decode() for data in written]
+    lines = [serving.access_line(record).decode() for record in written]
     assert all(re.match(ACCESS_PREFIX + r".*\n\Z", line) for line in lines), lines
     return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
 
