@@ -516,6 +516,12 @@ def test_the_fast_path_gives_what_the_checks_give():
     assert_same_project(fast, checked)
 
 
+def test_both_paths_keep_one_string_per_channel():
+    builds = [make_build(n, "1.21" if n % 3 else "1.20") for n in range(1, 31)]
+    for project in both_paths(json.dumps(make_project(builds))):
+        assert len({id(b.channel) for b in project.builds}) == 2
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
      '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
