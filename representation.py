@@ -152,7 +152,7 @@ class RepresentationCache:
         """Note that `representation`, of data version `shown`, answered `target` as
         `variant` with this status line and these headers. Only a representation kept here
         is remembered."""
-        if len(target[-1]) > REMEMBERED_TARGET_LENGTH:
+        if sum(map(len, target)) > REMEMBERED_TARGET_LENGTH:
             return
         with self._lock:
             if id(representation) not in self._held:

@@ -235,6 +235,8 @@ def _repeats_remembered(wsgi, store, cache):
     Routing, parsing the query and building the response through bottle took 58 us of CPU a
     request in process and 148 us in a running server: the better part of what a small
     answer cost beyond bare waitress (README "Performance"). From memory: 6 and 32 us.
+    Bottle's hooks do not run for a repeat: what they added is in the headers replayed, and
+    the refusal of a malformed request is checked here.
     """
     def answer(environ, start_response):
         target = (environ["REQUEST_METHOD"], environ["PATH_INFO"], environ["QUERY_STRING"])
