@@ -466,9 +466,8 @@ def _fast_project(slug, text):
     hashes = list(map(attrgetter("hash"), commits))
     all_hashes = "".join(hashes)
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
-    if not (doc.ciJob and not SURROGATE.search(doc.ciJob) and doc.slug in (msgspec.UNSET, slug)
-            and _is_url(doc.ciJobUrl) and _is_url(doc.javadocBaseUrl)
-            and "?" not in doc.javadocBaseUrl and "#" not in doc.javadocBaseUrl
+    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
+    if not (_project_problem(fields, slug) is None
             and min(numbers, default=0) >= 0 and (in_order or len(set(numbers)) == len(numbers))
             and all_urls.isascii() and all(map(URL_PATTERN.match, urls))
             and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
