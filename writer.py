@@ -9,11 +9,11 @@ the old file or the new one. Files are written in one stable format, so that a c
 a diff as the lines it changed.
 """
 
+import errno
 import fcntl
 import glob
 import json
 import os
-import stat
 import tempfile
 from contextlib import contextmanager, nullcontext, suppress
 
@@ -79,15 +79,13 @@ def encode(doc):
 def _read(path, slug):
     """The document in the file (None if there is none) and its permission bits."""
     try:
-        # Non-blocking: a FIFO put in the file's place must not hang the writer.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused(f"{path} is not a regular file: it is left as it is")
-            data = f.read()
+        # As the server reads it: a FIFO put in the file's place must not hang the writer.
+        data, st = store.read_regular_file(path)
     except FileNotFoundError:
         return None, None
     except OSError as error:
+        if error.errno == errno.EINVAL:
+            raise Refused(f"{path} is not a regular file: it is left as it is") from None
         raise Refused(f"cannot read {path}: {error.strerror}") from None
     mode = st.st_mode & 0o7777
     _validate(path, slug, data, "it is left as it is: fix it by hand first")
