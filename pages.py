@@ -214,11 +214,12 @@ def feed_xml(project, channel, experimental):
 
 # --- the routes ---------------------------------------------------------------------------------
 
-def install(app, store, max_age, cache, send, query, build_filter):
+def install(app, store, max_age, cache, send, query, build_filter, filters):
     """Add the pages, the feed and their static files to `app` (made by server.make_app).
 
-    `send`, `query` and `build_filter` are server.py's helpers: the feed takes the same
-    parameters, gives the same JSON errors and is cached like /builds, in `cache`.
+    `send`, `query`, `build_filter` and `filters` are server.py's helpers: the feed takes the
+    same parameters, gives the same JSON errors and is cached like /builds, in `cache`; the
+    pages read `channel` and `experimental` as the API does.
     """
     static = {}
     for name, content_type in STATIC.items():
@@ -253,7 +254,7 @@ def install(app, store, max_age, cache, send, query, build_filter):
         """One project's builds, newest first, filtered and paged."""
         snapshot = store.snapshot()
         try:
-            project, channel, experimental, page = _page_filter(snapshot, slug, query)
+            project, channel, experimental, page = _page_filter(snapshot, slug, query, filters)
         except bottle.HTTPError as error:
             return fail_page(error)
 
@@ -288,14 +289,13 @@ def install(app, store, max_age, cache, send, query, build_filter):
         return send(static[name], max_age, STATIC[name])
 
 
-def _page_filter(snapshot, slug, query):
+def _page_filter(snapshot, slug, query, filters):
     """The project, channel, experimental flag and page number a page request names."""
     params = query()
     project = snapshot.project(slug)
     if project is None:
         raise bottle.HTTPError(404, f"There is no project {slug!r} here.")
-    channel = params.get("channel") or None
-    experimental = params.get("experimental", "").lower() == "true"
+    channel, experimental = filters(params)
     pages = page_count(project.select(channel, experimental))
     number = params.get("page") or "1"
     if not (number.isdecimal() and number.isascii() and len(number) <= MAX_PAGE_DIGITS

@@ -142,6 +142,11 @@ def _flag(params, name):
     return params.get(name, "").lower() == "true"
 
 
+def _filters(params):
+    """The channel (None for all) and the experimental flag a request names."""
+    return params.get("channel") or None, _flag(params, "experimental")
+
+
 def _build_filter(snapshot, params):
     """The project, channel (None for all) and experimental flag a builds request names."""
     slug = _required(params, "project")
@@ -149,7 +154,7 @@ def _build_filter(snapshot, params):
     if project is None:
         raise ApiError(404, "unknown_project", f"no project {_shown(slug)}: see {API}/projects "
                        "for the projects served")
-    return project, params.get("channel") or None, _flag(params, "experimental")
+    return project, *_filters(params)
 
 
 def _latest(snapshot, params):
@@ -373,7 +378,7 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
 
     # Helpers handed over, not imported: run as a script, this module is __main__, not server.
     pages.install(app, store, max_age, cache, send=_send, query=_build_query,
-                  build_filter=_build_filter)
+                  build_filter=_build_filter, filters=_filters)
 
     def preflight():
         """CORS preflight: any origin may read this API from a browser."""
