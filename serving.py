@@ -221,6 +221,16 @@ class GuardedChannel(HTTPChannel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.idle_since = self.creation_time  # since the last answer, or since connecting
+        self.accepted_in_turn = self.server.turn
+
+    def handle_read_event(self):
+        # Readiness that select() reported in the turn this connection was accepted belongs
+        # to the socket that had its descriptor number before: one closed in that turn to
+        # make room (GuardedServer.accept_one). Reading it found nothing, which waitress
+        # logged as a traceback and closed the new connection. select() reports this one's
+        # own data in the next turn.
+        if self.accepted_in_turn != self.server.turn:
+            super().handle_read_event()
 
     def _flush_outbufs_below_high_watermark(self):
         # waitress blocks the worker here until the client reads; the server holds back the
@@ -256,6 +266,7 @@ class GuardedServer(TcpWSGIServer):
 
     channel_class = GuardedChannel
     stalled = ()
+    turn = 0  # turns of the serve loop
     accept_paused_until = 0.0
     connection_limit = MAX_CONNECTIONS
     _warn_full = OncePer(60)
@@ -381,6 +392,7 @@ def serve(app, host, port, threads, on_listening=None):
     while not stopping:
         wasyncore.poll(0.5, server._map)  # one turn of select(), as wasyncore.loop() takes
         for listener in listeners:
+            listener.turn += 1
             if listener.stalled:
                 listener.close_stalled()
     log.info("signal %d: finishing the requests in flight", stopping[0])
