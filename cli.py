@@ -317,8 +317,8 @@ def serve(args):
                  server.API)
     access_log = None if args.quiet else serving.LineWriter(to_line=serving.access_line)
     try:
-        serving.serve(serving.access_logged(app, access_log) if access_log else app,
-                      args.host, args.port, args.threads, on_listening=listening)
+        serving.serve(app, args.host, args.port, args.threads, on_listening=listening,
+                      access_log=access_log, recall=app.recall)
     except (OSError, ValueError) as error:  # the address is taken, or not ours to listen on
         log.error("cannot listen on %s port %d: %s", args.host, args.port,
                   getattr(error, "strerror", None) or error)

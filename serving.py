@@ -1,9 +1,11 @@
-"""Running a WSGI app under waitress: its limits, the access log, and a graceful shutdown.
+"""Running a WSGI app under waitress: its limits, the access log, answers from memory, and a
+graceful shutdown.
 
 Waitress reads a whole request before a worker thread sees it, so a slow sender costs a
 connection, never a thread. The classes here make the other half true: a client that does
 not read its answers never holds a worker thread either, and the connection slots go to the
-clients that use them.
+clients that use them. A request whose answer the app has in memory is answered by the loop
+thread that read it, without a worker thread.
 """
 
 import collections
@@ -23,7 +25,7 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher, WSGITask
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
 log = logging.getLogger(__name__)
 
@@ -54,30 +56,27 @@ LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: n
 _plain_url = re.compile(f"[A-Za-z0-9{re.escape(LOGGED_URL_CHARACTERS)}]*").fullmatch
 # The WSGI environ key by which a request that must be refused reaches the app, with why.
 MALFORMED = "buildshelf.malformed_request"
+# The environ key of the answer the loop thread recalled (see GuardedChannel.received).
+RECALLED = "buildshelf.recalled"
 STDERR = 2  # the process's, whatever sys.stderr has become
 
 
-def access_logged(app, write):
-    """`app`, passing `write` an access record per request, for access_line(): what the
-    worker thread does is collect the values; formatting them is the log writer's job."""
-    def logged(environ, start_response):
-        started = time.perf_counter()
-        answer = []  # the status line and the headers
-
-        def start(status_line, headers, exc_info=None):
-            answer[:] = status_line, headers
-            return start_response(status_line, headers, exc_info)
-        body = app(environ, start)
-        status, headers = answer or ("-", ())
-        if isinstance(body, list):
-            sent = sum(map(len, body))
-        else:
-            sent = next((v for k, v in headers if k.lower() == "content-length"), "-")
-        write((time.time(), environ.get("REMOTE_ADDR", "-"), environ["REQUEST_METHOD"],
-               environ.get("PATH_INFO", ""), environ.get("QUERY_STRING"), status[:3], sent,
-               time.perf_counter() - started))
-        return body
-    return logged
+def access_record(task, seconds):
+    """What access_line() needs of a request that `task` answered in `seconds`: what the
+    thread that answered it does is collect the values; formatting them is the log writer's
+    job."""
+    request = task.request
+    if request.error:  # waitress could not read it: what it has of the target may be made up
+        method, path, query = "-", "-", ""
+    else:
+        method, path, query = request.command, request.path, request.query
+    if task.has_body and method != "HEAD":
+        sent = task.content_length if task.content_length is not None else \
+            task.content_bytes_written
+    else:
+        sent = 0
+    return (time.time(), task.channel.addr[0], method, path, query, task.status[:3], sent,
+            seconds)
 
 
 def access_line(record):
@@ -179,6 +178,7 @@ def malformed(request):
 
 class GuardedParser(HTTPRequestParser):
     problem = None
+    environ = None  # made on the loop thread, which found no answer in memory for it
 
     def parse_header(self, header_plus):
         super().parse_header(header_plus)
@@ -190,7 +190,28 @@ class GuardedParser(HTTPRequestParser):
             self.body_rcv, self.chunked, self.content_length = None, False, 0
 
 
-class GuardedTask(WSGITask):
+class AccessLogged:
+    """A task that hands the server's access_log a record of the request it answered."""
+
+    def service(self):
+        started = time.perf_counter()
+        try:
+            super().service()
+        finally:
+            write = self.channel.server.access_log
+            if write is not None:
+                write(access_record(self, time.perf_counter() - started))
+
+
+class GuardedErrorTask(AccessLogged, ErrorTask):
+    """waitress's answer to a request it could not read (400, 413, 431, ...), logged."""
+
+
+class GuardedTask(AccessLogged, WSGITask):
+    def __init__(self, channel, request):
+        super().__init__(channel, request)
+        self.environ = request.environ  # made once: WSGITask.get_environment keeps it
+
     def get_environment(self):
         environ = super().get_environment()
         if self.request.problem:
@@ -212,11 +233,14 @@ class GuardedTask(WSGITask):
 
 
 class GuardedChannel(HTTPChannel):
-    """A connection that never makes a worker thread wait for its client."""
+    """A connection that never makes a worker thread wait for its client, and whose requests
+    the app can answer from memory are answered at once, on the loop thread."""
 
     task_class = GuardedTask
+    error_task_class = GuardedErrorTask
     parser_class = GuardedParser
     awaiting_drain = False  # a pipelined request waits until the client reads what is sent
+    answer_at_once = False  # set by GuardedServer.add_task on the loop thread
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -231,6 +255,54 @@ class GuardedChannel(HTTPChannel):
         # own data in the next turn.
         if self.accepted_in_turn != self.server.turn:
             super().handle_read_event()
+
+    def received(self, data):
+        received = super().received(data)
+        # Here no lock is held, and no worker thread has this connection: add_task left it.
+        while self.answer_at_once:
+            self.answer_at_once = False
+            if not self.answered_from_memory():
+                self.server.task_dispatcher.add_task(self)
+        if self.total_outbufs_len and not self.requests:
+            self.handle_write()  # now, rather than after another turn of select()
+        return received
+
+    def answered_from_memory(self):
+        """Answer the first request if the server's recall() knows the answer; True if so.
+
+        A worker thread would cost more than the answer: waking it, handing the interpreter
+        lock back and forth, and waking the loop to send what it wrote (README "Performance").
+        """
+        request = self.requests[0]
+        if request.error or request.problem or not self.connected:
+            return False
+        task = self.task_class(self, request)
+        environ = task.get_environment()
+        recalled = self.server.recall(environ)
+        if recalled is None:
+            request.environ = environ  # for the worker thread's task
+            return False
+        environ[RECALLED] = recalled
+        task.service()
+        # What HTTPChannel.service does after a task, less the locks and the wake-up call: this
+        # is the loop thread, and the only one that has the connection.
+        if task.close_on_finish:
+            self.close_when_flushed = True
+            for queued in self.requests:
+                queued.close()
+            self.requests = []
+        else:
+            if self.current_outbuf_count > 0:  # the next answer starts a new buffer
+                self.current_outbuf_count = self.adj.outbuf_high_watermark
+            request.close()
+            self.requests.pop(0)
+            if self.requests:
+                self.server.add_task(self)
+            elif (self.request is not None and self.request.expect_continue
+                  and self.request.headers_finished and not self.sent_continue):
+                self.send_continue()  # held back while this answer was owed
+        self.last_activity = self.idle_since = time.time()
+        return True
 
     def _flush_outbufs_below_high_watermark(self):
         # waitress blocks the worker here until the client reads; the server holds back the
@@ -269,6 +341,9 @@ class GuardedServer(TcpWSGIServer):
     turn = 0  # turns of the serve loop
     accept_paused_until = 0.0
     connection_limit = MAX_CONNECTIONS
+    access_log = None  # called with each request's access_record
+    recall = None  # the answer to a request from memory, or None: see serve()
+    loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
 
@@ -276,6 +351,8 @@ class GuardedServer(TcpWSGIServer):
         if channel.total_outbufs_len > UNSENT_OUTPUT_LIMIT:
             channel.awaiting_drain = True  # handle_write queues it once the client reads
             self.pull_trigger()
+        elif self.recall is not None and threading.get_ident() == self.loop_thread:
+            channel.answer_at_once = True  # from channel.received, once it lets go of its lock
         else:
             self.task_dispatcher.add_task(channel)
 
@@ -372,17 +449,25 @@ def connection_limit():
     return limit
 
 
-def serve(app, host, port, threads, on_listening=None):
-    """Serve until SIGTERM or SIGINT, then finish what is in flight and return."""
+def serve(app, host, port, threads, on_listening=None, access_log=None, recall=None):
+    """Serve until SIGTERM or SIGINT, then finish what is in flight and return.
+
+    `access_log` is called with an access_record per request. `recall(environ)` is the answer
+    to a request that `app` knows without routing, (status line, headers, body), or None: it
+    is called on the loop thread, which answers with it, so it must never take long.
+    """
     limit = connection_limit()
     dispatcher = QueueWatchingDispatcher()
     dispatcher.set_thread_count(threads)
-    server = waitress.create_server(app, host=host, port=port, ident="buildshelf",
-                                    connection_limit=limit, _dispatcher=dispatcher, **LIMITS)
+    server = waitress.create_server(_answering_recalled(app), host=host, port=port,
+                                    ident="buildshelf", connection_limit=limit,
+                                    _dispatcher=dispatcher, **LIMITS)
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
             dispatcher.__class__ = GuardedServer
             dispatcher.connection_limit = limit
+            dispatcher.access_log, dispatcher.recall = access_log, recall
+            dispatcher.loop_thread = threading.get_ident()
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
@@ -398,6 +483,17 @@ def serve(app, host, port, threads, on_listening=None):
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
+
+
+def _answering_recalled(app):
+    """`app`, except for a request whose answer the loop thread recalled."""
+    def application(environ, start_response):
+        recalled = environ.get(RECALLED)
+        if recalled is None:
+            return app(environ, start_response)
+        start_response(recalled[0], recalled[1])
+        return recalled[2]
+    return application
 
 
 def drain(socket_map, deadline):

@@ -41,8 +41,9 @@ def test_the_sample_data_is_valid():
 def serve_args(monkeypatch, argv, environ=None):
     """main(argv) with waitress.serve replaced: what it would have served, and how."""
     calls = []
-    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening:
-                        calls.append((app, {"host": host, "port": port, "threads": threads})))
+    monkeypatch.setattr(cli.serving, "serve",
+                        lambda app, host, port, threads, on_listening, **options: calls.append(
+                            (app, {"host": host, "port": port, "threads": threads, **options})))
     for name, value in (environ or {}).items():
         monkeypatch.setenv(name, value)
     assert cli.main(argv) == 0
@@ -113,10 +114,11 @@ def test_help_explains_every_flag(capsys):
 
 
 def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
-    assert isinstance(app, bottle.Bottle)
-    app, _ = serve_args(monkeypatch, ["--data", str(data_dir)])
-    assert not isinstance(app, bottle.Bottle) and app.__name__ == "logged"
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
+    assert isinstance(app, bottle.Bottle) and kwargs["access_log"] is None
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir)])
+    assert isinstance(kwargs["access_log"], cli.serving.LineWriter)
+    assert kwargs["recall"] == app.recall  # repeats are answered from memory either way
 
 
 def test_max_age_flag(monkeypatch, data_dir):
@@ -132,7 +134,7 @@ def test_max_age_flag(monkeypatch, data_dir):
 
 def test_serve_and_check_are_the_flags_named(monkeypatch, data_dir, capsys):
     _, kwargs = serve_args(monkeypatch, ["serve", "--data", str(data_dir), "--port", "8099"])
-    assert kwargs == {"host": "127.0.0.1", "port": 8099, "threads": 8}
+    assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8099, 8)
     assert cli.main(["check", "--data", str(data_dir)]) == 0
     write_file(data_dir / "broken.json", "{")
     assert cli.main(["check", "--data", str(data_dir)]) == 1
@@ -163,8 +165,8 @@ def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplo
     class Listening:
         effective_host, effective_port = "::1", 8123
 
-    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening:
-                        on_listening(Listening()))
+    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening,
+                        **options: on_listening(Listening()))
     caplog.set_level(logging.INFO)
     assert cli.main(["--data", str(data_dir), "--host", "::1"]) == 0
     assert (f"serving 2 projects from {data_dir} on http://[::1]:8123/api/v2/projects"

@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-import server
 import serving
 from conftest import ROOT, free_port, make_build, make_project, real_server, write_file
 
@@ -126,45 +125,50 @@ def test_the_real_server_logs_start_up_to_stderr(running_server):
 
 # --- access log ------------------------------------------------------------------------------
 
-@pytest.fixture
-def written():
-    return []
-
-
-@pytest.fixture
-def logged_client(store, written):
-    import webtest
-    return webtest.TestApp(serving.access_logged(server.make_app(store), written.append),
-                           extra_environ={"REMOTE_ADDR": "192.0.2.7"})
-
-
 ACCESS_PREFIX = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO buildshelf\.access: "
 
 
-def access_lines(written):
-    """The messages of the lines written, checked to have the format of every log line."""
-    lines = [serving.access_line(record).decode() for record in written]
+def access_lines(proc):
+    """The access lines the server wrote until it stopped, checked to have the format of
+    every log line."""
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=10)
+    lines = [line for line in proc.stderr.read().splitlines(keepends=True)
+             if " buildshelf.access: " in line]
     assert all(re.match(ACCESS_PREFIX + r".*\n\Z", line) for line in lines), lines
     return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
 
 
-def test_one_access_line_per_request(logged_client, written):
-    resp = logged_client.get("/api/v2/builds?project=alpha")
-    logged_client.get("/api/v2/builds?project=nope", status=404)
-    logged_client.head("/api/v2/projects")
-    lines = access_lines(written)
-    assert len(lines) == 3
-    assert re.fullmatch(rf"192\.0\.2\.7 GET /api/v2/builds\?project=alpha 200 {len(resp.body)} "
-                        r"\d+\.\d\dms", lines[0])
-    assert re.fullmatch(r"192\.0\.2\.7 GET /api/v2/builds\?project=nope 404 \d+ \d+\.\d\dms",
-                        lines[1])
-    assert re.fullmatch(r"192\.0\.2\.7 HEAD /api/v2/projects 200 0 \d+\.\d\dms", lines[2])
+def test_one_access_line_per_request(running_server):
+    port, proc = running_server
+    resp, body = request(port, "/api/v2/builds?project=alpha")
+    request(port, "/api/v2/builds?project=alpha")  # a repeat, answered from memory
+    request(port, "/api/v2/builds?project=nope")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("HEAD", "/api/v2/projects")
+    conn.getresponse().read()
+    conn.close()
+    request(port, "/api/v2/builds?project=alpha", {"If-None-Match": resp.getheader("ETag")})
+    # One that waitress refuses before the app sees it: still a line.
+    request(port, "/api/v2/projects", {"X-Big": "a" * 17 * 1024})
+    lines = access_lines(proc)
+    expected = [rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
+                rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
+                r"GET /api/v2/builds\?project=nope 404 \d+", r"HEAD /api/v2/projects 200 0",
+                r"GET /api/v2/builds\?project=alpha 304 0", r"- - 431 \d+"]
+    assert len(lines) == len(expected), lines
+    for line, pattern in zip(lines, expected):
+        assert re.fullmatch(rf"127\.0\.0\.1 {pattern} \d+\.\d\dms", line), line
 
 
-def test_the_access_log_cannot_be_forged(logged_client, written):
-    logged_client.get("/api/v2/x%0A1.2.3.4%20GET%20/%20200", status=404)
-    [line] = access_lines(written)
-    assert "\n" not in line and " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in line
+def test_the_access_log_cannot_be_forged(running_server):
+    port, proc = running_server
+    request(port, "/api/v2/x%0A1.2.3.4%20GET%20/%20200")
+    request(port, "/api/v2/y%85%E2%80%A8%0D")  # line breaks to some readers of the log
+    lines = access_lines(proc)
+    assert len(lines) == 2, lines
+    assert " /api/v2/x%0A1.2.3.4%20GET%20/%20200 404 " in lines[0]
+    assert " /api/v2/y%85%E2%80%A8%0D 404 " in lines[1]
 
 
 def test_the_line_writer_writes_every_line_in_order_from_many_threads(tmp_path):
@@ -194,6 +198,132 @@ def test_warnings_are_thinned_to_one_a_minute():
     once = serving.OncePer(60)
     assert [once.due(1000.0 + t) for t in [0, 1, 59, 61, 62, 121]] == [
         True, False, False, True, False, True]
+
+
+# --- answers from memory, on the loop thread ---------------------------------------------------
+
+def read_responses(sock, methods):
+    """The (status line, headers, body) of the answers to requests made with `methods`, in
+    order, read off a socket they were pipelined on."""
+    data, answers = b"", []
+    for method in methods:
+        while b"\r\n\r\n" not in data:
+            more = sock.recv(65536)
+            assert more, f"the connection closed after {len(answers)} answers"
+            data += more
+        head, data = data.split(b"\r\n\r\n", 1)
+        status, *lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.split(": ", 1) for line in lines)
+        length = 0 if method == "HEAD" else int(headers.get("Content-Length", 0))
+        while len(data) < length:
+            data += sock.recv(65536)
+        answers.append((status, headers, data[:length]))
+        data = data[length:]
+    return answers
+
+
+def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running_server):
+    port, _ = running_server
+    requests = [("GET", "/api/v2/builds?project=alpha", {}),
+                ("GET", "/api/v2/builds/latest?project=alpha", {}),
+                ("HEAD", "/api/v2/projects", {}),
+                ("GET", "/api/v2/projects", {"Accept-Encoding": "gzip"}),
+                ("GET", "/api/v2/nope", {}),
+                ("GET", "/api/v2/builds?project=alpha", {"If-None-Match": "*"}),
+                ("GET", "/api/v2/projects", {})]
+    alone = []
+    for method, target, headers in requests:  # each on a connection of its own
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request(method, target, headers=headers)
+        resp = conn.getresponse()
+        alone.append((resp.status, resp.getheaders(), resp.read()))
+        conn.close()
+    # Every request but the first three is now answered from memory; the others by workers.
+    pipelined = b"".join(
+        f"{method} {target} HTTP/1.1\r\nHost: x\r\n".encode()
+        + b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
+        + b"\r\n" for method, target, headers in requests[2:] + requests[:2])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(pipelined)
+        answers = read_responses(sock, [method for method, _, _ in requests[2:] + requests[:2]])
+    for (status, headers, body), (alone_status, alone_headers, alone_body) in zip(
+            answers, alone[2:] + alone[:2]):
+        assert int(status.split()[1]) == alone_status and body == alone_body
+        del headers["Date"]
+        assert headers == {name: value for name, value in alone_headers if name != "Date"}
+
+
+@pytest.mark.parametrize("request_head, closes", [
+    (b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", True),
+    (b"GET /api/v2/projects HTTP/1.0\r\n\r\n", True),
+    (b"GET /api/v2/projects HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False),
+])
+def test_an_answer_from_memory_closes_the_connection_as_http_says(running_server, request_head,
+                                                                 closes):
+    port, _ = running_server
+    request(port, "/api/v2/projects")  # remembered from now on
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request_head)
+        [(status, headers, body)] = read_responses(sock, ["GET"])
+        assert status.endswith(" 200 OK") and json.loads(body)["projects"]
+        sock.sendall(request_head)
+        if closes:
+            assert headers["Connection"] == "close" and sock.recv(1) == b""
+        else:
+            assert headers["Connection"] == "Keep-Alive"
+            assert read_responses(sock, ["GET"])[0][2] == body
+
+
+SLOW_WORKER_SERVER = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import serving
+released = threading.Event()
+
+def recall(environ):  # what the app knows without waiting
+    if environ["PATH_INFO"] == "/fast":
+        if environ["QUERY_STRING"] == "release":
+            released.set()
+        return "200 OK", [("Content-Length", "4")], [b"fast"]
+    return None
+
+def app(environ, start_response):
+    answer = recall(environ)
+    if answer is None:  # the rest wait
+        released.wait(60)
+        answer = "200 OK", [("Content-Length", "4")], [b"slow"]
+    start_response(answer[0], answer[1])
+    return answer[2]
+
+serving.serve(app, "127.0.0.1", int(sys.argv[2]), threads=1, recall=recall,
+              on_listening=lambda server: print("listening", flush=True))
+"""
+
+
+def test_what_the_app_recalls_is_answered_while_every_worker_waits(tmp_path):
+    script = tmp_path / "slow_worker_server.py"
+    script.write_text(SLOW_WORKER_SERVER)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(script), ROOT, str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "listening\n"
+        head = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as waiting, \
+                socket.create_connection(("127.0.0.1", port), timeout=10) as other:
+            # The only worker thread waits on this one; the /fast after it waits its turn.
+            waiting.sendall((head.format("/slow") + head.format("/fast")).encode())
+            for _ in range(3):
+                other.sendall(head.format("/fast").encode())
+                assert read_responses(other, ["GET"])[0][2] == b"fast"
+            other.sendall(head.format("/fast?release").encode())
+            assert read_responses(other, ["GET"])[0][2] == b"fast"
+            assert [body for _, _, body in read_responses(waiting, ["GET", "GET"])] == [
+                b"slow", b"fast"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        proc.stdout.close()
 
 
 # --- shutdown --------------------------------------------------------------------------------
