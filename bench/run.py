@@ -13,9 +13,11 @@ clients on /builds/latest, /projects and a ~160 KB list, the two servers taking 
 the server's CPU per request is read from /proc/<pid>/stat around each wrk run, so a busy
 machine slows the run down but moves the figures less than it moves throughput. Printed:
 medians and the spread (min-max) of the rounds, efficiency = bare / Buildshelf (goal >=
-0.85). Then, as a second view, the app's own CPU per call measured in process (no server, no
-sockets, precise); then (not with --quick) the cost of a reload and what other clients see
-during reloads. Start-up time and memory are bench/startup.py's job.
+0.85), and wrk's p99 latency. Then Buildshelf alone on requests it must route (a query
+parameter of its own each time, so none is answered from memory: what the worker threads,
+and so --threads, are for). Then, as a second view, the app's own CPU per call measured in
+process (no server, no sockets, precise); then (not with --quick) the cost of a reload and
+what other clients see during reloads. Start-up time and memory are bench/startup.py's job.
 """
 
 import argparse
@@ -148,21 +150,35 @@ class Load:
         self.p99_ms = float(p99[1]) * {"us": 1e-3, "ms": 1, "s": 1e3}[p99[2]] if p99 else None
 
 
-def wrk(port, target, seconds, clients):
+# For wrk -s: the target with a query parameter of its own each time (ignored by the API),
+# so that no request is a repeat that Buildshelf answers from memory.
+EACH_ROUTED = """
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, wrk.path .. "&n=" .. counter)
+end
+"""
+
+
+def wrk(port, target, seconds, clients, script=None):
     out = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--latency",
-                          "--timeout", WRK_TIMEOUT, f"http://127.0.0.1:{port}{target}"],
+                          "--timeout", WRK_TIMEOUT, *(["-s", script] if script else []),
+                          f"http://127.0.0.1:{port}{target}"],
                          capture_output=True, text=True, timeout=seconds + 60)
     return Load(out.stdout + out.stderr)
 
 
-def load_run(proc, port, target, seconds, clients):
-    """(CPU microseconds per request, requests per second, errors, requests) of one run."""
+def load_run(proc, port, target, seconds, clients, script=None):
+    """(CPU microseconds per request, requests per second, errors, requests, p99 latency in
+    ms) of one run."""
     before = cpu_seconds(proc.pid)
-    load = wrk(port, target, seconds, clients)
+    load = wrk(port, target, seconds, clients, script)
     cpu = cpu_seconds(proc.pid) - before
     if not load.requests:
-        return float("inf"), 0.0, load.errors or "no request answered", 0
-    return cpu / load.requests * 1e6, load.requests / load.seconds, load.errors, load.requests
+        return float("inf"), 0.0, load.errors or "no request answered", 0, float("inf")
+    return (cpu / load.requests * 1e6, load.requests / load.seconds, load.errors,
+            load.requests, load.p99_ms)
 
 
 def sweep(servers, rounds, seconds, clients):
@@ -186,17 +202,21 @@ def sweep(servers, rounds, seconds, clients):
     return results
 
 
+P99 = "{:.1f}"  # milliseconds
+
+
 def spread(values, fmt="{:.0f}"):
     return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-" \
            f"{fmt.format(max(values))})"
 
 
 def print_sweep(results, sizes, rows):
-    print("\nServer CPU per request in us, and requests per second: median (min-max) of the "
-          "rounds.\nEfficiency = bare / buildshelf CPU: of the medians (and per round, "
-          "min-max).\n")
+    print("\nServer CPU per request in us, requests per second and wrk's p99 latency in ms: "
+          "median (min-max) of the rounds.\nEfficiency = bare / buildshelf CPU: of the "
+          "medians (and per round, min-max).\n")
     header = (f"{'request':<30} {'clients':>7}  {'buildshelf us':<18} {'bare us':<18} "
-              f"{'buildshelf req/s':<20} {'bare req/s':<20} efficiency")
+              f"{'buildshelf req/s':<20} {'bare req/s':<20} {'buildshelf p99':<16} "
+              f"{'bare p99':<16} efficiency")
     print(header)
     print("-" * len(header))
     for (name, n), samples in results.items():
@@ -207,6 +227,7 @@ def print_sweep(results, sizes, rows):
         label = f"{name} ({sizes[name] / 1000:.1f} KB)"
         print(f"{label:<30} {n:>7}  {spread(our_cpu):<18} {spread(bare_cpu):<18} "
               f"{spread([s[1] for s in ours]):<20} {spread([s[1] for s in bare]):<20} "
+              f"{spread([s[4] for s in ours], P99):<16} {spread([s[4] for s in bare], P99):<16} "
               f"{efficiency:.2f} ({min(per_round):.2f}-{max(per_round):.2f})")
         errors = [f"{label} {s}" for label, runs in samples.items() for s in
                   (r[2] for r in runs) if s]
@@ -250,6 +271,25 @@ def measure_servers(work, data_dir, args, rows):
     print(f"\nBuildshelf answered {answered} requests in the measured runs (warm-ups "
           f"apart); its log grew by {count_lines(log_path) - lines_before} lines")
     return ours, port, {t: body for t, (body, _) in answers.items()}
+
+
+def measure_routed(work, proc, port, args):
+    """Buildshelf alone, each request a target of its own: what the worker threads answer
+    (a repeat is answered from memory by the loop thread), and what --threads changes."""
+    script = os.path.join(work, "each_routed.lua")
+    with open(script, "w") as f:
+        f.write(EACH_ROUTED)
+    target = TARGETS["/builds/latest"]
+    print(f"\nRouted: {target}&n=<a number of its own each time>, Buildshelf alone, "
+          f"{args.rounds} rounds: CPU per request in us, requests per second, p99 latency in "
+          f"ms")
+    for n in args.clients:
+        runs = [load_run(proc, port, target, args.seconds, n, script)
+                for _ in range(args.rounds)]
+        errors = "; ".join(filter(None, (run[2] for run in runs)))
+        print(f"  {n:>3} clients: {spread([r[0] for r in runs])} us, "
+              f"{spread([r[1] for r in runs])} req/s, p99 {spread([r[4] for r in runs], P99)} ms"
+              + (f"  ! {errors}" if errors else ""), flush=True)
 
 
 def app_cpu_per_call(app, target, calls=2000, routed=False):
@@ -396,6 +436,7 @@ def main(argv=None):
         data_dir = synthetic.generate(os.path.join(work, "twenty"), PROJECT_SIZES)
         ours, port, bodies = measure_servers(work, data_dir, args, rows)
         try:
+            measure_routed(work, ours, port, args)
             measure_app_cost(work, data_dir, bodies, rows)
             if not args.quick:
                 measure_reload(data_dir, port, max(args.seconds, 3), rows)
