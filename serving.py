@@ -22,10 +22,11 @@ from urllib.parse import quote
 
 import waitress
 from waitress import wasyncore
-from waitress.channel import HTTPChannel
+from waitress.channel import ClientDisconnected, HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
+from waitress.utilities import InternalServerError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ BY_REFERENCE_BYTES = 16 * 1024
 DRAIN_SECONDS = 10
 ACCEPT_PAUSE_SECONDS = 0.25  # out of file descriptors with nothing to close: try again then
 ACCEPTS_PER_TURN = 64
+# Pipelined requests the loop thread answers from memory per read of a connection (8 KiB: up
+# to about 200 requests) before a worker thread takes over the rest.
+ANSWERS_PER_READ = 32
 # A connection whose client has read nothing of its pending answers for this long is closed
 # (checked every cleanup_interval, so within 30 s): its answers cost memory, never a thread.
 STALL_SECONDS = 20
@@ -70,7 +74,9 @@ def access_record(task, seconds):
         method, path, query = "-", "-", ""
     else:
         method, path, query = request.command, request.path, request.query
-    if task.has_body and method != "HEAD":
+    if not task.wrote_header:  # it failed, or its client left: no answer of its own
+        sent = "-"
+    elif task.has_body and method != "HEAD":
         sent = task.content_length if task.content_length is not None else \
             task.content_bytes_written
     else:
@@ -197,6 +203,10 @@ class AccessLogged:
         started = time.perf_counter()
         try:
             super().service()
+        except Exception as error:
+            if not (self.wrote_header or isinstance(error, ClientDisconnected)):
+                self.status = "500 Internal Server Error"  # waitress's answer instead
+            raise
         finally:
             write = self.channel.server.access_log
             if write is not None:
@@ -205,6 +215,12 @@ class AccessLogged:
 
 class GuardedErrorTask(AccessLogged, ErrorTask):
     """waitress's answer to a request it could not read (400, 413, 431, ...), logged."""
+
+    def service(self):
+        if isinstance(self.request.error, InternalServerError):  # logged by the failed task
+            ErrorTask.service(self)
+        else:
+            super().service()
 
 
 class GuardedTask(AccessLogged, WSGITask):
@@ -259,11 +275,14 @@ class GuardedChannel(HTTPChannel):
     def received(self, data):
         received = super().received(data)
         # Here no lock is held, and no worker thread has this connection: add_task left it.
+        answered = 0
         while self.answer_at_once:
             self.answer_at_once = False
-            if not self.answered_from_memory():
+            # A worker thread takes over a long pipeline: the loop has other clients.
+            if answered == ANSWERS_PER_READ or not self.answered_from_memory():
                 self.server.task_dispatcher.add_task(self)
-        if self.total_outbufs_len and not self.requests:
+            answered += 1
+        if (self.total_outbufs_len or self.close_when_flushed) and not self.requests:
             self.handle_write()  # now, rather than after another turn of select()
         return received
 
@@ -278,12 +297,18 @@ class GuardedChannel(HTTPChannel):
             return False
         task = self.task_class(self, request)
         environ = task.get_environment()
-        recalled = self.server.recall(environ)
+        try:
+            recalled = self.server.recall(environ)
+        except Exception:  # a bug: the worker's call of the app meets it too, and answers 500
+            recalled = None
         if recalled is None:
             request.environ = environ  # for the worker thread's task
             return False
         environ[RECALLED] = recalled
-        task.service()
+        try:
+            task.service()
+        except ClientDisconnected:  # as HTTPChannel.service
+            task.close_on_finish = True
         # What HTTPChannel.service does after a task, less the locks and the wake-up call: this
         # is the loop thread, and the only one that has the connection.
         if task.close_on_finish:

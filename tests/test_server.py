@@ -157,8 +157,11 @@ def test_one_access_line_per_request(running_server):
                 r"GET /api/v2/builds\?project=nope 404 \d+", r"HEAD /api/v2/projects 200 0",
                 r"GET /api/v2/builds\?project=alpha 304 0", r"- - 431 \d+"]
     assert len(lines) == len(expected), lines
-    for line, pattern in zip(lines, expected):
-        assert re.fullmatch(rf"127\.0\.0\.1 {pattern} \d+\.\d\dms", line), line
+    for pattern in expected:  # in any order: a line is written once its answer is sent
+        matching = [line for line in lines
+                    if re.fullmatch(rf"127\.0\.0\.1 {pattern} \d+\.\d\dms", line)]
+        assert matching, (pattern, lines)
+        lines.remove(matching[0])
 
 
 def test_the_access_log_cannot_be_forged(running_server):
@@ -216,7 +219,9 @@ def read_responses(sock, methods):
         headers = dict(line.split(": ", 1) for line in lines)
         length = 0 if method == "HEAD" else int(headers.get("Content-Length", 0))
         while len(data) < length:
-            data += sock.recv(65536)
+            more = sock.recv(65536)
+            assert more, f"the connection closed in answer {len(answers) + 1}"
+            data += more
         answers.append((status, headers, data[:length]))
         data = data[length:]
     return answers
@@ -231,6 +236,9 @@ def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running
                 ("GET", "/api/v2/nope", {}),
                 ("GET", "/api/v2/builds?project=alpha", {"If-None-Match": "*"}),
                 ("GET", "/api/v2/projects", {})]
+    # Answers carry Last-Modified once their data is a second old: the same for all of them.
+    eventually(lambda: request(port, "/api/v2/builds?project=beta")[0].getheader(
+        "Last-Modified"))
     alone = []
     for method, target, headers in requests:  # each on a connection of its own
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -238,7 +246,8 @@ def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running
         resp = conn.getresponse()
         alone.append((resp.status, resp.getheaders(), resp.read()))
         conn.close()
-    # Every request but the first three is now answered from memory; the others by workers.
+    # Now remembered, all but /nope. The loop thread answers the first two from memory; from
+    # /nope on, a worker thread answers, and goes on with the rest (from memory too).
     pipelined = b"".join(
         f"{method} {target} HTTP/1.1\r\nHost: x\r\n".encode()
         + b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
@@ -266,15 +275,15 @@ def test_an_answer_from_memory_closes_the_connection_as_http_says(running_server
         sock.sendall(request_head)
         [(status, headers, body)] = read_responses(sock, ["GET"])
         assert status.endswith(" 200 OK") and json.loads(body)["projects"]
-        sock.sendall(request_head)
         if closes:
             assert headers["Connection"] == "close" and sock.recv(1) == b""
         else:
             assert headers["Connection"] == "Keep-Alive"
+            sock.sendall(request_head)
             assert read_responses(sock, ["GET"])[0][2] == body
 
 
-SLOW_WORKER_SERVER = """
+TOY_SERVER = """
 import sys, threading
 sys.path.insert(0, sys.argv[1])
 import serving
@@ -284,7 +293,10 @@ def recall(environ):  # what the app knows without waiting
     if environ["PATH_INFO"] == "/fast":
         if environ["QUERY_STRING"] == "release":
             released.set()
-        return "200 OK", [("Content-Length", "4")], [b"fast"]
+        body = ("fast" + environ["QUERY_STRING"]).encode()
+        return "200 OK", [("Content-Length", str(len(body)))], [body]
+    if environ["PATH_INFO"] == "/bug":
+        raise RuntimeError("a bug")
     return None
 
 def app(environ, start_response):
@@ -295,35 +307,68 @@ def app(environ, start_response):
     start_response(answer[0], answer[1])
     return answer[2]
 
-serving.serve(app, "127.0.0.1", int(sys.argv[2]), threads=1, recall=recall,
+log = serving.LineWriter(to_line=serving.access_line)
+serving.serve(app, "127.0.0.1", int(sys.argv[2]), threads=1, recall=recall, access_log=log,
               on_listening=lambda server: print("listening", flush=True))
+log.close()
 """
 
 
-def test_what_the_app_recalls_is_answered_while_every_worker_waits(tmp_path):
-    script = tmp_path / "slow_worker_server.py"
-    script.write_text(SLOW_WORKER_SERVER)
+@pytest.fixture
+def toy_server(tmp_path):
+    """serving.serve() over TOY_SERVER's app, with 1 worker thread: (port, process)."""
+    script = tmp_path / "toy_server.py"
+    script.write_text(TOY_SERVER)
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(script), ROOT, str(port)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "listening\n"
-        head = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as waiting, \
-                socket.create_connection(("127.0.0.1", port), timeout=10) as other:
-            # The only worker thread waits on this one; the /fast after it waits its turn.
-            waiting.sendall((head.format("/slow") + head.format("/fast")).encode())
-            for _ in range(3):
-                other.sendall(head.format("/fast").encode())
-                assert read_responses(other, ["GET"])[0][2] == b"fast"
-            other.sendall(head.format("/fast?release").encode())
-            assert read_responses(other, ["GET"])[0][2] == b"fast"
-            assert [body for _, _, body in read_responses(waiting, ["GET", "GET"])] == [
-                b"slow", b"fast"]
+        yield port, proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=20)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=20)
         proc.stdout.close()
+        proc.stderr.close()
+
+
+HEAD = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
+    port, _ = toy_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as waiting, \
+            socket.create_connection(("127.0.0.1", port), timeout=10) as other:
+        # The only worker thread waits on this one; the /fast after it waits its turn.
+        waiting.sendall((HEAD.format("/slow") + HEAD.format("/fast")).encode())
+        for _ in range(3):
+            other.sendall(HEAD.format("/fast").encode())
+            assert read_responses(other, ["GET"])[0][2] == b"fast"
+        other.sendall(HEAD.format("/fast?release").encode())
+        assert read_responses(other, ["GET"])[0][2] == b"fastrelease"
+        assert [body for _, _, body in read_responses(waiting, ["GET", "GET"])] == [
+            b"slow", b"fast"]
+
+
+def test_a_long_pipeline_is_answered_whole_and_in_order(toy_server):
+    port, _ = toy_server
+    targets = [f"/fast?{n}" for n in range(200)]  # a worker thread takes over after 32
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall("".join(HEAD.format(target) for target in targets).encode())
+        answers = read_responses(sock, ["GET"] * len(targets))
+    assert [body for _, _, body in answers] == [f"fast{n}".encode() for n in range(200)]
+
+
+def test_a_failing_app_gets_a_500_and_one_access_line(toy_server):
+    port, proc = toy_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        # The loop thread's recall() fails, then the worker thread's app: waitress answers.
+        sock.sendall((HEAD.format("/bug") + HEAD.format("/fast")).encode())
+        [(status, _, _)] = read_responses(sock, ["GET"])
+        assert status == "HTTP/1.1 500 Internal Server Error" and sock.recv(1) == b""
+    lines = access_lines(proc)
+    assert len(lines) == 1 and re.fullmatch(r"127\.0\.0\.1 GET /bug 500 - \S+", lines[0])
 
 
 # --- shutdown --------------------------------------------------------------------------------
