@@ -112,7 +112,7 @@ class LineWriter:
     in each worker. Lines reach the file within `interval` seconds.
     """
 
-    def __init__(self, fd=STDERR, interval=0.05, to_line=bytes):
+    def __init__(self, fd=STDERR, interval=0.01, to_line=bytes):
         self.fd, self.interval, self.to_line = fd, interval, to_line
         self._pending = collections.deque()  # appends and pops are atomic: no lock
         self._closing = threading.Event()
