@@ -105,11 +105,12 @@ class LineWriter:
     """Writes what it is given to stderr from a thread of its own, a batch at a time, each
     item made a line (bytes) by `to_line` there.
 
-    A worker thread only appends its item. Through the logging module, each waited for the
-    handler's lock, and with one os.write each, for a system call that hands the interpreter
-    lock to another thread; either way the workers queued behind each other (README
-    "Performance"). Formatting a batch together here also costs less than a line at a time
-    in each worker. Lines reach the file within `interval` seconds.
+    The thread that answered a request only appends its item. Through the logging module,
+    each waited for the handler's lock, and with one os.write each, for a system call that
+    hands the interpreter lock to another thread; either way the threads queued behind each
+    other (README "Performance"). Formatting a batch together here also costs less than a
+    line at a time in each. Lines reach the file within `interval` seconds: a short one, since
+    formatting holds the interpreter lock for as long as the batch takes.
     """
 
     def __init__(self, fd=STDERR, interval=0.01, to_line=bytes):
