@@ -333,7 +333,7 @@ def toy_server(tmp_path):
         proc.stderr.close()
 
 
-HEAD = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"
+GET = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"  # a request for the target put in {}
 
 
 def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
@@ -341,11 +341,11 @@ def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as waiting, \
             socket.create_connection(("127.0.0.1", port), timeout=10) as other:
         # The only worker thread waits on this one; the /fast after it waits its turn.
-        waiting.sendall((HEAD.format("/slow") + HEAD.format("/fast")).encode())
+        waiting.sendall((GET.format("/slow") + GET.format("/fast")).encode())
         for _ in range(3):
-            other.sendall(HEAD.format("/fast").encode())
+            other.sendall(GET.format("/fast").encode())
             assert read_responses(other, ["GET"])[0][2] == b"fast"
-        other.sendall(HEAD.format("/fast?release").encode())
+        other.sendall(GET.format("/fast?release").encode())
         assert read_responses(other, ["GET"])[0][2] == b"fastrelease"
         assert [body for _, _, body in read_responses(waiting, ["GET", "GET"])] == [
             b"slow", b"fast"]
@@ -355,7 +355,7 @@ def test_a_long_pipeline_is_answered_whole_and_in_order(toy_server):
     port, _ = toy_server
     targets = [f"/fast?{n}" for n in range(200)]  # a worker thread takes over after 32
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall("".join(HEAD.format(target) for target in targets).encode())
+        sock.sendall("".join(GET.format(target) for target in targets).encode())
         answers = read_responses(sock, ["GET"] * len(targets))
     assert [body for _, _, body in answers] == [f"fast{n}".encode() for n in range(200)]
 
@@ -364,7 +364,7 @@ def test_a_failing_app_gets_a_500_and_one_access_line(toy_server):
     port, proc = toy_server
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         # The loop thread's recall() fails, then the worker thread's app: waitress answers.
-        sock.sendall((HEAD.format("/bug") + HEAD.format("/fast")).encode())
+        sock.sendall((GET.format("/bug") + GET.format("/fast")).encode())
         [(status, _, _)] = read_responses(sock, ["GET"])
         assert status == "HTTP/1.1 500 Internal Server Error" and sock.recv(1) == b""
     lines = access_lines(proc)
