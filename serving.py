@@ -185,7 +185,7 @@ def malformed(request):
 
 class GuardedParser(HTTPRequestParser):
     problem = None
-    environ = None  # made on the loop thread, which found no answer in memory for it
+    environ = None  # made on the loop thread when it looked for the answer in memory
 
     def parse_header(self, header_plus):
         super().parse_header(header_plus)
@@ -296,38 +296,16 @@ class GuardedChannel(HTTPChannel):
         request = self.requests[0]
         if request.error or request.problem or not self.connected:
             return False
-        task = self.task_class(self, request)
-        environ = task.get_environment()
+        environ = self.task_class(self, request).get_environment()
         try:
             recalled = self.server.recall(environ)
         except Exception:  # a bug: the worker's call of the app meets it too, and answers 500
             recalled = None
+        request.environ = environ  # made once, whichever thread answers
         if recalled is None:
-            request.environ = environ  # for the worker thread's task
             return False
         environ[RECALLED] = recalled
-        try:
-            task.service()
-        except ClientDisconnected:  # as HTTPChannel.service
-            task.close_on_finish = True
-        # What HTTPChannel.service does after a task, less the locks and the wake-up call: this
-        # is the loop thread, and the only one that has the connection.
-        if task.close_on_finish:
-            self.close_when_flushed = True
-            for queued in self.requests:
-                queued.close()
-            self.requests = []
-        else:
-            if self.current_outbuf_count > 0:  # the next answer starts a new buffer
-                self.current_outbuf_count = self.adj.outbuf_high_watermark
-            request.close()
-            self.requests.pop(0)
-            if self.requests:
-                self.server.add_task(self)
-            elif (self.request is not None and self.request.expect_continue
-                  and self.request.headers_finished and not self.sent_continue):
-                self.send_continue()  # held back while this answer was owed
-        self.last_activity = self.idle_since = time.time()
+        self.service()  # waitress's, on this thread: no worker has the connection
         return True
 
     def _flush_outbufs_below_high_watermark(self):
@@ -372,6 +350,11 @@ class GuardedServer(TcpWSGIServer):
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
+
+    def pull_trigger(self):
+        # The loop thread, having answered from memory, is awake already: no wake-up call.
+        if threading.get_ident() != self.loop_thread:
+            super().pull_trigger()
 
     def add_task(self, channel):
         if channel.total_outbufs_len > UNSENT_OUTPUT_LIMIT:
