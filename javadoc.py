@@ -49,8 +49,7 @@ def page_problem(page):
     if "#" in page and not fragment:
         return "has an empty #fragment: leave out the '#'"
     if not FRAGMENT_PATTERN.match(fragment):
-        return "has a #fragment holding a character other than letters, digits and URL " \
-               "punctuation"
+        return "has a #fragment holding a character other than letters, digits and URL punctuation"
     return None
 
 

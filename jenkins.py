@@ -13,9 +13,11 @@ from urllib.parse import quote, urlsplit
 
 import store
 
-TREE = ("allBuilds[number,url,displayName,result,timestamp,building,"
-        "artifacts[relativePath,fileName],changeSet[items[msg,commitId]],"
-        "changeSets[items[msg,commitId]]]")
+TREE = (
+    "allBuilds[number,url,displayName,result,timestamp,building,"
+    "artifacts[relativePath,fileName],changeSet[items[msg,commitId]],"
+    "changeSets[items[msg,commitId]]]"
+)
 MAX_BYTES = 256 * 1024 * 1024  # a job of 10,000 builds with change sets is tens of MB
 DISPLAY_NAME = re.compile(r"#\d+\s*-\s*(?P<channel>.*?)\s*(?:\([^)]*\))?\s*\Z", re.DOTALL)
 DEFAULT_ARTIFACT = re.compile(r"(?<!-sources)(?<!-javadoc)\.jar\Z")
@@ -79,22 +81,26 @@ def parse_job(data, source):
     except UnicodeDecodeError:
         raise JenkinsError(f"{source} is not UTF-8 JSON") from None
     except json.JSONDecodeError as error:
-        raise JenkinsError(f"{source} is not JSON: line {error.lineno}, column "
-                           f"{error.colno}: {error.msg}") from None
+        raise JenkinsError(
+            f"{source} is not JSON: line {error.lineno}, column {error.colno}: {error.msg}"
+        ) from None
     except (ValueError, RecursionError) as error:
         raise JenkinsError(f"{source} is not JSON Buildshelf can read: {error}") from None
     builds = job.get("allBuilds", job.get("builds")) if isinstance(job, dict) else None
     if not isinstance(builds, list):
-        raise JenkinsError(f"{source} has no 'allBuilds' array: is it the remote API JSON of "
-                           f"a job (.../job/NAME/api/json?tree={TREE})?")
+        raise JenkinsError(
+            f"{source} has no 'allBuilds' array: is it the remote API JSON of "
+            f"a job (.../job/NAME/api/json?tree={TREE})?"
+        )
     return builds
 
 
 def _artifact(artifacts, pattern):
     for artifact in artifacts if isinstance(artifacts, list) else ():
         path = artifact.get("relativePath") if isinstance(artifact, dict) else None
-        if isinstance(path, str) and (pattern.search(path) if pattern else
-                                      DEFAULT_ARTIFACT.search(path.rsplit("/", 1)[-1])):
+        if isinstance(path, str) and (
+            pattern.search(path) if pattern else DEFAULT_ARTIFACT.search(path.rsplit("/", 1)[-1])
+        ):
             return path
     return None
 
@@ -103,11 +109,19 @@ def _commits(build):
     change_sets = [build.get("changeSet")]
     if isinstance(build.get("changeSets"), list):
         change_sets += build["changeSets"]
-    items = [item for change_set in change_sets if isinstance(change_set, dict)
-             and isinstance(change_set.get("items"), list) for item in change_set["items"]]
+    items = [
+        item
+        for change_set in change_sets
+        if isinstance(change_set, dict) and isinstance(change_set.get("items"), list)
+        for item in change_set["items"]
+    ]
     # Jenkins lists a change set oldest first; builds list their commits newest first.
-    return [{"message": item.get("msg"), "hash": item.get("commitId")}
-            if isinstance(item, dict) else item for item in reversed(items)]
+    return [
+        {"message": item.get("msg"), "hash": item.get("commitId")}
+        if isinstance(item, dict)
+        else item
+        for item in reversed(items)
+    ]
 
 
 def to_build(build, artifact=None, experimental=None):
@@ -127,14 +141,18 @@ def to_build(build, artifact=None, experimental=None):
     url = url if url.endswith("/") else url + "/"
     path = _artifact(build.get("artifacts"), artifact)
     if path is None:
-        return ("no artifact matching " + (repr(artifact.pattern) if artifact else
-                                           DEFAULT_ARTIFACT_RULE))
-    return {"buildNumber": build["number"], "url": url,
-            "downloadUrl": url + "artifact/" + quote(path, safe="/+"),
-            "channelVersion": match["channel"], "timestamp": build.get("timestamp"),
-            "isExperimental": bool(experimental.search(name)) if experimental
-            else name.endswith(")"),
-            "commits": _commits(build)}
+        return "no artifact matching " + (
+            repr(artifact.pattern) if artifact else DEFAULT_ARTIFACT_RULE
+        )
+    return {
+        "buildNumber": build["number"],
+        "url": url,
+        "downloadUrl": url + "artifact/" + quote(path, safe="/+"),
+        "channelVersion": match["channel"],
+        "timestamp": build.get("timestamp"),
+        "isExperimental": bool(experimental.search(name)) if experimental else name.endswith(")"),
+        "commits": _commits(build),
+    }
 
 
 def _problem(doc, slug, build):

@@ -11,34 +11,54 @@ def _error(description, *codes, cache_control="CacheControlNoStore", headers=Non
     code = {"const": codes[0]} if len(codes) == 1 else {"enum": list(codes)}
     return {
         "description": description,
-        "headers": {**(headers or {}),
-                    "Cache-Control": {"$ref": f"#/components/headers/{cache_control}"}},
-        "content": {"application/json": {"schema": {
-            "$ref": "#/components/schemas/Error", "properties": {"code": code},
-        }}},
+        "headers": {
+            **(headers or {}),
+            "Cache-Control": {"$ref": f"#/components/headers/{cache_control}"},
+        },
+        "content": {
+            "application/json": {
+                "schema": {
+                    "$ref": "#/components/schemas/Error",
+                    "properties": {"code": code},
+                }
+            }
+        },
     }
-
 
 
 def _cacheable(description, schema, media_type="application/json"):
     """A success (JSON unless said otherwise) with its validators and caching headers."""
     return {
         "description": description,
-        "headers": {name: {"$ref": f"#/components/headers/{header}"} for name, header in [
-            ("ETag", "ETag"), ("Last-Modified", "LastModified"),
-            ("Cache-Control", "CacheControlPublic"), ("Vary", "Vary"),
-            ("Content-Encoding", "ContentEncoding")]},
+        "headers": {
+            name: {"$ref": f"#/components/headers/{header}"}
+            for name, header in [
+                ("ETag", "ETag"),
+                ("Last-Modified", "LastModified"),
+                ("Cache-Control", "CacheControlPublic"),
+                ("Vary", "Vary"),
+                ("Content-Encoding", "ContentEncoding"),
+            ]
+        },
         "content": {media_type: {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
     }
 
 
-
 # /builds and /builds/all are one operation under two names.
-BUILD_LIST_PARAMETERS = [{"$ref": f"#/components/parameters/{name}"} for name in (
-    "Project", "Channel", "Experimental", "IfNoneMatch", "IfModifiedSince")]
-BUILD_LIST_RESPONSES = {status: {"$ref": f"#/components/responses/{name}"} for status, name in [
-    ("200", "Builds"), ("304", "NotModified"), ("400", "BadQuery"), ("404", "UnknownProject"),
-    ("500", "InternalError")]}
+BUILD_LIST_PARAMETERS = [
+    {"$ref": f"#/components/parameters/{name}"}
+    for name in ("Project", "Channel", "Experimental", "IfNoneMatch", "IfModifiedSince")
+]
+BUILD_LIST_RESPONSES = {
+    status: {"$ref": f"#/components/responses/{name}"}
+    for status, name in [
+        ("200", "Builds"),
+        ("304", "NotModified"),
+        ("400", "BadQuery"),
+        ("404", "UnknownProject"),
+        ("500", "InternalError"),
+    ]
+}
 
 
 DOCUMENT = {
@@ -58,7 +78,7 @@ DOCUMENT = {
             "JSON successes carry a strong `ETag` and may be cached (`Cache-Control: public, "
             "max-age=60` by default); `If-None-Match` and `If-Modified-Since` are answered "
             "with `304`. Bodies of 1 KiB or more are gzipped for clients that accept it.\n\n"
-            "Every error is JSON, `{\"error\": \"...\", \"code\": \"...\"}` (the `Error` "
+            'Every error is JSON, `{"error": "...", "code": "..."}` (the `Error` '
             "schema): `error` says what went wrong and what to do, `code` is a stable "
             "snake_case name. Errors are `Cache-Control: no-store`, except `410`. Two errors "
             "can come from anywhere and are described once, under `components/responses`: "
@@ -74,8 +94,10 @@ DOCUMENT = {
     "servers": [{"url": "/", "description": "The server that serves this document."}],
     "tags": [
         {"name": "projects", "description": "The projects served."},
-        {"name": "builds", "description": "A project's builds, filtered by channel and "
-                                          "experimental flag."},
+        {
+            "name": "builds",
+            "description": "A project's builds, filtered by channel and experimental flag.",
+        },
         {"name": "javadoc", "description": "Redirects to a channel's javadoc."},
         {"name": "downloads", "description": "Redirects to a build's artifact."},
         {"name": "service", "description": "This document and the health check."},
@@ -94,9 +116,9 @@ DOCUMENT = {
                 ],
                 "responses": {
                     "200": _cacheable(
-                        "The projects. `Last-Modified` is when this server "
-                        "loaded the data shown.",
-                        "ProjectList"),
+                        "The projects. `Last-Modified` is when this server loaded the data shown.",
+                        "ProjectList",
+                    ),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
@@ -109,7 +131,7 @@ DOCUMENT = {
                 "operationId": "listBuilds",
                 "summary": "A project's builds passing the filters",
                 "description": "Sorted by ascending `buildNumber`. The same operation as "
-                               "`/api/v2/builds/all`, with byte-identical bodies.",
+                "`/api/v2/builds/all`, with byte-identical bodies.",
                 "parameters": BUILD_LIST_PARAMETERS,
                 "responses": BUILD_LIST_RESPONSES,
             },
@@ -120,7 +142,7 @@ DOCUMENT = {
                 "operationId": "listAllBuilds",
                 "summary": "A project's builds passing the filters (same as /builds)",
                 "description": "Another name of `/api/v2/builds`: same parameters, "
-                               "byte-identical bodies.",
+                "byte-identical bodies.",
                 "parameters": BUILD_LIST_PARAMETERS,
                 "responses": BUILD_LIST_RESPONSES,
             },
@@ -131,7 +153,7 @@ DOCUMENT = {
                 "operationId": "getLatestBuild",
                 "summary": "The latest build passing the filters",
                 "description": "The build with the highest `buildNumber` among those that "
-                               "pass the filters: one object, not an array.",
+                "pass the filters: one object, not an array.",
                 "parameters": [
                     {"$ref": "#/components/parameters/Project"},
                     {"$ref": "#/components/parameters/Channel"},
@@ -143,7 +165,8 @@ DOCUMENT = {
                     "200": _cacheable(
                         "The latest build. `Last-Modified` is when this server "
                         "loaded the project's file.",
-                        "Build"),
+                        "Build",
+                    ),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/BadQuery"},
                     "404": {"$ref": "#/components/responses/UnknownProjectOrNoBuild"},
@@ -172,10 +195,10 @@ DOCUMENT = {
                 "responses": {
                     "302": {
                         "description": "The javadoc of the channel: the project's "
-                                       "`javadocBaseUrl` without its trailing `/`, one `/`, "
-                                       "then `<channelVersion>-R0.1-SNAPSHOT`; with "
-                                       "`redirect`, then `/`, the project's page prefix and "
-                                       "`/` if it has one, and the page. No body.",
+                        "`javadocBaseUrl` without its trailing `/`, one `/`, "
+                        "then `<channelVersion>-R0.1-SNAPSHOT`; with "
+                        "`redirect`, then `/`, the project's page prefix and "
+                        "`/` if it has one, and the page. No body.",
                         "headers": {
                             "Location": {"$ref": "#/components/headers/Location"},
                             "Cache-Control": {
@@ -227,15 +250,20 @@ DOCUMENT = {
                 "operationId": "getBuildFeed",
                 "summary": "An Atom feed of a project's newest builds passing the filters",
                 "description": "The newest 50 builds passing the filters, newest first, as an "
-                               "Atom (RFC 4287) document. Same parameters, validation and "
-                               "errors as `/api/v2/builds`.",
+                "Atom (RFC 4287) document. Same parameters, validation and "
+                "errors as `/api/v2/builds`.",
                 "parameters": BUILD_LIST_PARAMETERS,
                 "responses": {
                     "200": _cacheable(
-                        "The feed. `Last-Modified` is when this server loaded the project's "
-                        "file.", "AtomFeed", "application/atom+xml"),
-                    **{status: response for status, response in BUILD_LIST_RESPONSES.items()
-                       if status != "200"},
+                        "The feed. `Last-Modified` is when this server loaded the project's file.",
+                        "AtomFeed",
+                        "application/atom+xml",
+                    ),
+                    **{
+                        status: response
+                        for status, response in BUILD_LIST_RESPONSES.items()
+                        if status != "200"
+                    },
                 },
             },
         },
@@ -250,9 +278,9 @@ DOCUMENT = {
                 ],
                 "responses": {
                     "200": _cacheable(
-                        "The OpenAPI 3.1 description of this API, errors "
-                        "included.",
-                        "OpenApiDocument"),
+                        "The OpenAPI 3.1 description of this API, errors included.",
+                        "OpenApiDocument",
+                    ),
                     "304": {"$ref": "#/components/responses/NotModified"},
                     "400": {"$ref": "#/components/responses/InvalidQuery"},
                     "500": {"$ref": "#/components/responses/InternalError"},
@@ -272,26 +300,34 @@ DOCUMENT = {
                         "headers": {
                             "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
                         },
-                        "content": {"application/json": {"schema": {
-                            "$ref": "#/components/schemas/Health",
-                            "properties": {
-                                "status": {"const": "ok"},
-                                "projects": {"minimum": 1},
-                            },
-                        }}},
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "$ref": "#/components/schemas/Health",
+                                    "properties": {
+                                        "status": {"const": "ok"},
+                                        "projects": {"minimum": 1},
+                                    },
+                                }
+                            }
+                        },
                     },
                     "503": {
                         "description": "No project at all is served.",
                         "headers": {
                             "Cache-Control": {"$ref": "#/components/headers/CacheControlNoStore"},
                         },
-                        "content": {"application/json": {"schema": {
-                            "$ref": "#/components/schemas/Health",
-                            "properties": {
-                                "status": {"const": "no_data"},
-                                "projects": {"const": 0},
-                            },
-                        }}},
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "$ref": "#/components/schemas/Health",
+                                    "properties": {
+                                        "status": {"const": "no_data"},
+                                        "projects": {"const": 0},
+                                    },
+                                }
+                            }
+                        },
                     },
                     "500": {"$ref": "#/components/responses/InternalError"},
                 },
@@ -314,13 +350,15 @@ DOCUMENT = {
                 "summary": "Anything under API version 1: removed",
                 "description": "Answers `410` to any method.",
                 "deprecated": True,
-                "parameters": [{
-                    "name": "rest",
-                    "in": "path",
-                    "required": True,
-                    "description": "Any path under `/api/v1/`, slashes included.",
-                    "schema": {"type": "string"},
-                }],
+                "parameters": [
+                    {
+                        "name": "rest",
+                        "in": "path",
+                        "required": True,
+                        "description": "Any path under `/api/v1/`, slashes included.",
+                        "schema": {"type": "string"},
+                    }
+                ],
                 "responses": {"410": {"$ref": "#/components/responses/Gone"}},
             },
         },
@@ -332,8 +370,8 @@ DOCUMENT = {
                 "in": "query",
                 "required": True,
                 "description": "The project's slug, in any letter case. Missing or empty: "
-                               "`400 missing_parameter`; no such project: "
-                               "`404 unknown_project`.",
+                "`400 missing_parameter`; no such project: "
+                "`404 unknown_project`.",
                 "schema": {"type": "string", "minLength": 1},
                 "example": "tinplate",
             },
@@ -354,7 +392,7 @@ DOCUMENT = {
                 "in": "query",
                 "required": False,
                 "description": "`true`, in any letter case, includes experimental builds; "
-                               "any other value, or none, means stable builds only.",
+                "any other value, or none, means stable builds only.",
                 "schema": {"type": "string", "default": "false"},
                 "example": "true",
             },
@@ -378,7 +416,7 @@ DOCUMENT = {
                 "in": "header",
                 "required": False,
                 "description": "ETags the client holds (`*` for any): `304` if one is "
-                               "current. Wins over `If-Modified-Since`.",
+                "current. Wins over `If-Modified-Since`.",
                 "schema": {"type": "string"},
             },
             "IfModifiedSince": {
@@ -386,37 +424,37 @@ DOCUMENT = {
                 "in": "header",
                 "required": False,
                 "description": "An HTTP date: `304` if the data has not changed since. "
-                               "Ignored when `If-None-Match` is given or the date is invalid.",
+                "Ignored when `If-None-Match` is given or the date is invalid.",
                 "schema": {"type": "string"},
             },
         },
         "headers": {
             "ETag": {
                 "description": "A strong validator, a hash of the body, the same on every "
-                               "server serving the same files. The gzipped body has its own.",
+                "server serving the same files. The gzipped body has its own.",
                 "required": True,
-                "schema": {"type": "string", "pattern": "^\"[0-9a-f]+(-gzip)?\"$"},
+                "schema": {"type": "string", "pattern": '^"[0-9a-f]+(-gzip)?"$'},
             },
             "LastModified": {
                 "description": "When this server loaded the data shown, sent once that "
-                               "data is a second old (HTTP dates have whole seconds).",
+                "data is a second old (HTTP dates have whole seconds).",
                 "required": False,
                 "schema": {
                     "type": "string",
                     "pattern": "^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} "
-                               "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-                               "[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$",
+                    "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                    "[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$",
                 },
             },
             "CacheControlPublic": {
                 "description": "`public, max-age=60` unless the server is run with another "
-                               "`--max-age`.",
+                "`--max-age`.",
                 "required": True,
                 "schema": {"type": "string", "pattern": "^public, max-age=[0-9]+$"},
             },
             "CacheControlRedirect": {
                 "description": "The redirect moves when a build lands: cacheable 10 seconds "
-                               "(less if the server's `--max-age` is lower).",
+                "(less if the server's `--max-age` is lower).",
                 "required": True,
                 "schema": {"type": "string", "pattern": "^public, max-age=([0-9]|10)$"},
             },
@@ -432,7 +470,7 @@ DOCUMENT = {
             },
             "Vary": {
                 "description": "Sent with bodies of 1 KiB or more, which are gzipped for "
-                               "clients that accept gzip.",
+                "clients that accept gzip.",
                 "required": False,
                 "schema": {"const": "Accept-Encoding"},
             },
@@ -457,10 +495,11 @@ DOCUMENT = {
                 "The builds, ascending by `buildNumber`; `[]` when none "
                 "passes the filters. `Last-Modified` is when this server loaded "
                 "the project's file.",
-                "BuildList"),
+                "BuildList",
+            ),
             "NotModified": {
                 "description": "The client's copy, named by `If-None-Match` or dated by "
-                               "`If-Modified-Since`, is current. No body.",
+                "`If-Modified-Since`, is current. No body.",
                 "headers": {
                     "ETag": {"$ref": "#/components/headers/ETag"},
                     "Cache-Control": {"$ref": "#/components/headers/CacheControlPublic"},
@@ -474,58 +513,72 @@ DOCUMENT = {
                 "`experimental` given twice (`repeated_parameter`); not UTF-8 once "
                 "percent-decoded, a control or invisible character, or more than 50 "
                 "parameters (`invalid_query`).",
-                "missing_parameter", "superseded_parameter", "repeated_parameter",
-                "invalid_query"),
+                "missing_parameter",
+                "superseded_parameter",
+                "repeated_parameter",
+                "invalid_query",
+            ),
             "BadJavadocQuery": _error(
                 "The query is refused: as for the builds endpoints (`missing_parameter`, "
                 "`superseded_parameter`, `repeated_parameter`, `invalid_query`; `redirect` "
                 "too may be given only once), or `redirect` is not a page path "
                 "(`invalid_redirect`).",
-                "missing_parameter", "superseded_parameter", "repeated_parameter",
-                "invalid_query", "invalid_redirect"),
+                "missing_parameter",
+                "superseded_parameter",
+                "repeated_parameter",
+                "invalid_query",
+                "invalid_redirect",
+            ),
             "InvalidQuery": _error(
                 "The query is not UTF-8 once percent-decoded, holds a control or invisible "
                 "character, or has more than 50 parameters (`invalid_query`). Every route "
                 "checks this, even those that take no parameters.",
-                "invalid_query"),
-            "UnknownProject": _error("No project has that slug (`unknown_project`).",
-                                     "unknown_project"),
+                "invalid_query",
+            ),
+            "UnknownProject": _error(
+                "No project has that slug (`unknown_project`).", "unknown_project"
+            ),
             "UnknownProjectOrNoBuild": _error(
                 "No project has that slug (`unknown_project`), or none of its builds passes "
                 "the filters (`no_matching_build`).",
-                "unknown_project", "no_matching_build"),
-            "NotFound": _error("Any path not listed in this document (`not_found`).",
-                               "not_found"),
+                "unknown_project",
+                "no_matching_build",
+            ),
+            "NotFound": _error("Any path not listed in this document (`not_found`).", "not_found"),
             "MethodNotAllowed": _error(
                 "A method other than GET, HEAD or OPTIONS on any path listed here outside "
                 "`/api/v1` (`method_not_allowed`).",
-                "method_not_allowed", headers={"Allow": {"$ref": "#/components/headers/Allow"}}),
+                "method_not_allowed",
+                headers={"Allow": {"$ref": "#/components/headers/Allow"}},
+            ),
             "Gone": _error(
-                "API version 1 was removed on 2025-11-05: use `/api/v2` "
-                "(`api_version_removed`).",
-                "api_version_removed", cache_control="CacheControlGone"),
+                "API version 1 was removed on 2025-11-05: use `/api/v2` (`api_version_removed`).",
+                "api_version_removed",
+                cache_control="CacheControlGone",
+            ),
             "InternalError": _error(
                 "A bug (`internal_error`): the trace is in the server's log, never in the body.",
-                "internal_error"),
+                "internal_error",
+            ),
         },
         "schemas": {
             "AtomFeed": {
                 "description": "An Atom feed document (RFC 4287): one entry per build, its id "
-                               "a `tag:` URI that does not depend on the host name, its title "
-                               "`<ciJob> #<buildNumber> (<channelVersion>)`, its `updated` the "
-                               "build's timestamp, its content the commits, its `alternate` "
-                               "link the download.",
+                "a `tag:` URI that does not depend on the host name, its title "
+                "`<ciJob> #<buildNumber> (<channelVersion>)`, its `updated` the "
+                "build's timestamp, its content the commits, its `alternate` "
+                "link the download.",
                 "type": "string",
                 "contentMediaType": "application/atom+xml",
                 "pattern": "^<\\?xml ",
             },
             "HttpUrl": {
                 "description": "An absolute `http://` or `https://` URL of ASCII letters, digits "
-                               "and URL punctuation.",
+                "and URL punctuation.",
                 "type": "string",
                 "format": "uri",
                 "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://([A-Za-z0-9.-]+|\\[[0-9A-Fa-f:.]+\\])"
-                           "(:[0-9]{1,5})?([/?#][A-Za-z0-9\\-._~%!$&'()*+,;=:@/?#]*)?$",
+                "(:[0-9]{1,5})?([/?#][A-Za-z0-9\\-._~%!$&'()*+,;=:@/?#]*)?$",
             },
             "Project": {
                 "description": "A project, one data file.",
@@ -552,12 +605,14 @@ DOCUMENT = {
                 },
                 "required": ["slug", "ciJob", "ciJobUrl", "javadocBaseUrl"],
                 "additionalProperties": False,
-                "examples": [{
-                    "slug": "tinplate",
-                    "ciJob": "Tinplate",
-                    "ciJobUrl": "https://ci.buildshelf.example/job/Tinplate/",
-                    "javadocBaseUrl": "https://jd.buildshelf.example/tinplate/",
-                }],
+                "examples": [
+                    {
+                        "slug": "tinplate",
+                        "ciJob": "Tinplate",
+                        "ciJobUrl": "https://ci.buildshelf.example/job/Tinplate/",
+                        "javadocBaseUrl": "https://jd.buildshelf.example/tinplate/",
+                    }
+                ],
             },
             "ProjectList": {
                 "description": "Every project served, in slug order.",
@@ -587,7 +642,7 @@ DOCUMENT = {
             },
             "Build": {
                 "description": "A build, with exactly these fields in this order. The "
-                               "deprecated `commit` field is never served: use `commits`.",
+                "deprecated `commit` field is never served: use `commits`.",
                 "type": "object",
                 "properties": {
                     "buildNumber": {
@@ -605,13 +660,13 @@ DOCUMENT = {
                     },
                     "channelVersion": {
                         "description": "The channel the build belongs to: what `channel` "
-                                       "selects, and part of the javadoc address.",
+                        "selects, and part of the javadoc address.",
                         "type": "string",
                         "pattern": "^[A-Za-z0-9._+-]+$",
                     },
                     "timestamp": {
                         "description": "The time of the build, exactly as the data file gives "
-                                       "it (the sample data uses epoch milliseconds).",
+                        "it (the sample data uses epoch milliseconds).",
                         "type": "integer",
                     },
                     "isExperimental": {
@@ -624,20 +679,33 @@ DOCUMENT = {
                         "items": {"$ref": "#/components/schemas/Commit"},
                     },
                 },
-                "required": ["buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
-                             "isExperimental", "commits"],
+                "required": [
+                    "buildNumber",
+                    "url",
+                    "downloadUrl",
+                    "channelVersion",
+                    "timestamp",
+                    "isExperimental",
+                    "commits",
+                ],
                 "additionalProperties": False,
-                "examples": [{
-                    "buildNumber": 146,
-                    "url": "https://ci.buildshelf.example/job/Tinplate/146/",
-                    "downloadUrl": "https://ci.buildshelf.example/job/Tinplate/146/artifact/"
-                                   "tinplate-1.21.3-146.jar",
-                    "channelVersion": "1.21.3",
-                    "timestamp": 1712494188349,
-                    "isExperimental": False,
-                    "commits": [{"message": "Update upstream (bb441a3)",
-                                 "hash": "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7"}],
-                }],
+                "examples": [
+                    {
+                        "buildNumber": 146,
+                        "url": "https://ci.buildshelf.example/job/Tinplate/146/",
+                        "downloadUrl": "https://ci.buildshelf.example/job/Tinplate/146/artifact/"
+                        "tinplate-1.21.3-146.jar",
+                        "channelVersion": "1.21.3",
+                        "timestamp": 1712494188349,
+                        "isExperimental": False,
+                        "commits": [
+                            {
+                                "message": "Update upstream (bb441a3)",
+                                "hash": "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7",
+                            }
+                        ],
+                    }
+                ],
             },
             "BuildList": {
                 "description": "Builds, ascending by `buildNumber`.",
@@ -657,30 +725,38 @@ DOCUMENT = {
                         "description": "The problem's stable name, for programs.",
                         "type": "string",
                         "enum": [
-                            "missing_parameter", "superseded_parameter", "repeated_parameter",
-                            "invalid_query", "invalid_redirect", "unknown_project",
+                            "missing_parameter",
+                            "superseded_parameter",
+                            "repeated_parameter",
+                            "invalid_query",
+                            "invalid_redirect",
+                            "unknown_project",
                             "no_matching_build",
-                            "not_found", "method_not_allowed", "api_version_removed",
+                            "not_found",
+                            "method_not_allowed",
+                            "api_version_removed",
                             "internal_error",
                         ],
                     },
                 },
                 "required": ["error", "code"],
                 "additionalProperties": False,
-                "examples": [{
-                    "error": "the query parameter 'project' is required, e.g. ?project=... "
-                             "(see /api/v2/projects for the projects)",
-                    "code": "missing_parameter",
-                }],
+                "examples": [
+                    {
+                        "error": "the query parameter 'project' is required, e.g. ?project=... "
+                        "(see /api/v2/projects for the projects)",
+                        "code": "missing_parameter",
+                    }
+                ],
             },
             "RejectedFile": {
                 "description": "A data file not served as it is on disk. A project whose file "
-                               "broke keeps serving its last good version.",
+                "broke keeps serving its last good version.",
                 "type": "object",
                 "properties": {
                     "file": {
                         "description": "The file's name in the data directory; `.` for the "
-                                       "directory itself.",
+                        "directory itself.",
                         "type": "string",
                         "minLength": 1,
                     },
@@ -699,9 +775,9 @@ DOCUMENT = {
                 "properties": {
                     "status": {
                         "description": "`no_data` when no project at all is served (status "
-                                       "503); `stalled` when a file has been read for longer "
-                                       "than a check waits, or a check takes too long: the "
-                                       "data served may be out of date.",
+                        "503); `stalled` when a file has been read for longer "
+                        "than a check waits, or a check takes too long: the "
+                        "data served may be out of date.",
                         "type": "string",
                         "enum": ["ok", "stalled", "no_data"],
                     },
@@ -718,7 +794,7 @@ DOCUMENT = {
                     },
                     "lastCheck": {
                         "description": "When the data files were last checked for changes, "
-                                       "UTC (about every second).",
+                        "UTC (about every second).",
                         "type": "string",
                         "format": "date-time",
                         "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
@@ -735,35 +811,50 @@ DOCUMENT = {
                     },
                     "stalledReads": {
                         "description": "Files (or `.`, the directory listing) whose read has "
-                                       "lasted longer than a check waits, with how long; each "
-                                       "keeps its last good version meanwhile.",
+                        "lasted longer than a check waits, with how long; each "
+                        "keeps its last good version meanwhile.",
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "properties": {"file": {"type": "string"},
-                                           "seconds": {"type": "number", "minimum": 0}},
+                            "properties": {
+                                "file": {"type": "string"},
+                                "seconds": {"type": "number", "minimum": 0},
+                            },
                             "required": ["file", "seconds"],
                             "additionalProperties": False,
                         },
                     },
                 },
-                "required": ["status", "projects", "lastReload", "lastCheck", "checkRunningFor",
-                             "rejectedFiles", "stalledReads"],
+                "required": [
+                    "status",
+                    "projects",
+                    "lastReload",
+                    "lastCheck",
+                    "checkRunningFor",
+                    "rejectedFiles",
+                    "stalledReads",
+                ],
                 "additionalProperties": False,
-                "examples": [{
-                    "status": "ok",
-                    "projects": 3,
-                    "lastReload": "2026-11-22T17:20:00Z",
-                    "lastCheck": "2026-11-22T17:31:05Z",
-                    "checkRunningFor": None,
-                    "rejectedFiles": [{"file": "waystone.json",
-                                       "error": "line 14, column 7: Expecting ',' delimiter"}],
-                    "stalledReads": [],
-                }],
+                "examples": [
+                    {
+                        "status": "ok",
+                        "projects": 3,
+                        "lastReload": "2026-11-22T17:20:00Z",
+                        "lastCheck": "2026-11-22T17:31:05Z",
+                        "checkRunningFor": None,
+                        "rejectedFiles": [
+                            {
+                                "file": "waystone.json",
+                                "error": "line 14, column 7: Expecting ',' delimiter",
+                            }
+                        ],
+                        "stalledReads": [],
+                    }
+                ],
             },
             "OpenApiDocument": {
                 "description": "An OpenAPI 3.1 document (this one); its full schema is the "
-                               "OpenAPI specification's.",
+                "OpenAPI specification's.",
                 "type": "object",
                 "properties": {
                     "openapi": {"type": "string", "pattern": "^3\\.1\\.[0-9]+$"},
@@ -786,43 +877,65 @@ def document(compat=None):
     doc = copy.deepcopy(DOCUMENT)
     doc["info"]["description"] += (
         "\n\nThis server runs in the upstream Canvas API's compatibility mode (`--compat "
-        "upstream`): `/api/v2/builds` answers `{\"project\": ..., \"builds\": [...]}`, "
-        "`/api/v2/builds/all` answers `{\"builds\": [...]}`, every build has `\"result\": "
-        "\"SUCCESS\"` and every commit an `author`.")
+        'upstream`): `/api/v2/builds` answers `{"project": ..., "builds": [...]}`, '
+        '`/api/v2/builds/all` answers `{"builds": [...]}`, every build has `"result": '
+        '"SUCCESS"` and every commit an `author`.'
+    )
     schemas, responses = doc["components"]["schemas"], doc["components"]["responses"]
     build = schemas["Build"]
-    build["description"] = ("A build, in the upstream's shape: the spec's fields and "
-                            "`result`. The deprecated `commit` field is never served.")
-    build["properties"] = {"result": {
-        "description": "Always `SUCCESS`: every build served is a finished, downloadable one.",
-        "const": "SUCCESS"}, **build["properties"]}
+    build["description"] = (
+        "A build, in the upstream's shape: the spec's fields and "
+        "`result`. The deprecated `commit` field is never served."
+    )
+    build["properties"] = {
+        "result": {
+            "description": "Always `SUCCESS`: every build served is a finished, downloadable one.",
+            "const": "SUCCESS",
+        },
+        **build["properties"],
+    }
     build["required"] = list(build["properties"])
-    build["examples"] = [{"result": "SUCCESS", **example, "commits": [
-        {**commit, "author": "Jane Doe"} for commit in example["commits"]]}
-        for example in build["examples"]]
+    build["examples"] = [
+        {
+            "result": "SUCCESS",
+            **example,
+            "commits": [{**commit, "author": "Jane Doe"} for commit in example["commits"]],
+        }
+        for example in build["examples"]
+    ]
     commit = schemas["Commit"]
     commit["properties"]["author"] = {
-        "description": "The commit's author as the data file gives it; `\"\"` when it "
-                       "gives none.",
-        "type": "string"}
+        "description": 'The commit\'s author as the data file gives it; `""` when it gives none.',
+        "type": "string",
+    }
     commit["required"] = list(commit["properties"])
     for name, with_project in (("BuildsEnvelope", True), ("AllBuildsEnvelope", False)):
         properties = {"builds": {"$ref": "#/components/schemas/BuildList"}}
         if with_project:
-            properties = {"project": {"description": "The project's slug.", "type": "string"},
-                          **properties}
-        schemas[name] = {"description": "Builds passing the filters, in the upstream's "
-                                        "envelope.",
-                         "type": "object", "properties": properties,
-                         "required": list(properties), "additionalProperties": False}
+            properties = {
+                "project": {"description": "The project's slug.", "type": "string"},
+                **properties,
+            }
+        schemas[name] = {
+            "description": "Builds passing the filters, in the upstream's envelope.",
+            "type": "object",
+            "properties": properties,
+            "required": list(properties),
+            "additionalProperties": False,
+        }
         responses[name] = _cacheable(
             "The builds, ascending by `buildNumber`; `builds` is `[]` when none passes the "
-            "filters. `Last-Modified` is when this server loaded the project's file.", name)
-    for path, name in (("/api/v2/builds", "BuildsEnvelope"),
-                       ("/api/v2/builds/all", "AllBuildsEnvelope")):
+            "filters. `Last-Modified` is when this server loaded the project's file.",
+            name,
+        )
+    for path, name in (
+        ("/api/v2/builds", "BuildsEnvelope"),
+        ("/api/v2/builds/all", "AllBuildsEnvelope"),
+    ):
         operation = doc["paths"][path]["get"]
-        operation["description"] = "Sorted by ascending `buildNumber`, in the upstream's " \
-                                   "envelope."
-        operation["responses"] = {**operation["responses"],
-                                  "200": {"$ref": f"#/components/responses/{name}"}}
+        operation["description"] = "Sorted by ascending `buildNumber`, in the upstream's envelope."
+        operation["responses"] = {
+            **operation["responses"],
+            "200": {"$ref": f"#/components/responses/{name}"},
+        }
     return doc

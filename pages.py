@@ -31,8 +31,10 @@ ATOM_NS = "http://www.w3.org/2005/Atom"
 # Ids that survive a change of host name (RFC 4151): the authority names the software.
 TAG = "tag:buildshelf,2026:"
 # Everything these pages load is served here; no script at all.
-CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'self'; img-src 'self'; "
-                           "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
 STATIC = {"style.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
 # Characters XML 1.0 forbids (JSON allows them in a commit message): shown as U+FFFD.
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -76,10 +78,11 @@ def xml_safe(text):
 
 # --- what a page shows --------------------------------------------------------------------------
 
+
 def utc_time(timestamp):
     """A timestamp (epoch milliseconds) as an aware datetime, or None if out of range."""
     try:
-        return datetime.datetime.fromtimestamp(timestamp / 1000, datetime.timezone.utc)
+        return datetime.datetime.fromtimestamp(timestamp / 1000, datetime.UTC)
     except (OverflowError, ValueError, OSError):
         return None
 
@@ -92,12 +95,18 @@ def file_name(url):
 def build_view(build):
     when = utc_time(build.timestamp)
     return SimpleNamespace(
-        number=build.number, channel=build.channel, experimental=build.is_experimental,
-        url=build.url, download_url=build.download_url, file=file_name(build.download_url),
+        number=build.number,
+        channel=build.channel,
+        experimental=build.is_experimental,
+        url=build.url,
+        download_url=build.download_url,
+        file=file_name(build.download_url),
         iso=when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None,
         date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
-        commits=[SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message)
-                 for c in build.commits])
+        commits=[
+            SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message) for c in build.commits
+        ],
+    )
 
 
 def link(path, **params):
@@ -107,21 +116,29 @@ def link(path, **params):
 
 
 def feed_link(project, channel=None, experimental=False):
-    return link(API + "/feed", project=project.slug, channel=channel,
-                experimental="true" if experimental else None)
+    return link(
+        API + "/feed",
+        project=project.slug,
+        channel=channel,
+        experimental="true" if experimental else None,
+    )
 
 
 def project_view(project):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
     return SimpleNamespace(
-        slug=project.slug, name=project.ci_job, ci_job_url=project.ci_job_url,
-        page=f"/projects/{project.slug}", feed=feed_link(project),
+        slug=project.slug,
+        name=project.ci_job,
+        ci_job_url=project.ci_job_url,
+        page=f"/projects/{project.slug}",
+        feed=feed_link(project),
         javadoc=link(API + "/jd", project=project.slug) if stable else None,
         json=link(API + "/builds", project=project.slug),
         stable=build_view(stable) if stable else None,
         experimental=build_view(newest) if newest and newest is not stable else None,
-        build_count=len(project.builds))
+        build_count=len(project.builds),
+    )
 
 
 def channels(project):
@@ -134,8 +151,12 @@ def channels(project):
 
 def index_page(snapshot):
     views = [project_view(p) for p in snapshot.projects.values()]
-    return render("index", title="Buildshelf: downloads", projects=views,
-                  feeds=[(f"{v.name} builds", v.feed) for v in views])
+    return render(
+        "index",
+        title="Buildshelf: downloads",
+        projects=views,
+        feeds=[(f"{v.name} builds", v.feed) for v in views],
+    )
 
 
 def page_count(builds):
@@ -145,30 +166,40 @@ def page_count(builds):
 def project_page(project, channel, experimental, page):
     builds = project.select(channel, experimental)
     pages = page_count(builds)
-    newest_first = builds[::-1][(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+    newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     here = f"/projects/{project.slug}"
     filters = {"channel": channel, "experimental": "true" if experimental else None}
     feed = feed_link(project, channel, experimental)
     return render(
-        "project", title=f"{project.ci_job} builds: Buildshelf", project=project_view(project),
-        builds=[build_view(b) for b in newest_first], total=len(builds),
-        channels=channels(project), channel=channel, experimental=experimental, feed=feed,
-        feeds=[(f"{project.ci_job} builds", feed)], page=page, pages=pages,
-        first=(page - 1) * PAGE_SIZE + 1, last=(page - 1) * PAGE_SIZE + len(newest_first),
+        "project",
+        title=f"{project.ci_job} builds: Buildshelf",
+        project=project_view(project),
+        builds=[build_view(b) for b in newest_first],
+        total=len(builds),
+        channels=channels(project),
+        channel=channel,
+        experimental=experimental,
+        feed=feed,
+        feeds=[(f"{project.ci_job} builds", feed)],
+        page=page,
+        pages=pages,
+        first=(page - 1) * PAGE_SIZE + 1,
+        last=(page - 1) * PAGE_SIZE + len(newest_first),
         newer=link(here, **filters, page=page - 1 if page > 2 else None) if page > 1 else None,
-        older=link(here, **filters, page=page + 1) if page < pages else None)
+        older=link(here, **filters, page=page + 1) if page < pages else None,
+    )
 
 
 def error_page(status, message):
-    return render("error", title=f"{status}: Buildshelf", status=status, message=message,
-                  feeds=[])
+    return render("error", title=f"{status}: Buildshelf", status=status, message=message, feeds=[])
 
 
 # --- the feed -----------------------------------------------------------------------------------
 
+
 def atom_time(timestamp):
     # RFC 4287 requires a date: a timestamp out of range shows as the epoch.
-    when = utc_time(timestamp) or datetime.datetime.fromtimestamp(0, datetime.timezone.utc)
+    when = utc_time(timestamp) or datetime.datetime.fromtimestamp(0, datetime.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -185,8 +216,13 @@ def feed_xml(project, channel, experimental):
     feed = ET.Element(f"{{{ATOM_NS}}}feed")
     which = f" in channel {channel}" if channel else ""
     kind = "builds" if experimental else "stable builds"
-    add(feed, "id", f"{TAG}{project.slug}/feed" + (f";channel={channel}" if channel else "")
-        + (";experimental" if experimental else ""))
+    add(
+        feed,
+        "id",
+        f"{TAG}{project.slug}/feed"
+        + (f";channel={channel}" if channel else "")
+        + (";experimental" if experimental else ""),
+    )
     add(feed, "title", f"{project.ci_job}: {kind}{which}")
     # The newest build's time, not the time of loading: every instance serves the same bytes.
     newest = builds[0] if builds else project.latest(None, True)
@@ -202,17 +238,27 @@ def feed_xml(project, channel, experimental):
         flag = ", experimental" if build.is_experimental else ""
         add(entry, "title", f"{project.ci_job} #{build.number} ({build.channel}{flag})")
         add(entry, "updated", atom_time(build.timestamp))
-        add(entry, "link", rel="alternate", href=build.download_url, title=file_name(
-            build.download_url))
+        add(
+            entry,
+            "link",
+            rel="alternate",
+            href=build.download_url,
+            title=file_name(build.download_url),
+        )
         add(entry, "link", rel="related", type="text/html", href=build.url, title="CI run")
         add(entry, "category", term=build.channel)
-        add(entry, "content", "\n".join(f"{c.hash[:7]} {c.message}" for c in build.commits)
-            or "No commits listed.", type="text")
+        add(
+            entry,
+            "content",
+            "\n".join(f"{c.hash[:7]} {c.message}" for c in build.commits) or "No commits listed.",
+            type="text",
+        )
     text = ET.tostring(feed, encoding="unicode", xml_declaration=False)
     return ('<?xml version="1.0" encoding="utf-8"?>\n' + xml_safe(text)).encode()
 
 
 # --- the routes ---------------------------------------------------------------------------------
+
 
 def install(app, store, max_age, cache, send, query, build_filter, filters):
     """Add the pages, the feed and their static files to `app` (made by server.make_app).
@@ -222,7 +268,7 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
     pages read `channel` and `experimental` as the API does.
     """
     static = {}
-    for name, content_type in STATIC.items():
+    for name in STATIC:
         with open(os.path.join(VIEWS, name), "rb") as f:
             static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
 
@@ -246,8 +292,14 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
         except bottle.HTTPError as error:
             return fail_page(error)
         snapshot = store.snapshot()
-        return send_page(cache.get(snapshot, "page:index", lambda: Representation.of(
-            index_page(snapshot), snapshot.loaded_at)), snapshot)
+        return send_page(
+            cache.get(
+                snapshot,
+                "page:index",
+                lambda: Representation.of(index_page(snapshot), snapshot.loaded_at),
+            ),
+            snapshot,
+        )
 
     @app.get("/projects/<slug>")
     def project_builds(slug):
@@ -259,13 +311,14 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
             return fail_page(error)
 
         def make():
-            return Representation.of(project_page(project, channel, experimental, page),
-                                     project.loaded_at)
+            return Representation.of(
+                project_page(project, channel, experimental, page), project.loaded_at
+            )
+
         # Any client may send any channel: keep only those that select builds.
         if page > KEPT_PAGES or not project.select(channel, experimental):
             return send_page(make(), snapshot)
-        return send_page(cache.get(project, ("page", channel, experimental, page), make),
-                         snapshot)
+        return send_page(cache.get(project, ("page", channel, experimental, page), make), snapshot)
 
     @app.get(API + "/feed")
     def feed():
@@ -274,12 +327,13 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
         project, channel, experimental = build_filter(snapshot, query())
 
         def make():
-            return Representation.of(feed_xml(project, channel, experimental),
-                                     project.loaded_at)
+            return Representation.of(feed_xml(project, channel, experimental), project.loaded_at)
+
         if not project.select(channel, experimental):
             return send(make(), max_age, ATOM, shown=snapshot)
-        return send(cache.get(project, ("feed", channel, experimental), make), max_age, ATOM,
-                    shown=snapshot)
+        return send(
+            cache.get(project, ("feed", channel, experimental), make), max_age, ATOM, shown=snapshot
+        )
 
     @app.get("/static/<name>")
     def static_file(name):
@@ -298,8 +352,12 @@ def _page_filter(snapshot, slug, query, filters):
     channel, experimental = filters(params)
     pages = page_count(project.select(channel, experimental))
     number = params.get("page") or "1"
-    if not (number.isdecimal() and number.isascii() and len(number) <= MAX_PAGE_DIGITS
-            and 1 <= int(number)):
+    if not (
+        number.isdecimal()
+        and number.isascii()
+        and len(number) <= MAX_PAGE_DIGITS
+        and 1 <= int(number)
+    ):
         raise bottle.HTTPError(400, f"The page must be a whole number from 1 to {pages}.")
     if int(number) > pages:
         raise bottle.HTTPError(404, f"There is no page {number}: this list has {pages}.")

@@ -28,8 +28,10 @@ REMEMBERED_TARGET_LENGTH = 1000
 # not, 304 or the body. The headers of an answer are decided by these and nothing else.
 Variant = namedtuple("Variant", "gzipped dated not_modified")
 # All eight, made once: a namedtuple is slow to make, and one is needed per request.
-_VARIANTS = {tuple(v): v for v in (Variant(g, d, n) for g in (False, True)
-                                   for d in (False, True) for n in (False, True))}
+_VARIANTS = {
+    tuple(v): v
+    for v in (Variant(g, d, n) for g in (False, True) for d in (False, True) for n in (False, True))
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +51,15 @@ class Representation:
         if len(body) >= GZIP_MIN_BYTES:
             gzipped = gzip.compress(body, compresslevel=6, mtime=0)
         modified = math.ceil(loaded_at)
-        return cls(body, f'"{etag}"', gzipped, f'"{etag}-gzip"', loaded_at, modified,
-                   formatdate(modified, usegmt=True))
+        return cls(
+            body,
+            f'"{etag}"',
+            gzipped,
+            f'"{etag}-gzip"',
+            loaded_at,
+            modified,
+            formatdate(modified, usegmt=True),
+        )
 
     @property
     def size(self):
@@ -79,8 +88,11 @@ class Representation:
         if if_none_match is not None:  # it wins over If-Modified-Since (RFC 9110 13.2.2)
             not_modified = etag_matches(if_none_match, self.gzip_etag if gzipped else self.etag)
         else:
-            not_modified = dated and if_modified_since is not None and not modified_since(
-                if_modified_since, self.modified)
+            not_modified = (
+                dated
+                and if_modified_since is not None
+                and not modified_since(if_modified_since, self.modified)
+            )
         return _VARIANTS[gzipped, dated, not_modified]
 
 

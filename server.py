@@ -59,8 +59,12 @@ def error_body(code, message):
 
 
 def project_json(project):
-    return {"slug": project.slug, "ciJob": project.ci_job, "ciJobUrl": project.ci_job_url,
-            "javadocBaseUrl": project.javadoc_base_url}
+    return {
+        "slug": project.slug,
+        "ciJob": project.ci_job,
+        "ciJobUrl": project.ci_job_url,
+        "javadocBaseUrl": project.javadoc_base_url,
+    }
 
 
 def encode_builds(builds):
@@ -71,17 +75,22 @@ def encode_builds(builds):
     for i in range(0, len(builds), ENCODE_SLICE):
         if i:
             out.write(b",")
-        out.write(encode([build_json(b) for b in builds[i:i + ENCODE_SLICE]])[1:-1])
+        out.write(encode([build_json(b) for b in builds[i : i + ENCODE_SLICE]])[1:-1])
     out.write(b"]")
     return out.getvalue()
 
 
 def build_json(build):
     """The one place that decides a build's fields and their order (never `commit`)."""
-    return {"buildNumber": build.number, "url": build.url, "downloadUrl": build.download_url,
-            "channelVersion": build.channel, "timestamp": build.timestamp,
-            "isExperimental": build.is_experimental,
-            "commits": [{"message": c.message, "hash": c.hash} for c in build.commits]}
+    return {
+        "buildNumber": build.number,
+        "url": build.url,
+        "downloadUrl": build.download_url,
+        "channelVersion": build.channel,
+        "timestamp": build.timestamp,
+        "isExperimental": build.is_experimental,
+        "commits": [{"message": c.message, "hash": c.hash} for c in build.commits],
+    }
 
 
 def _shown(text, limit=100):
@@ -100,18 +109,26 @@ def _query():
     # WSGI hands over the raw bytes as latin-1; percent-decode those bytes, then read UTF-8.
     fields = [f for f in bottle.request.query_string.encode("latin-1").split(b"&") if f]
     if len(fields) > MAX_QUERY_FIELDS:
-        raise ApiError(400, "invalid_query", f"too many query parameters (at most "
-                       f"{MAX_QUERY_FIELDS})")
+        raise ApiError(
+            400, "invalid_query", f"too many query parameters (at most {MAX_QUERY_FIELDS})"
+        )
     try:
-        pairs = [(_decode(name), _decode(value))
-                 for name, _, value in (f.partition(b"=") for f in fields)]
+        pairs = [
+            (_decode(name), _decode(value))
+            for name, _, value in (f.partition(b"=") for f in fields)
+        ]
     except UnicodeError:
-        raise ApiError(400, "invalid_query", "the query string is not valid UTF-8 once "
-                       "percent-decoded") from None
+        raise ApiError(
+            400, "invalid_query", "the query string is not valid UTF-8 once percent-decoded"
+        ) from None
     for name, value in pairs:
         if not (name + value).isprintable():
-            raise ApiError(400, "invalid_query", f"parameter {_shown(name)} holds a control or "
-                           "invisible character (such as NUL, CR, LF or a zero-width space)")
+            raise ApiError(
+                400,
+                "invalid_query",
+                f"parameter {_shown(name)} holds a control or "
+                "invisible character (such as NUL, CR, LF or a zero-width space)",
+            )
     return pairs
 
 
@@ -120,11 +137,17 @@ def _build_query(once=BUILD_PARAMETERS):
     params = {}
     for name, value in _query():
         if name in SUPERSEDED_PARAMETERS:
-            raise ApiError(400, "superseded_parameter", f"parameter {name!r} was replaced: "
-                           "use 'channel' instead")
+            raise ApiError(
+                400,
+                "superseded_parameter",
+                f"parameter {name!r} was replaced: use 'channel' instead",
+            )
         if name in params and name in once:
-            raise ApiError(400, "repeated_parameter", f"parameter {name!r} is given more than "
-                           "once: give it once")
+            raise ApiError(
+                400,
+                "repeated_parameter",
+                f"parameter {name!r} is given more than once: give it once",
+            )
         params.setdefault(name, value)
     return params
 
@@ -132,8 +155,12 @@ def _build_query(once=BUILD_PARAMETERS):
 def _required(params, name):
     value = params.get(name, "")
     if not value:
-        raise ApiError(400, "missing_parameter", f"the query parameter {name!r} is required, "
-                       f"e.g. ?{name}=... (see {API}/projects for the projects)")
+        raise ApiError(
+            400,
+            "missing_parameter",
+            f"the query parameter {name!r} is required, "
+            f"e.g. ?{name}=... (see {API}/projects for the projects)",
+        )
     return value
 
 
@@ -152,8 +179,11 @@ def _build_filter(snapshot, params):
     slug = _required(params, "project")
     project = snapshot.project(slug)
     if project is None:
-        raise ApiError(404, "unknown_project", f"no project {_shown(slug)}: see {API}/projects "
-                       "for the projects served")
+        raise ApiError(
+            404,
+            "unknown_project",
+            f"no project {_shown(slug)}: see {API}/projects for the projects served",
+        )
     return project, *_filters(params)
 
 
@@ -165,8 +195,9 @@ def _latest(snapshot, params):
         which = "build" if experimental else "stable build"
         where = f" in channel {_shown(channel)}" if channel else ""
         hint = "" if experimental else " (add experimental=true to include experimental builds)"
-        raise ApiError(404, "no_matching_build", f"project {project.slug!r} has no "
-                       f"{which}{where}{hint}")
+        raise ApiError(
+            404, "no_matching_build", f"project {project.slug!r} has no {which}{where}{hint}"
+        )
     return project, channel, experimental, build
 
 
@@ -175,8 +206,12 @@ def _javadoc_page(params):
     page = params.get("redirect", "")
     problem = javadoc.page_problem(page) if page else None
     if problem is not None:
-        raise ApiError(400, "invalid_redirect", f"parameter 'redirect' {problem}: give a page "
-                       f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}")
+        raise ApiError(
+            400,
+            "invalid_redirect",
+            f"parameter 'redirect' {problem}: give a page "
+            f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}",
+        )
     return page or None
 
 
@@ -221,9 +256,12 @@ def _send(representation, max_age, content_type=JSON, shown=None):
 
 
 def _variant(representation, environ):
-    return representation.variant(environ.get("HTTP_ACCEPT_ENCODING"),
-                                  environ.get("HTTP_IF_NONE_MATCH"),
-                                  environ.get("HTTP_IF_MODIFIED_SINCE"), time.time())
+    return representation.variant(
+        environ.get("HTTP_ACCEPT_ENCODING"),
+        environ.get("HTTP_IF_NONE_MATCH"),
+        environ.get("HTTP_IF_MODIFIED_SINCE"),
+        time.time(),
+    )
 
 
 def _outgoing(body):
@@ -245,12 +283,14 @@ def _from_memory(store, cache):
     Bottle's hooks do not run for a repeat: what they added is in the headers replayed, and
     the refusal of a malformed request is checked here.
     """
+
     def recall(environ):
         if serving.MALFORMED in environ:
             return None
         method = environ["REQUEST_METHOD"]
-        known = cache.recall((method, environ["PATH_INFO"], environ["QUERY_STRING"]),
-                             store.snapshot)
+        known = cache.recall(
+            (method, environ["PATH_INFO"], environ["QUERY_STRING"]), store.snapshot
+        )
         if known is None:
             return None
         representation, replies = known
@@ -265,12 +305,14 @@ def _from_memory(store, cache):
         if isinstance(body, io.BytesIO):
             return status, headers, environ.get("wsgi.file_wrapper", bottle.WSGIFileWrapper)(body)
         return status, headers, [body]
+
     return recall
 
 
 def _repeats_remembered(wsgi, recall, cache):
     """`wsgi`, answering what `recall` knows from memory, and remembering what _send
     answered for recall to know next time."""
+
     def answer(environ, start_response):
         recalled = recall(environ)
         if recalled is not None:
@@ -281,12 +323,14 @@ def _repeats_remembered(wsgi, recall, cache):
         def start(status, headers, exc_info=None):
             replied[:] = status, headers
             return start_response(status, headers, exc_info)
+
         body = wsgi(environ, start)
         answered = environ.pop(ANSWERED, None)  # the environ may outlive the request
         if answered is not None and replied and replied[0][:3] in ("200", "304"):
             target = (environ["REQUEST_METHOD"], environ["PATH_INFO"], environ["QUERY_STRING"])
             cache.remember(target, *answered, *replied)
         return body
+
     return answer
 
 
@@ -317,9 +361,18 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
         """Every project served."""
         _query()  # takes no parameters, but refuses a malformed query like every route
         snapshot = store.snapshot()
-        return _send(cache.get(snapshot, "projects", lambda: Representation.of(encode(
-            {"projects": [project_json(p) for p in snapshot.projects.values()]}),
-            snapshot.loaded_at)), max_age, shown=snapshot)
+        return _send(
+            cache.get(
+                snapshot,
+                "projects",
+                lambda: Representation.of(
+                    encode({"projects": [project_json(p) for p in snapshot.projects.values()]}),
+                    snapshot.loaded_at,
+                ),
+            ),
+            max_age,
+            shown=snapshot,
+        )
 
     @app.get(API + "/builds")
     @app.get(API + "/builds/all")
@@ -331,11 +384,17 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
         # The spec's two names serve one body; the upstream's envelopes differ.
         with_project = compat is not None and bottle.request.path == API + "/builds"
         # Keyed by the selection itself: filters that select the same builds share one body.
-        return _send(cache.get(project, ("builds", id(selected), with_project),
-                               lambda: Representation.of(build_list(project, selected,
-                                                                    with_project),
-                                                         project.loaded_at)), max_age,
-                     shown=snapshot)
+        return _send(
+            cache.get(
+                project,
+                ("builds", id(selected), with_project),
+                lambda: Representation.of(
+                    build_list(project, selected, with_project), project.loaded_at
+                ),
+            ),
+            max_age,
+            shown=snapshot,
+        )
 
     def build_list(project, builds, with_project):
         if compat is None:
@@ -347,8 +406,15 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
         """The highest-numbered build passing the filters."""
         snapshot = store.snapshot()
         project, _, _, build = _latest(snapshot, _build_query())
-        return _send(cache.get(project, ("latest", id(build)), lambda: Representation.of(
-            encode(one_build(build)), project.loaded_at)), max_age, shown=snapshot)
+        return _send(
+            cache.get(
+                project,
+                ("latest", id(build)),
+                lambda: Representation.of(encode(one_build(build)), project.loaded_at),
+            ),
+            max_age,
+            shown=snapshot,
+        )
 
     @app.get(API + "/jd")
     def javadoc_redirect():
@@ -357,8 +423,12 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
         page = _javadoc_page(params)
         project, _, _, build = _latest(store.snapshot(), params)
         # Only checked values reach Location: data, and a page path of plain segments.
-        return _redirect(javadoc.javadoc_url(project.javadoc_base_url, build.channel, page,
-                                              project.javadoc_page_prefix), max_age)
+        return _redirect(
+            javadoc.javadoc_url(
+                project.javadoc_base_url, build.channel, page, project.javadoc_page_prefix
+            ),
+            max_age,
+        )
 
     @app.get(DOWNLOADS + "/latest")
     def latest_download():
@@ -383,21 +453,35 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
         late = stalled or (checking_for or 0) > 2 * store.read_wait
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
-        return encode({
-            "status": "no_data" if not snapshot.projects else "stalled" if late else "ok",
-            "projects": len(snapshot.projects),
-            "lastReload": _iso_time(snapshot.loaded_at),
-            "lastCheck": _iso_time(store.last_check),
-            "checkRunningFor": None if checking_for is None else round(checking_for, 1),
-            "rejectedFiles": [{"file": name, "error": error.located()}
-                              for name, error in sorted(snapshot.errors.items())],
-            "stalledReads": [{"file": name, "seconds": round(seconds, 1)}
-                             for name, seconds in sorted(stalled.items())],
-        })
+        return encode(
+            {
+                "status": "no_data" if not snapshot.projects else "stalled" if late else "ok",
+                "projects": len(snapshot.projects),
+                "lastReload": _iso_time(snapshot.loaded_at),
+                "lastCheck": _iso_time(store.last_check),
+                "checkRunningFor": None if checking_for is None else round(checking_for, 1),
+                "rejectedFiles": [
+                    {"file": name, "error": error.located()}
+                    for name, error in sorted(snapshot.errors.items())
+                ],
+                "stalledReads": [
+                    {"file": name, "seconds": round(seconds, 1)}
+                    for name, seconds in sorted(stalled.items())
+                ],
+            }
+        )
 
     # Helpers handed over, not imported: run as a script, this module is __main__, not server.
-    pages.install(app, store, max_age, cache, send=_send, query=_build_query,
-                  build_filter=_build_filter, filters=_filters)
+    pages.install(
+        app,
+        store,
+        max_age,
+        cache,
+        send=_send,
+        query=_build_query,
+        build_filter=_build_filter,
+        filters=_filters,
+    )
 
     def preflight():
         """CORS preflight: any origin may read this API from a browser."""
@@ -410,29 +494,39 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):
         """API version 1, removed."""
-        raise ApiError(410, "api_version_removed", "API v1 was removed on 2025-11-05: use "
-                       f"{API} (e.g. {API}/projects)")
+        raise ApiError(
+            410,
+            "api_version_removed",
+            f"API v1 was removed on 2025-11-05: use {API} (e.g. {API}/projects)",
+        )
 
     def error_response(error):
         if error.status_code == 500:
-            log.error("%s %s failed:\n%s", bottle.request.method, bottle.request.path,
-                      error.traceback)
+            log.error(
+                "%s %s failed:\n%s", bottle.request.method, bottle.request.path, error.traceback
+            )
         response = bottle.response
         # Bottle replaced the headers the after_request hook set with the error's own.
         _set_common_headers(response)
         response.content_type = JSON
-        response.set_header("Cache-Control", f"public, max-age={GONE_MAX_AGE}"
-                            if error.status_code == 410 else "no-store")
+        response.set_header(
+            "Cache-Control",
+            f"public, max-age={GONE_MAX_AGE}" if error.status_code == 410 else "no-store",
+        )
         if error.status_code == 405:
             response.set_header("Allow", ALLOWED_METHODS)
         if isinstance(error, ApiError):
             return error_body(error.code, error.body)
         code, message = {
             404: ("not_found", f"no such path: see {API}/projects"),
-            405: ("method_not_allowed", "this API only answers GET and HEAD (and OPTIONS for "
-                  "CORS)"),
-        }.get(error.status_code, ("internal_error", "internal error: the cause is in the "
-                                  "server's log"))
+            405: (
+                "method_not_allowed",
+                "this API only answers GET and HEAD (and OPTIONS for CORS)",
+            ),
+        }.get(
+            error.status_code,
+            ("internal_error", "internal error: the cause is in the server's log"),
+        )
         return error_body(code, message)
 
     for status in ERROR_STATUSES:
@@ -445,8 +539,11 @@ def make_app(store, max_age=DEFAULT_MAX_AGE, cache_mb=DEFAULT_CACHE_MB, compat=N
     return app
 
 
-COMMON_HEADERS = (("X-Content-Type-Options", "nosniff"), ("Access-Control-Allow-Origin", "*"),
-                  ("Access-Control-Expose-Headers", "ETag"))
+COMMON_HEADERS = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Access-Control-Allow-Origin", "*"),
+    ("Access-Control-Expose-Headers", "ETag"),
+)
 
 
 def _set_common_headers(response):
@@ -466,7 +563,7 @@ def _iso_time(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
-
 if __name__ == "__main__":
     import cli  # the command line lives there; this keeps `python server.py [flags]` working
+
     sys.exit(cli.main())

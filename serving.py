@@ -77,12 +77,12 @@ def access_record(task, seconds):
     if not task.wrote_header:  # it failed, or its client left: no answer of its own
         sent = "-"
     elif task.has_body and method != "HEAD":
-        sent = task.content_length if task.content_length is not None else \
-            task.content_bytes_written
+        sent = (
+            task.content_length if task.content_length is not None else task.content_bytes_written
+        )
     else:
         sent = 0
-    return (time.time(), task.channel.addr[0], method, path, query, task.status[:3], sent,
-            seconds)
+    return (time.time(), task.channel.addr[0], method, path, query, task.status[:3], sent, seconds)
 
 
 def access_line(record):
@@ -92,8 +92,10 @@ def access_line(record):
     target = f"{path}?{query}" if query else path
     if not _plain_url(target):
         target = quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS)
-    return (f"{_log_time(int(now))},{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
-            f"{client} {method} {target} {status} {sent} {seconds * 1000:.2f}ms\n").encode()
+    return (
+        f"{_log_time(int(now))},{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
+        f"{client} {method} {target} {status} {sent} {seconds * 1000:.2f}ms\n"
+    ).encode()
 
 
 @functools.lru_cache(maxsize=4)
@@ -134,7 +136,7 @@ class LineWriter:
         data = memoryview(b"".join(map(self.to_line, items)))
         try:
             while data:
-                data = data[os.write(self.fd, data):]
+                data = data[os.write(self.fd, data) :]
         except OSError:  # stderr closed or full: serving matters more than its log
             pass
 
@@ -239,8 +241,12 @@ class GuardedTask(AccessLogged, WSGITask):
         """Keep-alive after 204 and 304: waitress 3.0 closes the connection after them, for
         want of the Content-Length those answers may not carry, and clients revalidate all
         day. Close unless the client asked to, or the request was malformed."""
-        if (self.has_body or self.version != "1.1" or self.request.problem
-                or self.request.headers.get("CONNECTION", "").lower() == "close"):
+        if (
+            self.has_body
+            or self.version != "1.1"
+            or self.request.problem
+            or self.request.headers.get("CONNECTION", "").lower() == "close"
+        ):
             super().set_close_on_finish()
 
     def build_response_header(self):
@@ -321,8 +327,9 @@ class GuardedChannel(HTTPChannel):
         self.idle_since = time.time()
 
     def writable(self):
-        if self.requests and not (self.awaiting_drain or self.will_close
-                                  or self.close_when_flushed):
+        if self.requests and not (
+            self.awaiting_drain or self.will_close or self.close_when_flushed
+        ):
             # A worker thread has this connection: it sends what it writes, and wakes the
             # loop when done. Watching the socket meanwhile made select() return at once, and
             # the loop spin holding the interpreter lock that the worker waits for.
@@ -377,14 +384,20 @@ class GuardedServer(TcpWSGIServer):
         self.stalled = []
         dispatcher = self.task_dispatcher
         if dispatcher.deepest > 0 and self._warn_queue.due(now):
-            log.warning("requests waited for a worker thread: up to %d queued at once "
-                        "(logged once a minute; see --threads)", dispatcher.deepest)
+            log.warning(
+                "requests waited for a worker thread: up to %d queued at once "
+                "(logged once a minute; see --threads)",
+                dispatcher.deepest,
+            )
             dispatcher.deepest = 0
         # waitress closes idle connections; also close those whose client reads nothing. Not
         # here: maintenance runs while select()'s lists are built (see close_stalled).
         cutoff = now - STALL_SECONDS
-        self.stalled = [channel for channel in self.active_channels.values()
-                        if channel.total_outbufs_len and channel.last_activity < cutoff]
+        self.stalled = [
+            channel
+            for channel in self.active_channels.values()
+            if channel.total_outbufs_len and channel.last_activity < cutoff
+        ]
 
     def close_stalled(self):
         """Close the connections maintenance found stalled. Their sockets accept no more
@@ -399,9 +412,13 @@ class GuardedServer(TcpWSGIServer):
         for channel in channels:
             channel.handle_close()
         if channels and self._warn_full.due(time.time()):
-            log.warning("closed %d connection(s) idle since the longest to stay within %s "
-                        "(%d open); logged once a minute", len(channels), reason,
-                        len(self.active_channels))
+            log.warning(
+                "closed %d connection(s) idle since the longest to stay within %s "
+                "(%d open); logged once a minute",
+                len(channels),
+                reason,
+                len(self.active_channels),
+            )
         return len(channels)
 
     def handle_accept(self):
@@ -453,8 +470,14 @@ def connection_limit():
     if soft == resource.RLIM_INFINITY or soft >= wanted:
         return MAX_CONNECTIONS
     limit = max(soft - min(SPARE_FILES, soft // 4), 1)
-    log.warning("the open-files limit (ulimit -n) is %d: at most %d connections at once "
-                "(raise it to %d for %d)", soft, limit, wanted, MAX_CONNECTIONS)
+    log.warning(
+        "the open-files limit (ulimit -n) is %d: at most %d connections at once "
+        "(raise it to %d for %d)",
+        soft,
+        limit,
+        wanted,
+        MAX_CONNECTIONS,
+    )
     return limit
 
 
@@ -468,9 +491,15 @@ def serve(app, host, port, threads, on_listening=None, access_log=None, recall=N
     limit = connection_limit()
     dispatcher = QueueWatchingDispatcher()
     dispatcher.set_thread_count(threads)
-    server = waitress.create_server(_answering_recalled(app), host=host, port=port,
-                                    ident="buildshelf", connection_limit=limit,
-                                    _dispatcher=dispatcher, **LIMITS)
+    server = waitress.create_server(
+        _answering_recalled(app),
+        host=host,
+        port=port,
+        ident="buildshelf",
+        connection_limit=limit,
+        _dispatcher=dispatcher,
+        **LIMITS,
+    )
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
             dispatcher.__class__ = GuardedServer
@@ -496,12 +525,14 @@ def serve(app, host, port, threads, on_listening=None, access_log=None, recall=N
 
 def _answering_recalled(app):
     """`app`, except for a request whose answer the loop thread recalled."""
+
     def application(environ, start_response):
         recalled = environ.get(RECALLED)
         if recalled is None:
             return app(environ, start_response)
         start_response(recalled[0], recalled[1])
         return recalled[2]
+
     return application
 
 

@@ -35,14 +35,23 @@ HEX_BYTES = b"0123456789abcdefABCDEF"
 # javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
 # Both letter cases spelled out: IGNORECASE would let the Kelvin sign match 'k' (and long s
 # 's', dotless i 'i'), and costs 70% more per URL.
-URL_PATTERN = re.compile(r"[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
-                         r"(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z")
+URL_PATTERN = re.compile(
+    r"[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
+    r"(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z"
+)
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 
 PROJECT_KEYS = {"slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "javadocPagePrefix", "builds"}
 REQUIRED_PROJECT_KEYS = PROJECT_KEYS - {"slug", "javadocPagePrefix"}
-BUILD_KEYS = {"buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
-              "isExperimental", "commits"}
+BUILD_KEYS = {
+    "buildNumber",
+    "url",
+    "downloadUrl",
+    "channelVersion",
+    "timestamp",
+    "isExperimental",
+    "commits",
+}
 COMMIT_KEYS = {"message", "hash"}
 AUTHORED_COMMIT_KEYS = COMMIT_KEYS | {"author"}  # served only in the upstream compat mode
 LEGACY_BUILD_KEYS = {"commit"}  # accepted and dropped: never served
@@ -160,9 +169,13 @@ def index_builds(builds):
         in_channel = builds if len(in_channel) == len(builds) else tuple(in_channel)
         stable = [b for b in in_channel if not b.is_experimental]
         selections[channel, True] = in_channel
-        selections[channel, False] = (in_channel if len(stable) == len(in_channel) else
-                                      all_stable if len(stable) == len(all_stable) else
-                                      tuple(stable))
+        selections[channel, False] = (
+            in_channel
+            if len(stable) == len(in_channel)
+            else all_stable
+            if len(stable) == len(all_stable)
+            else tuple(stable)
+        )
     return selections
 
 
@@ -184,6 +197,7 @@ class Snapshot:
 
 
 # --- validation ------------------------------------------------------------------------------
+
 
 def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
@@ -215,8 +229,11 @@ def _long_integer(path, text):
     for match in _STRING_OR_NUMBER.finditer(text):
         digits = match.group(1)
         if digits and not (match.group(2) or match.group(3)) and len(digits) > limit:
-            return DataError(path, f"an integer of {len(digits)} digits: at most {limit} are "
-                             "allowed", *_position(text, match.start()))
+            return DataError(
+                path,
+                f"an integer of {len(digits)} digits: at most {limit} are allowed",
+                *_position(text, match.start()),
+            )
     return DataError(path, f"an integer of more than {limit} digits")
 
 
@@ -232,8 +249,12 @@ def _too_deep(path, text):
             depth -= 1
     else:
         return DataError(path, "arrays and objects nested too deeply to read")
-    return DataError(path, f"arrays and objects nested more than {NESTING_SHOWN} levels deep "
-                     "(a project file needs 5): too deep to read", *_position(text, match.start()))
+    return DataError(
+        path,
+        f"arrays and objects nested more than {NESTING_SHOWN} levels deep "
+        "(a project file needs 5): too deep to read",
+        *_position(text, match.start()),
+    )
 
 
 def _text(path, data):
@@ -242,9 +263,10 @@ def _text(path, data):
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line_start = data.rfind(b"\n", 0, error.start) + 1
-        column = len(data[line_start:error.start].decode("utf-8", "replace")) + 1
-        raise DataError(path, "not valid UTF-8", data.count(b"\n", 0, error.start) + 1,
-                        column) from None
+        column = len(data[line_start : error.start].decode("utf-8", "replace")) + 1
+        raise DataError(
+            path, "not valid UTF-8", data.count(b"\n", 0, error.start) + 1, column
+        ) from None
 
 
 def parse_json(path, data):
@@ -268,8 +290,10 @@ def _parse(path, text):
 def _unicode_problem(name, text):
     """Why a string holding a lone surrogate cannot be served, and where it is in it."""
     index = SURROGATE.search(text).start()
-    return (f"{name!r} holds a lone surrogate ({text[index].encode('unicode_escape').decode()} "
-            f"at character {index + 1}): strings must be valid Unicode")
+    return (
+        f"{name!r} holds a lone surrogate ({text[index].encode('unicode_escape').decode()} "
+        f"at character {index + 1}): strings must be valid Unicode"
+    )
 
 
 def _is_url(value):
@@ -325,8 +349,9 @@ def _build(value, channels):
     channel = value["channelVersion"]
     if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
         if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
-            raise _Invalid("'channelVersion' must be a non-empty string of letters, digits "
-                           "and . _ + -")
+            raise _Invalid(
+                "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
+            )
         # Thousands of builds share a handful of channels: check each once, store it once.
         channels[channel] = channel
     if type(value["timestamp"]) is not int:
@@ -337,19 +362,32 @@ def _build(value, channels):
         raise _Invalid("'commits' must be an array")
     commits = []
     for commit in value["commits"]:
-        if type(commit) is dict and (commit.keys() == COMMIT_KEYS
-                                     or commit.keys() == AUTHORED_COMMIT_KEYS):
+        if type(commit) is dict and (
+            commit.keys() == COMMIT_KEYS or commit.keys() == AUTHORED_COMMIT_KEYS
+        ):
             message, commit_hash = commit["message"], commit["hash"]
             author = commit.get("author", "")
-            if (type(message) is str and (message.isascii() or not SURROGATE.search(message))
-                    and type(commit_hash) is str and commit_hash
-                    and HEX_DIGITS.issuperset(commit_hash) and type(author) is str
-                    and (author.isascii() or not SURROGATE.search(author))):
+            if (
+                type(message) is str
+                and (message.isascii() or not SURROGATE.search(message))
+                and type(commit_hash) is str
+                and commit_hash
+                and HEX_DIGITS.issuperset(commit_hash)
+                and type(author) is str
+                and (author.isascii() or not SURROGATE.search(author))
+            ):
                 commits.append(Commit(message, commit_hash, author))
                 continue
         raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
-    return Build(number, url, download_url, channels[channel], value["timestamp"],
-                 value["isExperimental"], tuple(commits))
+    return Build(
+        number,
+        url,
+        download_url,
+        channels[channel],
+        value["timestamp"],
+        value["isExperimental"],
+        tuple(commits),
+    )
 
 
 def _build_place(index, value):
@@ -377,15 +415,19 @@ def _project_problem(doc, slug):
         if not _is_url(doc[key]):
             return f"{key!r} {URL_RULE}"
     if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
-        return ("'javadocBaseUrl' must have no query or fragment: the channel's page is added "
-                "to its path")
+        return (
+            "'javadocBaseUrl' must have no query or fragment: the channel's page is added "
+            "to its path"
+        )
     page_prefix = doc.get("javadocPagePrefix", "")
     if not isinstance(page_prefix, str):
         return "'javadocPagePrefix' must be a string, e.g. \".cache/unpack\""
     problem = javadoc.path_problem(page_prefix) if page_prefix else None
     if problem is not None or len(page_prefix) > javadoc.MAX_PAGE_LENGTH:
-        return (f"'javadocPagePrefix' {problem or 'is too long'}: give a relative path such as "
-                "\".cache/unpack\"")
+        return (
+            f"'javadocPagePrefix' {problem or 'is too long'}: give a relative path such as "
+            '".cache/unpack"'
+        )
     if not isinstance(doc["builds"], list):
         return "'builds' must be an array"
     return None
@@ -399,14 +441,16 @@ def parse_project(path, slug, data, quick=True):
     requests should not do.
     """
     if not SLUG_PATTERN.match(slug):
-        raise DataError(path, f"'{printable(slug)}' is not a project slug: name the file "
-                        "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
-                        "with a-z or 0-9")
+        raise DataError(
+            path,
+            f"'{printable(slug)}' is not a project slug: name the file "
+            "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
+            "with a-z or 0-9",
+        )
     text = _text(path, data)
     # Nearly every file is valid: checked whole, fast. Any doubt (a problem, a legacy key, a
     # key possibly written twice) and the file is read again, build by build, for the message.
-    return ((quick and _fast_project(slug, text))
-            or _checked_project(path, slug, _parse(path, text)))
+    return (quick and _fast_project(slug, text)) or _checked_project(path, slug, _parse(path, text))
 
 
 def _checked_project(path, slug, doc):
@@ -422,11 +466,19 @@ def _checked_project(path, slug, doc):
     builds.sort(key=attrgetter("number"))
     for earlier, later in zip(builds, builds[1:]):
         if earlier.number == later.number:
-            raise DataError(path, "buildNumber appears more than once",
-                            where=f"build {later.number}")
+            raise DataError(
+                path, "buildNumber appears more than once", where=f"build {later.number}"
+            )
     builds = tuple(builds)
-    return Project(slug, doc["ciJob"], doc["ciJobUrl"], doc["javadocBaseUrl"], builds,
-                   index_builds(builds), doc.get("javadocPagePrefix", ""))
+    return Project(
+        slug,
+        doc["ciJob"],
+        doc["ciJobUrl"],
+        doc["javadocBaseUrl"],
+        builds,
+        index_builds(builds),
+        doc.get("javadocPagePrefix", ""),
+    )
 
 
 # --- the fast path: the same rules, checked on the whole file at once ---------------------------
@@ -436,6 +488,7 @@ def _checked_project(path, slug, doc):
 # every rule above visibly holds, so whatever this accepts, _checked_project accepts with the
 # same result; anything else (a problem, a legacy key, a key maybe written twice, an integer
 # over 64 bits) goes to _checked_project, which finds the message.
+
 
 class _File(msgspec.Struct, forbid_unknown_fields=True):
     ciJob: str
@@ -467,21 +520,35 @@ def _fast_project(slug, text):
     all_hashes = "".join(hashes)
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
-    if not (_project_problem(fields, slug) is None
-            and min(numbers, default=0) >= 0 and (in_order or len(set(numbers)) == len(numbers))
-            and all_urls.isascii() and all(map(URL_PATTERN.match, urls))
-            and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
-            and "" not in hashes and all_hashes.isascii()
-            and not all_hashes.encode().translate(None, HEX_BYTES)
-            and (messages.isascii() or not SURROGATE.search(messages))):
+    if not (
+        _project_problem(fields, slug) is None
+        and min(numbers, default=0) >= 0
+        and (in_order or len(set(numbers)) == len(numbers))
+        and all_urls.isascii()
+        and all(map(URL_PATTERN.match, urls))
+        and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
+        and "" not in hashes
+        and all_hashes.isascii()
+        and not all_hashes.encode().translate(None, HEX_BYTES)
+        and (messages.isascii() or not SURROGATE.search(messages))
+    ):
         return None
     # Duplicate keys without a hook: outside strings, JSON has one ':' per key written, so more
     # of them than the keys read means a key written twice. An escaped ':' (\u003a) would skew
     # the count: such a file takes the slow path.
-    keys = (4 + (doc.slug is not msgspec.UNSET) + len(builds) * len(BUILD_KEYS)
-            + len(commits) * len(COMMIT_KEYS))
-    colons = (all_urls.count(":") + messages.count(":") + doc.ciJob.count(":")
-              + doc.ciJobUrl.count(":") + doc.javadocBaseUrl.count(":"))
+    keys = (
+        4
+        + (doc.slug is not msgspec.UNSET)
+        + len(builds) * len(BUILD_KEYS)
+        + len(commits) * len(COMMIT_KEYS)
+    )
+    colons = (
+        all_urls.count(":")
+        + messages.count(":")
+        + doc.ciJob.count(":")
+        + doc.ciJobUrl.count(":")
+        + doc.javadocBaseUrl.count(":")
+    )
     if text.count(":") - colons != keys or ("\\" in text and "\\u003" in text):
         return None
     # Thousands of builds share a handful of channels: keep one string of each, as _build does
@@ -492,8 +559,7 @@ def _fast_project(slug, text):
         if channel is not build.channel:
             msgspec.structs.force_setattr(build, "channel", channel)
     builds = tuple(builds) if in_order else tuple(sorted(builds, key=_number))
-    return Project(slug, doc.ciJob, doc.ciJobUrl, doc.javadocBaseUrl, builds,
-                   index_builds(builds))
+    return Project(slug, doc.ciJob, doc.ciJobUrl, doc.javadocBaseUrl, builds, index_builds(builds))
 
 
 # --- the directory ----------------------------------------------------------------------------
@@ -593,8 +659,9 @@ class Store:
     it, and the next reads get a fresh reader thread.
     """
 
-    def __init__(self, directory, check_interval=1.0, read_wait=READ_WAIT,
-                 startup_wait=STARTUP_WAIT):
+    def __init__(
+        self, directory, check_interval=1.0, read_wait=READ_WAIT, startup_wait=STARTUP_WAIT
+    ):
         self.directory = os.fspath(directory)
         self.check_interval = check_interval
         self.read_wait = read_wait
@@ -626,8 +693,7 @@ class Store:
 
     def start(self):
         """Check the files every `check_interval` seconds on a thread of its own."""
-        self._watcher = threading.Thread(target=self._watch, name="buildshelf-reload",
-                                         daemon=True)
+        self._watcher = threading.Thread(target=self._watch, name="buildshelf-reload", daemon=True)
         self._watcher.start()
 
     def stop(self):
@@ -648,9 +714,11 @@ class Store:
         that have outlasted `read_wait`)."""
         now = time.monotonic()
         started = self._check_started
-        stalled = {printable(key if key == "." else key + ".json"): now - since
-                   for key, (future, since) in list(self._reading.items())
-                   if now - since > self.read_wait and not future.done()}
+        stalled = {
+            printable(key if key == "." else key + ".json"): now - since
+            for key, (future, since) in list(self._reading.items())
+            if now - since > self.read_wait and not future.done()
+        }
         return (None if started is None else now - started), stalled
 
     def _start_reading(self, key, work, *args):
@@ -664,8 +732,10 @@ class Store:
         """Wait until `deadline` for `futures` ({key: future}); the keys of those done."""
         # Only reads started by this check are waited for: one that stalled before is taken
         # if it has finished, never waited for again, so it slows no later check.
-        wait([future for key, future in futures.items() if key not in self._stalled_before],
-             timeout=max(0.0, deadline - time.monotonic()))
+        wait(
+            [future for key, future in futures.items() if key not in self._stalled_before],
+            timeout=max(0.0, deadline - time.monotonic()),
+        )
         stalled = {key for key, future in futures.items() if not future.done()}
         done = futures.keys() - stalled
         for key in done:
@@ -673,8 +743,10 @@ class Store:
         if stalled - self._stalled_before:
             # A reader that hangs may never come back: later reads get a fresh thread. Reads
             # queued behind it are cancelled, and started again by the next check.
-            log.warning("still reading %s; serving the last good data meanwhile",
-                        ", ".join(sorted(map(printable, stalled))))
+            log.warning(
+                "still reading %s; serving the last good data meanwhile",
+                ", ".join(sorted(map(printable, stalled))),
+            )
             self._readers.shutdown(wait=False, cancel_futures=True)
             self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
         self._stalled_before = (self._stalled_before - futures.keys()) | stalled
@@ -697,8 +769,11 @@ class Store:
         except OSError as error:
             # Say, a directory swapped away mid-deploy: keep serving what we have.
             if self._directory_error is None:
-                log.error("cannot read data directory %s: %s (still serving the last data)",
-                          printable(self.directory), error.strerror)
+                log.error(
+                    "cannot read data directory %s: %s (still serving the last data)",
+                    printable(self.directory),
+                    error.strerror,
+                )
                 self._directory_error = DataError(self.directory, error.strerror)
                 self._publish()
             return
@@ -707,9 +782,12 @@ class Store:
         gc_enabled = gc.isenabled()
         gc.disable()
         try:
-            reads = {slug: self._start_reading(slug, self._load, slug, path,
-                                               self._files.get(slug), self._serving)
-                     for slug, path in paths.items()}
+            reads = {
+                slug: self._start_reading(
+                    slug, self._load, slug, path, self._files.get(slug), self._serving
+                )
+                for slug, path in paths.items()
+            }
             done = self._finish_reading(reads, deadline)
         finally:
             if gc_enabled:
@@ -722,9 +800,15 @@ class Store:
                 files[slug] = self._files[slug]
         for slug in self._files.keys() - paths.keys():
             log.info("project %s removed: its file is gone", printable(slug))
-        changed = self._directory_error is not None or files.keys() != self._files.keys() or any(
-            (loaded.project, loaded.error) != (self._files[slug].project, self._files[slug].error)
-            for slug, loaded in files.items())
+        changed = (
+            self._directory_error is not None
+            or files.keys() != self._files.keys()
+            or any(
+                (loaded.project, loaded.error)
+                != (self._files[slug].project, self._files[slug].error)
+                for slug, loaded in files.items()
+            )
+        )
         self._files, self._directory_error = files, None
         if changed:
             self._publish()
@@ -744,8 +828,13 @@ class Store:
             return Store._read(slug, path, known, serving)
         except Exception as error:  # a bug must cost one file, never the reloading of all
             log.exception("reading %s failed", printable(path))
-            return _Loaded((), b"", False, known and known.project,
-                           DataError(path, f"could not be read ({type(error).__name__})"))
+            return _Loaded(
+                (),
+                b"",
+                False,
+                known and known.project,
+                DataError(path, f"could not be read ({type(error).__name__})"),
+            )
 
     @staticmethod
     def _read(slug, path, known, serving):
@@ -766,13 +855,20 @@ class Store:
             return _Loaded(file_stamp, digest, racy, known.project, known.error)
         started = time.perf_counter()
         try:
-            project = parse_project(path, slug, data,
-                                    quick=not serving or len(data) <= QUICK_RELOAD_BYTES)
+            project = parse_project(
+                path, slug, data, quick=not serving or len(data) <= QUICK_RELOAD_BYTES
+            )
         except DataError as error:
             kept = known and known.project
-            log.error("%s (%s)", error, "still serving its last good version" if kept
-                      else "not served")
+            log.error(
+                "%s (%s)", error, "still serving its last good version" if kept else "not served"
+            )
             return _Loaded(file_stamp, digest, racy, kept, error)
-        log.info("%s %s: %d builds in %.0f ms", "reloaded" if known else "loaded", slug,
-                 len(project.builds), (time.perf_counter() - started) * 1000)
+        log.info(
+            "%s %s: %d builds in %.0f ms",
+            "reloaded" if known else "loaded",
+            slug,
+            len(project.builds),
+            (time.perf_counter() - started) * 1000,
+        )
         return _Loaded(file_stamp, digest, racy, project)

@@ -11,11 +11,18 @@ MODE = "upstream"
 def build_json(build):
     """A build as the upstream serves it: the spec's fields with `result` and commit authors."""
     # Every build in the data is a finished, downloadable one: the upstream's "SUCCESS".
-    return {"result": "SUCCESS", "buildNumber": build.number, "url": build.url,
-            "downloadUrl": build.download_url, "channelVersion": build.channel,
-            "timestamp": build.timestamp, "isExperimental": build.is_experimental,
-            "commits": [{"message": c.message, "hash": c.hash, "author": c.author}
-                        for c in build.commits]}
+    return {
+        "result": "SUCCESS",
+        "buildNumber": build.number,
+        "url": build.url,
+        "downloadUrl": build.download_url,
+        "channelVersion": build.channel,
+        "timestamp": build.timestamp,
+        "isExperimental": build.is_experimental,
+        "commits": [
+            {"message": c.message, "hash": c.hash, "author": c.author} for c in build.commits
+        ],
+    }
 
 
 def build_list_json(project, builds, with_project):

@@ -22,8 +22,16 @@ import store
 LOCK_NAME = ".buildshelf.lock"
 # The spec's order; a legacy 'commit' is kept (never served) rather than silently dropped.
 PROJECT_KEYS = ("slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds")
-BUILD_KEYS = ("buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
-              "isExperimental", "commits", "commit")
+BUILD_KEYS = (
+    "buildNumber",
+    "url",
+    "downloadUrl",
+    "channelVersion",
+    "timestamp",
+    "isExperimental",
+    "commits",
+    "commit",
+)
 COMMIT_KEYS = ("message", "hash")
 
 
@@ -33,8 +41,10 @@ class Refused(Exception):
 
 def project_path(directory, slug):
     if not store.SLUG_PATTERN.match(slug):
-        raise Refused(f"{slug!r} is not a project slug: use a-z, 0-9, '.', '_' and '-', "
-                      "starting with a-z or 0-9")
+        raise Refused(
+            f"{slug!r} is not a project slug: use a-z, 0-9, '.', '_' and '-', "
+            "starting with a-z or 0-9"
+        )
     return os.path.join(directory, slug + ".json")
 
 
@@ -64,16 +74,24 @@ def encode(doc):
     """A project document as bytes in the one stable format: 2-space indent, keys in the
     spec's order, builds ascending by number, a final newline."""
     builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
-    doc = dict(doc, builds=[
-        dict(_ordered(build, BUILD_KEYS),
-             commits=[_ordered(commit, COMMIT_KEYS) for commit in build["commits"]])
-        for build in builds])
+    doc = dict(
+        doc,
+        builds=[
+            dict(
+                _ordered(build, BUILD_KEYS),
+                commits=[_ordered(commit, COMMIT_KEYS) for commit in build["commits"]],
+            )
+            for build in builds
+        ],
+    )
     text = json.dumps(_ordered(doc, PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n"
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
-        raise Refused("the text holds characters that are not valid Unicode (such as bytes "
-                      "that are not UTF-8): give it as UTF-8") from None
+        raise Refused(
+            "the text holds characters that are not valid Unicode (such as bytes "
+            "that are not UTF-8): give it as UTF-8"
+        ) from None
 
 
 def _read(path, slug):
@@ -98,8 +116,10 @@ def _validate(path, slug, data, advice=None):
     except store.DataError as error:
         raise Refused(f"{error}" + (f" ({advice})" if advice else "")) from None
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
-        raise Refused(f"{path}: not a valid project file ({error.__class__.__name__}: "
-                      f"{error})" + (f" ({advice})" if advice else "")) from None
+        raise Refused(
+            f"{path}: not a valid project file ({error.__class__.__name__}: "
+            f"{error})" + (f" ({advice})" if advice else "")
+        ) from None
 
 
 def _new_file_mode():
@@ -139,8 +159,10 @@ def replace_file(path, data, mode):
     try:
         _fsync_directory(directory)
     except OSError as error:
-        raise Refused(f"wrote {path} but could not fsync its directory: {error.strerror} (the "
-                      "change is served but may not survive a crash)") from None
+        raise Refused(
+            f"wrote {path} but could not fsync its directory: {error.strerror} (the "
+            "change is served but may not survive a crash)"
+        ) from None
 
 
 def update(directory, slug, change, dry_run=False):
@@ -165,12 +187,14 @@ def update(directory, slug, change, dry_run=False):
             try:
                 replace_file(target, data, _new_file_mode() if mode is None else mode)
             except OSError as error:
-                raise Refused(f"cannot write {path}: {error.strerror} (the file is as it "
-                              "was)") from None
+                raise Refused(
+                    f"cannot write {path}: {error.strerror} (the file is as it was)"
+                ) from None
         return True
 
 
 # --- the changes the commands make ------------------------------------------------------------
+
 
 def add_project(directory, slug, ci_job, ci_job_url, javadoc_base_url):
     """Create project `slug` with no builds; True if created, False if already there as given."""
@@ -183,15 +207,20 @@ def add_project(directory, slug, ci_job, ci_job_url, javadoc_base_url):
         if not differing:
             return None
         key = differing[0]
-        raise Refused(f"project {slug!r} exists with {key} {doc[key]!r}, not "
-                      f"{fields[key]!r}: edit {project_path(directory, slug)} to change it")
+        raise Refused(
+            f"project {slug!r} exists with {key} {doc[key]!r}, not "
+            f"{fields[key]!r}: edit {project_path(directory, slug)} to change it"
+        )
+
     return update(directory, slug, change)
 
 
 def _existing_project(doc, directory, slug):
     if doc is None:
-        raise Refused(f"no project {slug!r} in {directory}: add it first with 'buildshelf "
-                      f"add-project {slug} --ci-job ... --ci-job-url ... --javadoc-base-url ...'")
+        raise Refused(
+            f"no project {slug!r} in {directory}: add it first with 'buildshelf "
+            f"add-project {slug} --ci-job ... --ci-job-url ... --javadoc-base-url ...'"
+        )
     return doc
 
 
@@ -225,31 +254,38 @@ def publish(directory, slug, build, replace=False, any_timestamp=False):
                 outcome.append("duplicate")
         outcome.append("replaced" if same else "added")
         return dict(doc, builds=builds + [build])
+
     try:
         update(directory, slug, change)
     except Refused as refused:
         if "duplicate" in outcome and "more than once" in str(refused):
-            raise Refused(f"{refused} (build {build['buildNumber']} is already there with "
-                          "other values: give --replace to replace it)") from None
+            raise Refused(
+                f"{refused} (build {build['buildNumber']} is already there with "
+                "other values: give --replace to replace it)"
+            ) from None
         raise
     return outcome[-1]
 
 
 def yank(directory, slug, number):
     """Remove build `number` from project `slug`; its number may be published again."""
+
     def change(doc):
         builds = _existing_project(doc, directory, slug)["builds"]
         kept = [b for b in builds if b.get("buildNumber") != number]
         if len(kept) == len(builds):
             raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
         return dict(doc, builds=kept)
+
     update(directory, slug, change)
 
 
 def add_builds(directory, slug, new_builds, dry_run=False):
     """Add the builds `new_builds(doc)` returns for project `slug`'s document; the builds
     already there stay exactly as they are."""
+
     def change(doc):
         added = new_builds(_existing_project(doc, directory, slug))
         return dict(doc, builds=doc["builds"] + added) if added else None
+
     update(directory, slug, change, dry_run)

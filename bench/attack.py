@@ -52,6 +52,7 @@ import time
 from dataclasses import dataclass, field
 
 import soak
+
 import synthetic
 
 sys.path.insert(0, soak.ROOT)
@@ -90,6 +91,7 @@ OPEN_STATES = {"01", "08"}  # ESTABLISHED, CLOSE_WAIT: the server still holds th
 
 # --- HTTP over raw sockets --------------------------------------------------------------------
 
+
 @dataclass
 class Reply:
     status: int
@@ -111,7 +113,7 @@ def _recv(sock, deadline, size=65536):
     sock.settimeout(remaining)
     try:
         return sock.recv(size)
-    except socket.timeout:
+    except TimeoutError:
         raise TimeoutError("no complete answer in time") from None
 
 
@@ -170,6 +172,7 @@ def abort(sock):
 
 
 # --- the server and what /proc says about it --------------------------------------------------
+
 
 def proc_status(pid, key):
     """A /proc/<pid>/status figure in bytes (VmRSS, VmHWM), or None."""
@@ -245,10 +248,12 @@ class Server:
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
             soft = open_files if hard == resource.RLIM_INFINITY else min(open_files, hard)
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
         with open(self.log_path, "wb") as log_file:
             try:
-                self.process = soak.start_server(data_dir, self.port, log_file, quiet=False,
-                                                 preexec_fn=limit)
+                self.process = soak.start_server(
+                    data_dir, self.port, log_file, quiet=False, preexec_fn=limit
+                )
             except SystemExit as error:  # it did not start: this phase fails, not the run
                 raise RuntimeError(str(error)) from None
         Server.running.append(self)
@@ -286,6 +291,7 @@ class Server:
 
 
 # --- the normal client and the sampler --------------------------------------------------------
+
 
 class Background(threading.Thread):
     def __init__(self):
@@ -329,9 +335,12 @@ class NormalClient(Background):
 
         def shown(value):
             return "none" if value == math.inf else f"{value * 1000:.0f} ms"
+
         p50 = lat[len(lat) // 2] if lat else math.inf
-        return (f"p99 {shown(self.p99())} (p50 {shown(p50)}, max {shown(max(lat, default=math.inf))}"
-                f"; {len(self.failures)} of {total} failed)")
+        return (
+            f"p99 {shown(self.p99())} (p50 {shown(p50)}, max {shown(max(lat, default=math.inf))}"
+            f"; {len(self.failures)} of {total} failed)"
+        )
 
 
 class Sampler(Background):
@@ -373,6 +382,7 @@ class Watch:
 
 # --- checks -----------------------------------------------------------------------------------
 
+
 @dataclass
 class Check:
     phase: str
@@ -401,8 +411,13 @@ class Run:
         return path
 
     def latency_check(self, phase, watch, name="normal client"):
-        self.check(phase, name, f"p99 < {LATENCY_GOAL * 1000:.0f} ms", watch.normal.summary(),
-                   watch.normal.p99() < LATENCY_GOAL)
+        self.check(
+            phase,
+            name,
+            f"p99 < {LATENCY_GOAL * 1000:.0f} ms",
+            watch.normal.summary(),
+            watch.normal.p99() < LATENCY_GOAL,
+        )
 
 
 def mib(n):
@@ -434,10 +449,14 @@ def served_ci_job(port, slug):
 
 # --- phase 1: pipelined clients that never read -----------------------------------------------
 
+
 def pipelined(run, connections):
     phase = f"1. pipelined x{connections}"
-    print(f"{phase}: {connections} connections, each {PIPELINED_REQUESTS} pipelined GETs of "
-          "the largest list, never reading", flush=True)
+    print(
+        f"{phase}: {connections} connections, each {PIPELINED_REQUESTS} pipelined GETs of "
+        "the largest list, never reading",
+        flush=True,
+    )
     with Server(run.work, run.fresh_data(f"pipelined{connections}")) as server:
         size = fetch(server.port, BIG_LIST, keep_body=False).size  # memoized from now on
         idle_rss = server.rss() or 0
@@ -466,18 +485,28 @@ def pipelined(run, connections):
                     abort(sock)
         cost = max(0, watch.sampler.peak_rss - idle_rss) + watch.sampler.peak_temp
         run.latency_check(phase, watch)
-        run.check(phase, "closed by the server", f"all within {CLOSE_GOAL:.0f} s",
-                  f"all after {closed_after:.1f} s" if closed_after is not None else
-                  f"{held} of {connections} still open after {CLOSE_GOAL:.0f} s",
-                  closed_after is not None and closed_after <= CLOSE_GOAL)
-        run.check(phase, "unsent output (RSS growth + temp files)", f"<= {mib(OUTPUT_BOUND)}",
-                  f"{mib(cost)}: RSS {mib(idle_rss)} -> peak {mib(watch.sampler.peak_rss)}, "
-                  f"temp files peak {mib(watch.sampler.peak_temp)}; its socket send queues "
-                  f"{mib(unsent)} ({size / 1e6:.1f} MB list)",
-                  cost <= OUTPUT_BOUND)
+        run.check(
+            phase,
+            "closed by the server",
+            f"all within {CLOSE_GOAL:.0f} s",
+            f"all after {closed_after:.1f} s"
+            if closed_after is not None
+            else f"{held} of {connections} still open after {CLOSE_GOAL:.0f} s",
+            closed_after is not None and closed_after <= CLOSE_GOAL,
+        )
+        run.check(
+            phase,
+            "unsent output (RSS growth + temp files)",
+            f"<= {mib(OUTPUT_BOUND)}",
+            f"{mib(cost)}: RSS {mib(idle_rss)} -> peak {mib(watch.sampler.peak_rss)}, "
+            f"temp files peak {mib(watch.sampler.peak_temp)}; its socket send queues "
+            f"{mib(unsent)} ({size / 1e6:.1f} MB list)",
+            cost <= OUTPUT_BOUND,
+        )
 
 
 # --- phase 2: slowloris -----------------------------------------------------------------------
+
 
 class SlowConnections(Background):
     """`count` connections, half sending nothing, half a header byte a second; one the
@@ -537,8 +566,9 @@ class SlowConnections(Background):
 def slowloris(run):
     phase = "2. slowloris"
     seconds = 6 if run.args.short else 20
-    print(f"{phase}: {SLOW_CONNECTIONS} idle or byte-a-second connections for {seconds} s",
-          flush=True)
+    print(
+        f"{phase}: {SLOW_CONNECTIONS} idle or byte-a-second connections for {seconds} s", flush=True
+    )
     with Server(run.work, run.fresh_data("slowloris")) as server:
         slow = SlowConnections(server.port, SLOW_CONNECTIONS)
         try:
@@ -546,16 +576,22 @@ def slowloris(run):
             slow.start()
             with Watch(server) as watch:
                 time.sleep(seconds)
-                accepted = sum(1 for state, _ in server_connections(server.port).values()
-                               if state in OPEN_STATES)
+                accepted = sum(
+                    1
+                    for state, _ in server_connections(server.port).values()
+                    if state in OPEN_STATES
+                )
             slow.stop()
         finally:
             slow.close_all()
         run.latency_check(phase, watch)
-        print(f"  info: held by us min {min(slow.held, default=len(slow.sockets))}, reopened "
-              f"{slow.reopened}, connect failures {slow.connect_failures}; TCP connections "
-              f"to the server's port at the end {accepted}; server RSS peak "
-              f"{mib(watch.sampler.peak_rss)}", flush=True)
+        print(
+            f"  info: held by us min {min(slow.held, default=len(slow.sockets))}, reopened "
+            f"{slow.reopened}, connect failures {slow.connect_failures}; TCP connections "
+            f"to the server's port at the end {accepted}; server RSS peak "
+            f"{mib(watch.sampler.peak_rss)}",
+            flush=True,
+        )
 
 
 # --- phase 3: a low open-file limit -----------------------------------------------------------
@@ -566,8 +602,11 @@ ACCESS_LINE = re.compile(r"^\S+ \S+ INFO buildshelf\.access: ")
 def low_open_files(run):
     phase = f"3. ulimit -n {LOW_OPEN_FILES}"
     seconds = 5 if run.args.short else 12
-    print(f"{phase}: server with an open-file limit of {LOW_OPEN_FILES}, "
-          f"{LOW_LIMIT_CONNECTIONS} idle connections held {seconds} s", flush=True)
+    print(
+        f"{phase}: server with an open-file limit of {LOW_OPEN_FILES}, "
+        f"{LOW_LIMIT_CONNECTIONS} idle connections held {seconds} s",
+        flush=True,
+    )
     data = run.fresh_data("lowlimit")
     with Server(run.work, data, open_files=LOW_OPEN_FILES) as server:
         sockets = []
@@ -585,19 +624,34 @@ def low_open_files(run):
         other = [line for line in logged if not ACCESS_LINE.match(line)]
         rate = sum(len(line.encode()) for line in other) / seconds
         run.latency_check(phase, watch)
-        run.check(phase, "no busy loop: server CPU", f"< {CPU_GOAL:.0%} of a core",
-                  f"{cpu:.0%} of a core", cpu < CPU_GOAL)
+        run.check(
+            phase,
+            "no busy loop: server CPU",
+            f"< {CPU_GOAL:.0%} of a core",
+            f"{cpu:.0%} of a core",
+            cpu < CPU_GOAL,
+        )
         example = f" e.g. {other[0].strip()[:60]!r}" if other else ""
-        run.check(phase, "log not flooded (other than access lines)", f"< {LOG_GOAL} B/s",
-                  f"{rate:.0f} B/s{example}", rate < LOG_GOAL)
+        run.check(
+            phase,
+            "log not flooded (other than access lines)",
+            f"< {LOG_GOAL} B/s",
+            f"{rate:.0f} B/s{example}",
+            rate < LOG_GOAL,
+        )
 
 
 # --- phase 4: hostile data files --------------------------------------------------------------
 
+
 def valid_project(slug, builds=None):
     rng = random.Random(slug)
-    return synthetic.project(slug, builds if builds is not None else
-                             [synthetic.build(rng, n, "1.21", False) for n in range(1, 4)])
+    return synthetic.project(
+        slug,
+        builds
+        if builds is not None
+        else [synthetic.build(rng, n, "1.21", False) for n in range(1, 4)],
+    )
 
 
 def json_file(doc):
@@ -633,8 +687,11 @@ def big_file(size):
     while total < size:
         # Renumber each copy: the one problem is at the very end.
         n += 1
-        part = re.sub(rb'"buildNumber":(\d+)', lambda m: b'"buildNumber":%d' % (
-            int(m[1]) + n * 10000), chunk)
+        part = re.sub(
+            rb'"buildNumber":(\d+)',
+            lambda m, n=n: b'"buildNumber":%d' % (int(m[1]) + n * 10000),
+            chunk,
+        )
         parts.append((b"," if n > 1 else b"") + part)
         total += len(part) + 1
     parts.append(b"]")  # and no closing brace
@@ -665,47 +722,90 @@ def hostile_cases(short):
         if not os.path.exists(target):
             os.mkfifo(target)
         os.symlink(target, path)
-    deep = b'{"ciJob": "Deep", "ciJobUrl": "https://ci.example.org/job/deep/", ' \
-           b'"javadocBaseUrl": "https://jd.example.org/deep/", "builds": ' \
-           + b"[" * 5000 + b"]" * 5000 + b"}"
-    huge = re.sub(rb'"timestamp": \d+', b'"timestamp": ' + b"9" * 5000,
-                  json_file(valid_project("hugeint")), count=1)
+
+    deep = (
+        b'{"ciJob": "Deep", "ciJobUrl": "https://ci.example.org/job/deep/", '
+        b'"javadocBaseUrl": "https://jd.example.org/deep/", "builds": '
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}"
+    )
+    huge = re.sub(
+        rb'"timestamp": \d+',
+        b'"timestamp": ' + b"9" * 5000,
+        json_file(valid_project("hugeint")),
+        count=1,
+    )
     big_size = (50 if short else 200) * 10**6
     return [
         # The control: a file that is plainly not JSON, which the server handled well before
         # issue 7; if this row fails, suspect the script.
-        Hostile("control: not JSON", b"control.json", "control", content(b'{"ciJob": '),
-                "control"),
-        Hostile('"channelVersion": []', b"wrongtype.json", "wrongtype",
-                content(json_file(with_build_field("wrongtype", "channelVersion", []))),
-                "wrongtype"),
-        Hostile('"channelVersion": {}', b"wrongobj.json", "wrongobj",
-                content(json_file(with_build_field("wrongobj", "channelVersion", {}))),
-                "wrongobj"),
+        Hostile("control: not JSON", b"control.json", "control", content(b'{"ciJob": '), "control"),
+        Hostile(
+            '"channelVersion": []',
+            b"wrongtype.json",
+            "wrongtype",
+            content(json_file(with_build_field("wrongtype", "channelVersion", []))),
+            "wrongtype",
+        ),
+        Hostile(
+            '"channelVersion": {}',
+            b"wrongobj.json",
+            "wrongobj",
+            content(json_file(with_build_field("wrongobj", "channelVersion", {}))),
+            "wrongobj",
+        ),
         Hostile("5,000 nested [", b"deep.json", "deep", content(deep), "deep"),
-        Hostile("lone surrogate in ciJob", b"surrogate.json", "surrogate",
-                content(surrogate("\ud800", "surrogate", "ciJob")), "surrogate"),
-        Hostile("lone surrogate in a commit", b"surrocommit.json", "surrocommit",
-                content(surrogate("\udc80", "surrocommit", "commit")), "surrocommit"),
-        Hostile("5,000-digit integer", b"hugeint.json", "hugeint", content(huge), "hugeint",
-                avoid="set_int_max_str_digits"),
-        Hostile("file name not UTF-8", b"notutf\xff8.json", "notutf",
-                content(json_file(valid_project("notutf")))),
-        Hostile("file name with a newline", b"new\nline.json", "new",
-                content(json_file(valid_project("newline")))),
+        Hostile(
+            "lone surrogate in ciJob",
+            b"surrogate.json",
+            "surrogate",
+            content(surrogate("\ud800", "surrogate", "ciJob")),
+            "surrogate",
+        ),
+        Hostile(
+            "lone surrogate in a commit",
+            b"surrocommit.json",
+            "surrocommit",
+            content(surrogate("\udc80", "surrocommit", "commit")),
+            "surrocommit",
+        ),
+        Hostile(
+            "5,000-digit integer",
+            b"hugeint.json",
+            "hugeint",
+            content(huge),
+            "hugeint",
+            avoid="set_int_max_str_digits",
+        ),
+        Hostile(
+            "file name not UTF-8",
+            b"notutf\xff8.json",
+            "notutf",
+            content(json_file(valid_project("notutf"))),
+        ),
+        Hostile(
+            "file name with a newline",
+            b"new\nline.json",
+            "new",
+            content(json_file(valid_project("newline"))),
+        ),
         Hostile("FIFO named x.json", b"fifo.json", "fifo", fifo, "fifo"),
         Hostile("symlink x.json -> FIFO", b"link.json", "link", link_to_fifo, "link"),
-        Hostile(f"{big_size // 10**6} MB file", b"big.json", "big",
-                content(big_file(big_size)), "big"),
+        Hostile(
+            f"{big_size // 10**6} MB file", b"big.json", "big", content(big_file(big_size)), "big"
+        ),
     ]
 
 
 def endpoint_probes(slug):
     targets = ["/api/v2/projects", "/healthz", "/api/v2/openapi.json"]
     for project in ("p01", "p02") + ((slug,) if slug else ()):
-        targets += [f"/api/v2/builds?project={project}",
-                    f"/api/v2/builds/latest?project={project}&experimental=true",
-                    f"/api/v2/jd?project={project}"]
+        targets += [
+            f"/api/v2/builds?project={project}",
+            f"/api/v2/builds/latest?project={project}&experimental=true",
+            f"/api/v2/jd?project={project}",
+        ]
     return targets
 
 
@@ -728,9 +828,12 @@ def probe_case(server, case, edit_job):
         if reply.status >= 500:
             seen["5xx"].append(f"{reply.status} {target}")
         elif ("project=p0" in target or target == "/api/v2/projects") and reply.status not in (
-                200, 302):
+            200,
+            302,
+        ):
             seen["others"].append(f"{reply.status} {target}")  # a good project not served
         return reply
+
     while time.monotonic() < deadline and not (listed and reloaded):
         reply = ask("/healthz")
         if reply is not None and reply.status in (200, 503):
@@ -761,8 +864,7 @@ def remove(path):
 def hostile_data(run):
     phase = "4. hostile data"
     cases = hostile_cases(run.args.short)
-    print(f"{phase}: {len(cases)} bad files, one at a time, into a live data directory",
-          flush=True)
+    print(f"{phase}: {len(cases)} bad files, one at a time, into a live data directory", flush=True)
     data = run.fresh_data("hostile")
     server = None
     try:
@@ -785,33 +887,49 @@ def hostile_data(run):
                 try:
                     status, body = fetch_json(server.port, "/healthz", timeout=1)
                     cleared = status == 200 and not any(
-                        case.marker in e["file"] for e in body["rejectedFiles"])
+                        case.marker in e["file"] for e in body["rejectedFiles"]
+                    )
                 except (OSError, ValueError, KeyError, TypeError):
                     pass
                 if not cleared:
                     time.sleep(0.2)
-            forged = [line for line in server.log_text(offset).splitlines()
-                      if line.startswith("line.json")]
+            forged = [
+                line
+                for line in server.log_text(offset).splitlines()
+                if line.startswith("line.json")
+            ]
             health = ",".join(map(str, sorted(seen["health"]))) or "no answer"
             problems = seen["5xx"][:1] + seen["failed"][:1] + seen["others"][:1]
             # Named so that a person can read it, with no raw control character or surrogate.
-            readable = listed and str(listed.get("file")).isprintable() and not (
-                case.avoid and case.avoid in str(listed.get("error")))
+            readable = (
+                listed
+                and str(listed.get("file")).isprintable()
+                and not (case.avoid and case.avoid in str(listed.get("error")))
+            )
             if listed and not readable:
                 problems.append(f"listed as {listed!r:.60}")
-            measured = (f"5xx {len(seen['5xx'])}, failed {len(seen['failed'])}, others not "
-                        f"served {len(seen['others'])}; reload "
-                        f"{'yes' if reloaded else 'NO'}; /healthz {health} in <= "
-                        f"{seen['health_s']:.1f} s, listed {'yes' if readable else 'NO'}; "
-                        f"cleared {'yes' if cleared else 'NO'}"
-                        + ("; log line forged" if forged else "")
-                        + (f" (e.g. {problems[0]})" if problems else ""))
-            run.check(phase, case.name, "no 5xx; others served, reloaded; /healthz 200 < 1 s, "
-                      "lists it; clears", measured,
-                      not (seen["5xx"] or seen["failed"] or seen["others"]) and reloaded
-                      and readable
-                      and seen["health"] == {200} and seen["health_s"] < HEALTH_GOAL
-                      and cleared and not forged)
+            measured = (
+                f"5xx {len(seen['5xx'])}, failed {len(seen['failed'])}, others not "
+                f"served {len(seen['others'])}; reload "
+                f"{'yes' if reloaded else 'NO'}; /healthz {health} in <= "
+                f"{seen['health_s']:.1f} s, listed {'yes' if readable else 'NO'}; "
+                f"cleared {'yes' if cleared else 'NO'}"
+                + ("; log line forged" if forged else "")
+                + (f" (e.g. {problems[0]})" if problems else "")
+            )
+            run.check(
+                phase,
+                case.name,
+                "no 5xx; others served, reloaded; /healthz 200 < 1 s, lists it; clears",
+                measured,
+                not (seen["5xx"] or seen["failed"] or seen["others"])
+                and reloaded
+                and readable
+                and seen["health"] == {200}
+                and seen["health_s"] < HEALTH_GOAL
+                and cleared
+                and not forged,
+            )
             if not (cleared and server.alive()):
                 server.stop()  # the next case gets a server that is not already broken
                 server = None
@@ -830,27 +948,45 @@ def hostile_check_command(run, cases):
         os.mkdir(directory)
         case.make(os.path.join(os.fsencode(directory), case.file), run.work)
         try:
-            done = subprocess.run([sys.executable, os.path.join(soak.ROOT, "server.py"),
-                                   "--check", "--data", directory], capture_output=True,
-                                  timeout=CHECK_SECONDS)
-            output = (done.stdout + done.stderr).decode("utf-8", "replace").replace(
-                directory, "DIR")  # a marker must come from the file's name, not from here
-            if (done.returncode == 1 and "Traceback" not in output and case.marker in output
-                    and not (case.avoid and case.avoid in output)):
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    os.path.join(soak.ROOT, "server.py"),
+                    "--check",
+                    "--data",
+                    directory,
+                ],
+                capture_output=True,
+                timeout=CHECK_SECONDS,
+            )
+            output = (
+                (done.stdout + done.stderr).decode("utf-8", "replace").replace(directory, "DIR")
+            )  # a marker must come from the file's name, not from here
+            if (
+                done.returncode == 1
+                and "Traceback" not in output
+                and case.marker in output
+                and not (case.avoid and case.avoid in output)
+            ):
                 clean.append(case.name)
             else:
-                problems.append(f"{case.name}: exit {done.returncode}"
-                                + (", traceback" if "Traceback" in output else "")
-                                + ("" if case.marker in output else ", not named")
-                                + (f", says {case.avoid}" if case.avoid and case.avoid in output
-                                   else ""))
+                problems.append(
+                    f"{case.name}: exit {done.returncode}"
+                    + (", traceback" if "Traceback" in output else "")
+                    + ("" if case.marker in output else ", not named")
+                    + (f", says {case.avoid}" if case.avoid and case.avoid in output else "")
+                )
         except subprocess.TimeoutExpired:  # run() has killed it
             problems.append(f"{case.name}: hung")
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-    run.check(phase, "--check on each bad file", "exit 1 naming it, no traceback",
-              f"{len(clean)} of {len(cases)}" + (f"; {'; '.join(problems)}" if problems else ""),
-              not problems)
+    run.check(
+        phase,
+        "--check on each bad file",
+        "exit 1 naming it, no traceback",
+        f"{len(clean)} of {len(cases)}" + (f"; {'; '.join(problems)}" if problems else ""),
+        not problems,
+    )
 
 
 def hostile_start_up(run, cases):
@@ -865,21 +1001,36 @@ def hostile_start_up(run, cases):
             names = [e["file"] for e in body["rejectedFiles"]] if status == 200 else []
             served = fetch(server.port, "/api/v2/builds/latest?project=p01").status
     except RuntimeError:
-        run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
-                  "the server did not start", False)
+        run.check(
+            phase,
+            "start-up with every bad file",
+            "serves, /healthz lists each",
+            "the server did not start",
+            False,
+        )
         return
     except (OSError, ValueError, KeyError, TypeError) as error:
-        run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
-                  f"{type(error).__name__}: {error}"[:100], False)
+        run.check(
+            phase,
+            "start-up with every bad file",
+            "serves, /healthz lists each",
+            f"{type(error).__name__}: {error}"[:100],
+            False,
+        )
         return
     missing = [c.name for c in cases if not any(c.marker in name for name in names)]
-    run.check(phase, "start-up with every bad file", "serves, /healthz lists each",
-              f"/healthz {status}, p01 {served}; listed {len(cases) - len(missing)} of "
-              f"{len(cases)}" + (f", not {', '.join(missing)}" if missing else ""),
-              status == 200 and served == 200 and not missing)
+    run.check(
+        phase,
+        "start-up with every bad file",
+        "serves, /healthz lists each",
+        f"/healthz {status}, p01 {served}; listed {len(cases) - len(missing)} of "
+        f"{len(cases)}" + (f", not {', '.join(missing)}" if missing else ""),
+        status == 200 and served == 200 and not missing,
+    )
 
 
 # --- phases 5, 6 and 9: requests and URLs at the edges ----------------------------------------
+
 
 def exchange_raw(port, data, timeout=REQUEST_CAP):
     """Send `data` on a new connection: (reply or the error, whether the server then closed
@@ -919,31 +1070,47 @@ def bad_host(run):
     print(f"{phase}: on /api/v2/jd", flush=True)
     with Server(run.work, run.fresh_data("host")) as server:
         reply, _ = exchange_raw(server.port, request_bytes("/api/v2/jd?project=p01", host="["))
-    run.check(phase, "Host: [ on /jd", "not a 5xx", shown_reply(reply),
-              not isinstance(reply, str) and reply.status < 500)
+    run.check(
+        phase,
+        "Host: [ on /jd",
+        "not a 5xx",
+        shown_reply(reply),
+        not isinstance(reply, str) and reply.status < 500,
+    )
 
 
 def http_edges(run):
     phase = "6. HTTP edges"
     print(f"{phase}: Content-Length with Transfer-Encoding; HTTP/1.1 without Host", flush=True)
-    both = (b"GET /api/v2/projects HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    both = (
+        b"GET /api/v2/projects HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    )
     no_host = b"GET /api/v2/projects HTTP/1.1\r\nUser-Agent: attack\r\n\r\n"
     with Server(run.work, run.fresh_data("edges")) as server:
-        for name, data, close in (("Content-Length + Transfer-Encoding", both, True),
-                                  ("HTTP/1.1 without Host", no_host, True)):
+        for name, data, close in (
+            ("Content-Length + Transfer-Encoding", both, True),
+            ("HTTP/1.1 without Host", no_host, True),
+        ):
             reply, closed = exchange_raw(server.port, data)
             ok = not isinstance(reply, str) and reply.status == 400 and is_json(reply)
-            run.check(phase, name, "JSON 400, connection closed",
-                      f"{shown_reply(reply)}; closed: {'yes' if closed else 'no'}",
-                      ok and (closed or not close))
+            run.check(
+                phase,
+                name,
+                "JSON 400, connection closed",
+                f"{shown_reply(reply)}; closed: {'yes' if closed else 'no'}",
+                ok and (closed or not close),
+            )
 
 
 def non_ascii_urls(run):
     phase = "9. non-ASCII URL"
     print(f"{phase}: javadocBaseUrl with a Kelvin sign, a long s, a dotless i", flush=True)
-    urls = {"kelvin": "https://jd.\u212aelvin.example/", "longs": "https://jd.\u017ftuff.example/",
-            "dotless": "https://jd.l\u0131nk.example/"}
+    urls = {
+        "kelvin": "https://jd.\u212aelvin.example/",
+        "longs": "https://jd.\u017ftuff.example/",
+        "dotless": "https://jd.l\u0131nk.example/",
+    }
     data = run.fresh_data("nonascii")
     with Server(run.work, data) as server:
         for slug, url in urls.items():
@@ -968,14 +1135,24 @@ def non_ascii_urls(run):
             location = re.search(rb"\r\nlocation:([^\r]*)", reply.head, re.IGNORECASE)
             raw = location[1].strip() if location else b""
             locations.append((slug, f"{reply.status} {raw[:40]!r}", raw.isascii()))
-    run.check(phase, "file rejected (listed in /healthz)", "all 3 listed",
-              f"listed: {', '.join(sorted(listed)) or 'none'}", len(listed) == len(urls))
-    run.check(phase, "/jd Location is ASCII", "ASCII (or no redirect)",
-              "; ".join(f"{slug}: {shown}" for slug, shown, _ in locations),
-              all(ok for _, _, ok in locations))
+    run.check(
+        phase,
+        "file rejected (listed in /healthz)",
+        "all 3 listed",
+        f"listed: {', '.join(sorted(listed)) or 'none'}",
+        len(listed) == len(urls),
+    )
+    run.check(
+        phase,
+        "/jd Location is ASCII",
+        "ASCII (or no redirect)",
+        "; ".join(f"{slug}: {shown}" for slug, shown, _ in locations),
+        all(ok for _, _, ok in locations),
+    )
 
 
 # --- phase 7: many distinct channels ----------------------------------------------------------
+
 
 def loaded_ms(log_text, slug):
     match = re.search(rf"loaded {slug}: \d+ builds in (\d+) ms", log_text)
@@ -987,8 +1164,11 @@ def wait_served(server, slug, cap, poll_timeout=REQUEST_CAP):
     started = time.monotonic()
     while time.monotonic() - started < cap and server.alive():
         try:
-            reply = fetch(server.port, f"/api/v2/builds/latest?project={slug}&experimental=true",
-                          timeout=min(poll_timeout, max(0.1, started + cap - time.monotonic())))
+            reply = fetch(
+                server.port,
+                f"/api/v2/builds/latest?project={slug}&experimental=true",
+                timeout=min(poll_timeout, max(0.1, started + cap - time.monotonic())),
+            )
             if reply.status == 200:
                 return time.monotonic() - started
         except (OSError, ValueError):
@@ -1000,11 +1180,15 @@ def wait_served(server, slug, cap, poll_timeout=REQUEST_CAP):
 def many_channels(run):
     phase = "7. 30,000 channels"
     cap = 10 if run.args.short else 60
-    print(f"{phase}: {CHANNELS_BUILDS} builds with distinct channels written to a new file",
-          flush=True)
+    print(
+        f"{phase}: {CHANNELS_BUILDS} builds with distinct channels written to a new file",
+        flush=True,
+    )
     rng = random.Random(30)
-    doc = synthetic.project("channels", [synthetic.build(rng, n, f"1.{n}", n % 10 == 9)
-                                         for n in range(1, CHANNELS_BUILDS + 1)])
+    doc = synthetic.project(
+        "channels",
+        [synthetic.build(rng, n, f"1.{n}", n % 10 == 9) for n in range(1, CHANNELS_BUILDS + 1)],
+    )
     data = run.fresh_data("channels")
     staged = os.path.join(run.work, "channels.json")
     with open(staged, "w") as f:
@@ -1016,21 +1200,30 @@ def many_channels(run):
             served = wait_served(server, "channels", cap)
             time.sleep(1)  # the normal client a little after, too
         load = loaded_ms(server.log_text(offset), "channels")
-    run.check(phase, "load time (server log)", f"< {LOAD_GOAL:.0f} s",
-              ("no load logged" if load is None else f"{load:.2f} s")
-              + (f"; served {served:.1f} s after the write" if served is not None else
-                 f"; not served after {cap} s"),
-              load is not None and load < LOAD_GOAL and served is not None)
+    run.check(
+        phase,
+        "load time (server log)",
+        f"< {LOAD_GOAL:.0f} s",
+        ("no load logged" if load is None else f"{load:.2f} s")
+        + (
+            f"; served {served:.1f} s after the write"
+            if served is not None
+            else f"; not served after {cap} s"
+        ),
+        load is not None and load < LOAD_GOAL and served is not None,
+    )
     run.latency_check(phase, watch, "normal client meanwhile")
 
 
 # --- phase 8: memory on a very large project --------------------------------------------------
 
 HUGE_CHANNELS = ("1.19", "1.20", "1.21", "1.22")
-HUGE_BUILD = ('{{"buildNumber":{n},"url":"https://ci.example.org/job/huge/{n}/",'
-              '"downloadUrl":"https://ci.example.org/job/huge/{n}/artifact/huge-{c}-{n}.jar",'
-              '"channelVersion":"{c}","timestamp":{t},"isExperimental":{e},"commits":['
-              '{{"message":"Build {n}: fix chunk loading","hash":"{h:040x}"}}]}}')
+HUGE_BUILD = (
+    '{{"buildNumber":{n},"url":"https://ci.example.org/job/huge/{n}/",'
+    '"downloadUrl":"https://ci.example.org/job/huge/{n}/artifact/huge-{c}-{n}.jar",'
+    '"channelVersion":"{c}","timestamp":{t},"isExperimental":{e},"commits":['
+    '{{"message":"Build {n}: fix chunk loading","hash":"{h:040x}"}}]}}'
+)
 
 
 def write_huge(path, builds):
@@ -1041,11 +1234,19 @@ def write_huge(path, builds):
         f.write(head)
         per_channel = -(-builds // len(HUGE_CHANNELS))
         for start in range(1, builds + 1, 10000):
-            f.write(("," if start > 1 else "") + ",".join(
-                HUGE_BUILD.format(n=n, c=HUGE_CHANNELS[(n - 1) // per_channel],
-                                  t=1_700_000_000_000 + n * 60_000,
-                                  e="true" if n % 10 == 0 else "false", h=n * 2654435761)
-                for n in range(start, min(builds, start + 9999) + 1)))
+            f.write(
+                ("," if start > 1 else "")
+                + ",".join(
+                    HUGE_BUILD.format(
+                        n=n,
+                        c=HUGE_CHANNELS[(n - 1) // per_channel],
+                        t=1_700_000_000_000 + n * 60_000,
+                        e="true" if n % 10 == 0 else "false",
+                        h=n * 2654435761,
+                    )
+                    for n in range(start, min(builds, start + 9999) + 1)
+                )
+            )
         f.write("]}")
     return os.path.getsize(path)
 
@@ -1058,10 +1259,13 @@ def memory(run):
     size = write_huge(staged, builds)
     data = run.fresh_data("memory")
     cap = max(30, builds / 5000)  # today's load runs at about 20,000 builds a second
-    targets = [f"{path}?project=huge&experimental={experimental}"
-               + (f"&channel={channel}" if channel else "")
-               for path in ("/api/v2/builds", "/api/v2/builds/latest")
-               for channel in (None,) + HUGE_CHANNELS for experimental in ("false", "true")]
+    targets = [
+        f"{path}?project=huge&experimental={experimental}"
+        + (f"&channel={channel}" if channel else "")
+        for path in ("/api/v2/builds", "/api/v2/builds/latest")
+        for channel in (None,) + HUGE_CHANNELS
+        for experimental in ("false", "true")
+    ]
     with Server(run.work, data) as server:
         os.replace(staged, os.path.join(data, "huge.json"))
         served = wait_served(server, "huge", cap, poll_timeout=cap)
@@ -1071,8 +1275,9 @@ def memory(run):
         deadline = started + 2 * cap  # for all the views: today's take about 1.5 cap
         for target in targets if served is not None else ():
             try:
-                reply = fetch(server.port, target, max(0.1, deadline - time.monotonic()),
-                              keep_body=False)
+                reply = fetch(
+                    server.port, target, max(0.1, deadline - time.monotonic()), keep_body=False
+                )
                 if reply.status == 200:
                     answered += 1
                     largest = max(largest, reply.size)
@@ -1084,20 +1289,33 @@ def memory(run):
         views_rss = server.rss() or 0
         peak = proc_status(server.pid, "VmHWM") or 0
     views = len(targets)
-    run.check(phase, "every view answered", f"{views} of {views}",
-              (f"{answered} of {views} in {views_seconds:.0f} s" if served is not None else
-               f"not served {cap:.0f} s after the write")
-              + (f" (e.g. {failures[0]})" if failures else ""), answered == views)
+    run.check(
+        phase,
+        "every view answered",
+        f"{views} of {views}",
+        (
+            f"{answered} of {views} in {views_seconds:.0f} s"
+            if served is not None
+            else f"not served {cap:.0f} s after the write"
+        )
+        + (f" (e.g. {failures[0]})" if failures else ""),
+        answered == views,
+    )
     bound = loaded_rss + (server_module.DEFAULT_CACHE_MB << 20) + MEMORY_SLACK
-    run.check(phase, "RSS after every view", "<= after load + --cache-mb + 64 MiB",
-              f"file {mib(size)}; after load {mib(loaded_rss)}"
-              + (f" (served {served:.0f} s after the write)" if served is not None else "")
-              + f"; after every view {mib(views_rss)}; peak {mib(peak)}; largest body "
-              f"{mib(largest)}",
-              served is not None and views_rss <= bound)
+    run.check(
+        phase,
+        "RSS after every view",
+        "<= after load + --cache-mb + 64 MiB",
+        f"file {mib(size)}; after load {mib(loaded_rss)}"
+        + (f" (served {served:.0f} s after the write)" if served is not None else "")
+        + f"; after every view {mib(views_rss)}; peak {mib(peak)}; largest body "
+        f"{mib(largest)}",
+        served is not None and views_rss <= bound,
+    )
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 def run_phase(run, number, phase):
     """One phase; an exception in it is a FAIL row, not the end of the run."""
@@ -1105,8 +1323,13 @@ def run_phase(run, number, phase):
     try:
         phase(run)
     except Exception as error:  # a hung or dead server shows up here, among others
-        run.check(f"{number}.", f"phase {number} ran to the end", "no error",
-                  f"{type(error).__name__}: {error}"[:120], False)
+        run.check(
+            f"{number}.",
+            f"phase {number} ran to the end",
+            "no error",
+            f"{type(error).__name__}: {error}"[:120],
+            False,
+        )
     print(f"  ({time.monotonic() - started:.0f} s)", flush=True)
 
 
@@ -1114,8 +1337,15 @@ def phases(args):
     """[(number, function)] of the phases to run, in order."""
     counts = (64,) if args.short else (4, 16, 64)
     every = [(1, lambda run, n=n: pipelined(run, n)) for n in counts] + [
-        (2, slowloris), (3, low_open_files), (4, hostile_data), (5, bad_host), (6, http_edges),
-        (7, many_channels), (8, memory), (9, non_ascii_urls)]
+        (2, slowloris),
+        (3, low_open_files),
+        (4, hostile_data),
+        (5, bad_host),
+        (6, http_edges),
+        (7, many_channels),
+        (8, memory),
+        (9, non_ascii_urls),
+    ]
     return [(n, f) for n, f in every if not args.only or n in args.only]
 
 
@@ -1124,21 +1354,30 @@ def print_table(rows):
     goal_width = max((len(r.goal) for r in rows), default=10)
     print(f"\n{'':6}{'check':<{width}}  {'goal':<{goal_width}}  measured")
     for r in rows:
-        print(f"{'PASS' if r.passed else 'FAIL':<6}{r.phase + ' ' + r.name:<{width}}  "
-              f"{r.goal:<{goal_width}}  {r.measured}")
+        print(
+            f"{'PASS' if r.passed else 'FAIL':<6}{r.phase + ' ' + r.name:<{width}}  "
+            f"{r.goal:<{goal_width}}  {r.measured}"
+        )
     failed = sum(not r.passed for r in rows)
     print(f"\n{len(rows) - failed} passed, {failed} failed")
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--short", action="store_true",
-                        help="the CI form: 64 pipelining clients only, shorter holds, a 50 MB "
-                        "file, 50,000 builds in the memory phase")
-    parser.add_argument("--big", action="store_true",
-                        help="1,000,000 builds in the memory phase (default 300,000)")
-    parser.add_argument("--only", type=lambda s: {int(n) for n in s.split(",")},
-                        help="comma-separated phase numbers (1-9) to run")
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="the CI form: 64 pipelining clients only, shorter holds, a 50 MB "
+        "file, 50,000 builds in the memory phase",
+    )
+    parser.add_argument(
+        "--big", action="store_true", help="1,000,000 builds in the memory phase (default 300,000)"
+    )
+    parser.add_argument(
+        "--only",
+        type=lambda s: {int(n) for n in s.split(",")},
+        help="comma-separated phase numbers (1-9) to run",
+    )
     return parser.parse_args(argv)
 
 

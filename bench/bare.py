@@ -17,22 +17,29 @@ import waitress
 
 def make_app(answers):
     """answers: {target: (body bytes, [(name, value), ...])}."""
+
     def app(environ, start_response):
         query = environ["QUERY_STRING"]
         body, headers = answers[environ["PATH_INFO"] + ("?" + query if query else "")]
         start_response("200 OK", headers + [("Content-Length", str(len(body)))])
         return [body]
+
     return app
 
 
 def load(answers_file):
     with open(answers_file) as f:
-        return {target: (answer["body"].encode("latin-1"),
-                         [(name, value) for name, value in answer["headers"]])
-                for target, answer in json.load(f).items()}
+        return {
+            target: (
+                answer["body"].encode("latin-1"),
+                [(name, value) for name, value in answer["headers"]],
+            )
+            for target, answer in json.load(f).items()
+        }
 
 
 if __name__ == "__main__":
     port, answers_file = int(sys.argv[1]), sys.argv[2]
-    waitress.serve(make_app(load(answers_file)), host="127.0.0.1", port=port,
-                   connection_limit=900, _quiet=True)
+    waitress.serve(
+        make_app(load(answers_file)), host="127.0.0.1", port=port, connection_limit=900, _quiet=True
+    )

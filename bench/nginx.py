@@ -47,9 +47,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+from run import (  # noqa: E402
+    PROJECT_SIZES,
+    cpu_seconds,
+    free_port,
+    get,
+    start_buildshelf,
+    stop,
+    stop_servers_on_sigterm,
+    wrk,
+)
+
 import synthetic  # noqa: E402
-from run import (PROJECT_SIZES, cpu_seconds, free_port, get, start_buildshelf,  # noqa: E402
-                 stop, stop_servers_on_sigterm, wrk)
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
@@ -96,21 +105,26 @@ def render_site(site, work, upstream_port, port, cert=None):
     replacements = [
         ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};"),
         ("/var/cache/nginx/buildshelf", os.path.join(work, "cache")),
-        ("listen 443 ssl http2;",
-         f"listen 127.0.0.1:{port} ssl http2;" if cert else f"listen 127.0.0.1:{port};"),
+        (
+            "listen 443 ssl http2;",
+            f"listen 127.0.0.1:{port} ssl http2;" if cert else f"listen 127.0.0.1:{port};",
+        ),
     ]
     if cert:
-        replacements += [("/etc/ssl/builds.example.org.pem", cert[0]),
-                         ("/etc/ssl/builds.example.org.key", cert[1])]
+        replacements += [
+            ("/etc/ssl/builds.example.org.pem", cert[0]),
+            ("/etc/ssl/builds.example.org.key", cert[1]),
+        ]
     for old, new in replacements:
         if site.count(old) != 1:
-            raise SystemExit(f"{SITE}: expected {old!r} once, found it {site.count(old)} times: "
-                             "bench/nginx.py must follow the change")
+            raise SystemExit(
+                f"{SITE}: expected {old!r} once, found it {site.count(old)} times: "
+                "bench/nginx.py must follow the change"
+            )
         site = site.replace(old, new)
     if not cert:
         dropped = ("ssl_certificate", "limit_req ", "limit_conn ")
-        site = "\n".join(line for line in site.split("\n")
-                         if not line.strip().startswith(dropped))
+        site = "\n".join(line for line in site.split("\n") if not line.strip().startswith(dropped))
     listens = re.findall(r"^\s*listen\s+(\S+)", site, re.M)
     if not listens or not all(address.startswith("127.0.0.1:") for address in listens):
         raise SystemExit(f"rendered site listens on {listens}: loopback only, please")
@@ -123,15 +137,40 @@ def write_config(work, site):
         f.write(site)
     with open(os.path.join(work, "nginx.conf"), "w") as f:
         f.write(MAIN_CONF.format(work=work, probe=PROBE_ADDRESS))
-    return ["nginx", "-p", work, "-c", os.path.join(work, "nginx.conf"),
-            "-e", os.path.join(work, "error.log")]
+    return [
+        "nginx",
+        "-p",
+        work,
+        "-c",
+        os.path.join(work, "nginx.conf"),
+        "-e",
+        os.path.join(work, "error.log"),
+    ]
 
 
 def self_signed(work):
     cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=builds.example.org", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=builds.example.org",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -139,13 +178,16 @@ def check_nginx_syntax(work, site_text, checks):
     test_dir = os.path.join(work, "nginx-t")
     os.makedirs(test_dir)
     site = render_site(site_text, test_dir, 8080, free_port(), self_signed(test_dir))
-    out = subprocess.run(write_config(test_dir, site) + ["-t"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        write_config(test_dir, site) + ["-t"], capture_output=True, text=True, timeout=60
+    )
     said = (out.stdout + out.stderr).strip()
-    print(f"$ nginx -t (deploy/nginx.conf with TLS on a self-signed certificate, limits on)\n"
-          f"{said}\n")
-    checks.append(("nginx -t on deploy/nginx.conf", "exit 0",
-                   f"exit {out.returncode}", out.returncode == 0))
+    print(
+        f"$ nginx -t (deploy/nginx.conf with TLS on a self-signed certificate, limits on)\n{said}\n"
+    )
+    checks.append(
+        ("nginx -t on deploy/nginx.conf", "exit 0", f"exit {out.returncode}", out.returncode == 0)
+    )
 
 
 def check_unit(work, checks):
@@ -154,32 +196,51 @@ def check_unit(work, checks):
         unit = f.read()
     program = re.search(r"^ExecStart=[-@:+!]*(\S+)", unit, re.M)[1]
     root = os.path.join(work, "systemd-root")
-    shutil.copytree("/usr/lib/systemd/system", os.path.join(root, "usr/lib/systemd/system"),
-                    symlinks=True)
+    shutil.copytree(
+        "/usr/lib/systemd/system", os.path.join(root, "usr/lib/systemd/system"), symlinks=True
+    )
     os.makedirs(os.path.join(root, "etc/systemd/system"))
     shutil.copy(UNIT, os.path.join(root, "etc/systemd/system"))
     os.makedirs(os.path.dirname(root + program))
     with open(root + program, "w") as f:
         f.write("#!/bin/sh\n")
     os.chmod(root + program, 0o755)
-    out = subprocess.run(["systemd-analyze", f"--root={root}", "verify",
-                          os.path.basename(UNIT)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        ["systemd-analyze", f"--root={root}", "verify", os.path.basename(UNIT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     said = (out.stdout + out.stderr).strip()
-    print(f"$ systemd-analyze --root=SCRATCH verify buildshelf.service\n"
-          f"{said or '(nothing to say)'} [exit {out.returncode}]")
-    checks.append(("systemd-analyze verify", "exit 0, silent",
-                   f"exit {out.returncode}, {len(said.splitlines())} lines",
-                   out.returncode == 0 and not said))
-    out = subprocess.run(["systemd-analyze", "security", "--offline=true", UNIT],
-                         capture_output=True, text=True, timeout=60)
+    print(
+        f"$ systemd-analyze --root=SCRATCH verify buildshelf.service\n"
+        f"{said or '(nothing to say)'} [exit {out.returncode}]"
+    )
+    checks.append(
+        (
+            "systemd-analyze verify",
+            "exit 0, silent",
+            f"exit {out.returncode}, {len(said.splitlines())} lines",
+            out.returncode == 0 and not said,
+        )
+    )
+    out = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", UNIT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     score = re.search(r"Overall exposure level for \S+: (.*)", out.stdout)
-    print(f"$ systemd-analyze security --offline=true deploy/buildshelf.service: "
-          f"{score[1] if score else (out.stdout + out.stderr).strip()[-300:]}\n")
+    print(
+        f"$ systemd-analyze security --offline=true deploy/buildshelf.service: "
+        f"{score[1] if score else (out.stdout + out.stderr).strip()[-300:]}\n"
+    )
 
 
 def start_nginx(argv, port):
-    proc = subprocess.Popen(argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -188,7 +249,7 @@ def start_nginx(argv, port):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop_nginx(proc)
-                raise SystemExit(f"nginx did not start: {' '.join(argv)}")
+                raise SystemExit(f"nginx did not start: {' '.join(argv)}") from None
             time.sleep(0.05)
 
 
@@ -222,7 +283,7 @@ def listening_addresses(pids):
                 if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
                     host, port = fields[1].split(":")
                     if len(host) == 8:
-                        host = ".".join(str(int(host[i:i + 2], 16)) for i in (6, 4, 2, 0))
+                        host = ".".join(str(int(host[i : i + 2], 16)) for i in (6, 4, 2, 0))
                     addresses.append(f"{host}:{int(port, 16)}")
     return addresses
 
@@ -252,7 +313,8 @@ def running(pid):
 def fetch(port, target, source=None, headers=None):
     """(status, headers, body) of one GET, on a connection from `source` if given."""
     connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=30, source_address=(source, 0) if source else None)
+        "127.0.0.1", port, timeout=30, source_address=(source, 0) if source else None
+    )
     try:
         connection.request("GET", target, headers=headers or {})
         response = connection.getresponse()
@@ -304,8 +366,9 @@ def cpu_by_process(pids):
     return used
 
 
-def measure_throughput(direct_port, nginx_port, server_pids, rounds, seconds, log_path,
-                       nginx_log, checks):
+def measure_throughput(
+    direct_port, nginx_port, server_pids, rounds, seconds, log_path, nginx_log, checks
+):
     """wrk on /builds/latest, direct and through nginx. `server_pids`: Buildshelf's, then
     nginx's; the CPU of all of them is what a request costs the machine either way."""
     samples = {"direct": [], "nginx": []}
@@ -331,23 +394,36 @@ def measure_throughput(direct_port, nginx_port, server_pids, rounds, seconds, lo
                 for status, n in cache_statuses(nginx_log, nginx_offset).items():
                     statuses[status] = statuses.get(status, 0) + n
     direct, through = (statistics.median(samples[k]) for k in ("direct", "nginx"))
-    print(f"/builds/latest, 64 clients, {rounds} x {seconds} s each: direct "
-          f"{', '.join(f'{s:.0f}' for s in samples['direct'])} req/s; through nginx "
-          f"{', '.join(f'{s:.0f}' for s in samples['nginx'])} req/s")
+    print(
+        f"/builds/latest, 64 clients, {rounds} x {seconds} s each: direct "
+        f"{', '.join(f'{s:.0f}' for s in samples['direct'])} req/s; through nginx "
+        f"{', '.join(f'{s:.0f}' for s in samples['nginx'])} req/s"
+    )
     # Steadier than req/s on a busy machine, but not the same measure: nginx's workers use
     # every core, Buildshelf about one (the interpreter lock), so this ratio is smaller.
-    print(f"  server CPU per request (Buildshelf and nginx): direct "
-          f"{', '.join(f'{c:.0f}' for c in cpu['direct'])} us; through nginx "
-          f"{', '.join(f'{c:.0f}' for c in cpu['nginx'])} us: "
-          f"{statistics.median(cpu['direct']) / statistics.median(cpu['nginx']):.1f}x less")
-    print(f"  nginx's cache, by $upstream_cache_status: "
-          f"{', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}")
+    print(
+        f"  server CPU per request (Buildshelf and nginx): direct "
+        f"{', '.join(f'{c:.0f}' for c in cpu['direct'])} us; through nginx "
+        f"{', '.join(f'{c:.0f}' for c in cpu['nginx'])} us: "
+        f"{statistics.median(cpu['direct']) / statistics.median(cpu['nginx']):.1f}x less"
+    )
+    print(
+        f"  nginx's cache, by $upstream_cache_status: "
+        f"{', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}"
+    )
     answered = sorted({status for *_, status in upstream})
-    print(f"  what reached Buildshelf meanwhile: {len(upstream)} requests "
-          f"({', '.join(f'{s}: {sum(1 for *_, x in upstream if x == s)}' for s in answered)})")
-    checks.append(("throughput through nginx, 64 clients", f">= {SPEEDUP_GOAL}x direct",
-                   f"{through / direct:.1f}x ({through:.0f} vs {direct:.0f} req/s)",
-                   through >= SPEEDUP_GOAL * direct))
+    print(
+        f"  what reached Buildshelf meanwhile: {len(upstream)} requests "
+        f"({', '.join(f'{s}: {sum(1 for *_, x in upstream if x == s)}' for s in answered)})"
+    )
+    checks.append(
+        (
+            "throughput through nginx, 64 clients",
+            f">= {SPEEDUP_GOAL}x direct",
+            f"{through / direct:.1f}x ({through:.0f} vs {direct:.0f} req/s)",
+            through >= SPEEDUP_GOAL * direct,
+        )
+    )
 
 
 def publish_build(data_dir, slug, number):
@@ -355,8 +431,9 @@ def publish_build(data_dir, slug, number):
     path = os.path.join(data_dir, f"{slug}.json")
     with open(path) as f:
         project = json.load(f)
-    project["builds"].append(synthetic.build(synthetic.random.Random(number), number, "1.21",
-                                             False))
+    project["builds"].append(
+        synthetic.build(synthetic.random.Random(number), number, "1.21", False)
+    )
     with open(path + ".tmp", "w") as f:
         json.dump(project, f)
     os.replace(path + ".tmp", path)
@@ -370,8 +447,10 @@ def measure_edit(data_dir, nginx_port, max_age, checks):
         if headers.get("X-Cache-Status") in ("MISS", "EXPIRED", "REVALIDATED"):
             break
         if time.monotonic() > deadline:
-            raise SystemExit(f"nginx kept answering {headers.get('X-Cache-Status')} for "
-                             f"{LATEST}: it does not refresh its cache")
+            raise SystemExit(
+                f"nginx kept answering {headers.get('X-Cache-Status')} for "
+                f"{LATEST}: it does not refresh its cache"
+            )
         time.sleep(0.05)
     number = 100_000
     publish_build(data_dir, "p10", number)
@@ -384,10 +463,18 @@ def measure_edit(data_dir, nginx_port, max_age, checks):
         if seen > max_age + EDIT_SLACK + 10:
             break
         time.sleep(0.05)
-    print(f"edit of p10.json just after nginx cached {LATEST}: the new build served through "
-          f"nginx after {seen:.2f} s (max-age {max_age} s)")
-    checks.append(("edit visible through nginx", f"<= {max_age + EDIT_SLACK} s",
-                   f"{seen:.2f} s", seen <= max_age + EDIT_SLACK))
+    print(
+        f"edit of p10.json just after nginx cached {LATEST}: the new build served through "
+        f"nginx after {seen:.2f} s (max-age {max_age} s)"
+    )
+    checks.append(
+        (
+            "edit visible through nginx",
+            f"<= {max_age + EDIT_SLACK} s",
+            f"{seen:.2f} s",
+            seen <= max_age + EDIT_SLACK,
+        )
+    )
 
 
 def measure_revalidation(work, nginx_port, max_age, log_path, checks):
@@ -403,17 +490,24 @@ def measure_revalidation(work, nginx_port, max_age, log_path, checks):
         debug = f.read().decode("utf-8", "replace")
     # nginx's debug log shows the whole request it sent upstream.
     sent = re.findall(r"^If-None-Match: ([^\r\n]*)", debug, re.M)
-    upstream = [status for _, target, status in access_lines(log_path, log_offset)
-                if target == PROBED]
-    print(f"{PROBED} through nginx: {first[0]} {first[1].get('X-Cache-Status')}, then after "
-          f"{max_age + 1.2:.1f} s {status} {headers.get('X-Cache-Status')}; nginx sent "
-          f"{'If-None-Match: ' + sent[0] if sent else 'no If-None-Match'}; Buildshelf "
-          f"answered {', '.join(upstream) or 'nothing'}")
-    checks.append(("nginx revalidates with If-None-Match", "sent, 304, REVALIDATED",
-                   f"{'sent' if sent else 'not sent'}, {'/'.join(upstream) or '-'}, "
-                   f"{headers.get('X-Cache-Status')}",
-                   bool(sent) and upstream == ["304"]
-                   and headers.get("X-Cache-Status") == "REVALIDATED"))
+    upstream = [
+        status for _, target, status in access_lines(log_path, log_offset) if target == PROBED
+    ]
+    print(
+        f"{PROBED} through nginx: {first[0]} {first[1].get('X-Cache-Status')}, then after "
+        f"{max_age + 1.2:.1f} s {status} {headers.get('X-Cache-Status')}; nginx sent "
+        f"{'If-None-Match: ' + sent[0] if sent else 'no If-None-Match'}; Buildshelf "
+        f"answered {', '.join(upstream) or 'nothing'}"
+    )
+    checks.append(
+        (
+            "nginx revalidates with If-None-Match",
+            "sent, 304, REVALIDATED",
+            f"{'sent' if sent else 'not sent'}, {'/'.join(upstream) or '-'}, "
+            f"{headers.get('X-Cache-Status')}",
+            bool(sent) and upstream == ["304"] and headers.get("X-Cache-Status") == "REVALIDATED",
+        )
+    )
 
 
 def measure_stale(buildshelf, nginx_port, max_age, checks):
@@ -427,17 +521,27 @@ def measure_stale(buildshelf, nginx_port, max_age, checks):
         time.sleep(0.2)
     health = fetch(nginx_port, "/healthz")[0]
     cache_status = headers.get("X-Cache-Status")
-    print(f"Buildshelf stopped: {LATEST} through nginx {status} {cache_status}, /healthz "
-          f"(never cached) {health}")
-    checks.append(("Buildshelf down: nginx serves its copy", "200 STALE",
-                   f"{status} {cache_status}", status == 200 and cache_status == "STALE"))
+    print(
+        f"Buildshelf stopped: {LATEST} through nginx {status} {cache_status}, /healthz "
+        f"(never cached) {health}"
+    )
+    checks.append(
+        (
+            "Buildshelf down: nginx serves its copy",
+            "200 STALE",
+            f"{status} {cache_status}",
+            status == 200 and cache_status == "STALE",
+        )
+    )
 
 
 def count_304s(log_path, checks):
     lines = access_lines(log_path, 0)
     count = sum(1 for *_, status in lines if status == "304")
-    print(f"Buildshelf's access log: {len(lines)} requests, {count} of them answered 304 "
-          "(no client of this benchmark sends a validator: every 304 is nginx revalidating)")
+    print(
+        f"Buildshelf's access log: {len(lines)} requests, {count} of them answered 304 "
+        "(no client of this benchmark sends a validator: every 304 is nginx revalidating)"
+    )
     checks.append(("304s from Buildshelf in its access log", ">= 1", str(count), count >= 1))
 
 
@@ -450,25 +554,41 @@ def report(checks):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=4, help="length of one wrk run "
-                        "(default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=3, help="wrk runs each, direct and "
-                        "through nginx, taking turns (default: %(default)s)")
-    parser.add_argument("--max-age", type=int, default=5, help="server.py --max-age for the "
-                        "run (default: %(default)s)")
-    parser.add_argument("--server-args", type=shlex.split, default=[], metavar="ARGS",
-                        help="extra flags for server.py (default: none)")
+    parser.add_argument(
+        "--seconds", type=int, default=4, help="length of one wrk run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="wrk runs each, direct and through nginx, taking turns (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-age",
+        type=int,
+        default=5,
+        help="server.py --max-age for the run (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--server-args",
+        type=shlex.split,
+        default=[],
+        metavar="ARGS",
+        help="extra flags for server.py (default: none)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     stop_servers_on_sigterm()
-    missing = [tool for tool in ("nginx", "wrk", "systemd-analyze", "openssl")
-               if shutil.which(tool) is None]
+    missing = [
+        tool
+        for tool in ("nginx", "wrk", "systemd-analyze", "openssl")
+        if shutil.which(tool) is None
+    ]
     if missing:
-        raise SystemExit(f"missing {', '.join(missing)}: apt-get install nginx wrk systemd "
-                         "openssl")
+        raise SystemExit(f"missing {', '.join(missing)}: apt-get install nginx wrk systemd openssl")
     version = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
     print(f"{version}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     checks = []
@@ -480,8 +600,9 @@ def main(argv=None):
         check_unit(work, checks)
         data_dir = synthetic.generate(os.path.join(work, "data"), PROJECT_SIZES)
         log_path = os.path.join(work, "buildshelf.log")
-        buildshelf, port = start_buildshelf(data_dir, ["--max-age", str(args.max_age)]
-                                            + args.server_args, log_path)
+        buildshelf, port = start_buildshelf(
+            data_dir, ["--max-age", str(args.max_age)] + args.server_args, log_path
+        )
         nginx, pids = None, [buildshelf.pid]
         try:
             nginx_port = free_port()
@@ -490,14 +611,29 @@ def main(argv=None):
             nginx = start_nginx(write_config(nginx_dir, site), nginx_port)
             pids += nginx_pids(nginx.pid)
             addresses = listening_addresses(pids[1:])
-            print(f"Buildshelf on 127.0.0.1:{port} (server.py --max-age {args.max_age}"
-                  f"{' ' if args.server_args else ''}{' '.join(args.server_args)}), nginx "
-                  f"(pid {nginx.pid}) listening on {', '.join(addresses)}\n")
-            checks.append(("nginx listens on 127.0.0.1 only", "127.0.0.1:*",
-                           ", ".join(addresses),
-                           addresses and all(a.startswith("127.0.0.1:") for a in addresses)))
-            measure_throughput(port, nginx_port, pids, args.rounds, args.seconds, log_path,
-                               os.path.join(nginx_dir, "access.log"), checks)
+            print(
+                f"Buildshelf on 127.0.0.1:{port} (server.py --max-age {args.max_age}"
+                f"{' ' if args.server_args else ''}{' '.join(args.server_args)}), nginx "
+                f"(pid {nginx.pid}) listening on {', '.join(addresses)}\n"
+            )
+            checks.append(
+                (
+                    "nginx listens on 127.0.0.1 only",
+                    "127.0.0.1:*",
+                    ", ".join(addresses),
+                    addresses and all(a.startswith("127.0.0.1:") for a in addresses),
+                )
+            )
+            measure_throughput(
+                port,
+                nginx_port,
+                pids,
+                args.rounds,
+                args.seconds,
+                log_path,
+                os.path.join(nginx_dir, "access.log"),
+                checks,
+            )
             measure_edit(data_dir, nginx_port, args.max_age, checks)
             measure_revalidation(work, nginx_port, args.max_age, log_path, checks)
             count_304s(log_path, checks)

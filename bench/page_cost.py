@@ -23,10 +23,17 @@ REPEAT = 5000
 
 def call(app, path):
     path_info, _, query = path.partition("?")
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path_info, "QUERY_STRING": query,
-               "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
-               "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(),
-               "HTTP_ACCEPT_ENCODING": "gzip"}
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path_info,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(),
+        "HTTP_ACCEPT_ENCODING": "gzip",
+    }
     statuses = []
     body = b"".join(app(environ, lambda status, headers, exc_info=None: statuses.append(status)))
     return statuses[0], body
@@ -38,9 +45,15 @@ def main():
         data = store.Store(directory, check_interval=60)
         app = server.make_app(data)
         slug = sorted(data.snapshot().projects)[0]
-        for path in ["/", f"/projects/{slug}", f"/projects/{slug}?experimental=true&page=2",
-                     f"/projects/{slug}?page=30", f"/api/v2/feed?project={slug}",
-                     f"/api/v2/builds?project={slug}", "/api/v2/projects"]:
+        for path in [
+            "/",
+            f"/projects/{slug}",
+            f"/projects/{slug}?experimental=true&page=2",
+            f"/projects/{slug}?page=30",
+            f"/api/v2/feed?project={slug}",
+            f"/api/v2/builds?project={slug}",
+            "/api/v2/projects",
+        ]:
             started = time.perf_counter()
             status, body = call(app, path)
             first = (time.perf_counter() - started) * 1000
@@ -48,8 +61,10 @@ def main():
             for _ in range(REPEAT):
                 call(app, path)
             again = (time.perf_counter() - started) / REPEAT * 1e6
-            print(f"{path:45} {status[:3]} {len(body):>7} B gzipped   first {first:6.1f} ms   "
-                  f"repeated {again:5.0f} us")
+            print(
+                f"{path:45} {status[:3]} {len(body):>7} B gzipped   first {first:6.1f} ms   "
+                f"repeated {again:5.0f} us"
+            )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,20 @@ CLI = os.path.join(ROOT, "cli.py")
 
 
 def publish(data_dir, slug, number, wait=True):
-    argv = [sys.executable, CLI, "publish", slug, "--build", str(number), "--channel", "9.9",
-            "--download-url", f"https://dl.example.org/{number}.jar", "--data", data_dir]
+    argv = [
+        sys.executable,
+        CLI,
+        "publish",
+        slug,
+        "--build",
+        str(number),
+        "--channel",
+        "9.9",
+        "--download-url",
+        f"https://dl.example.org/{number}.jar",
+        "--data",
+        data_dir,
+    ]
     if not wait:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL)
     started = time.perf_counter()
@@ -48,9 +60,18 @@ def free_port():
 
 def served_delays(data_dir, rounds=10):
     port = free_port()
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                               data_dir, "--port", str(port), "--quiet"],
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            data_dir,
+            "--port",
+            str(port),
+            "--quiet",
+        ],
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p00&channel=9.9"
     try:
         deadline = time.monotonic() + 30
@@ -60,7 +81,7 @@ def served_delays(data_dir, rounds=10):
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise SystemExit("the server did not start")
+                    raise SystemExit("the server did not start") from None
                 time.sleep(0.05)
         delays = []
         for number in range(900_000, 900_000 + rounds):
@@ -90,19 +111,32 @@ def main():
         shutil.copy(os.path.join(ROOT, "data", "tinplate.json"), data_dir)
         for slug, size in (("tinplate", 45), ("p00", 2000), ("p01", 20000)):
             times = [publish(data_dir, slug, 800_000 + n) for n in range(5)]
-            rows.append((f"one publish, {size:,} builds (median of 5)",
-                         f"{statistics.median(times) * 1000:.0f} ms"))
+            rows.append(
+                (
+                    f"one publish, {size:,} builds (median of 5)",
+                    f"{statistics.median(times) * 1000:.0f} ms",
+                )
+            )
         before = builds(data_dir, "p00")
         started = time.perf_counter()
         procs = [publish(data_dir, "p00", 700_000 + n, wait=False) for n in range(20)]
         codes = [proc.wait() for proc in procs]
         wall = time.perf_counter() - started
         landed = len(set(builds(data_dir, "p00")) - set(before))
-        rows.append(("20 publishes at once, 2,000 builds", f"{wall:.1f} s, {landed}/20 landed, "
-                     f"exit codes {sorted(set(codes))}"))
+        rows.append(
+            (
+                "20 publishes at once, 2,000 builds",
+                f"{wall:.1f} s, {landed}/20 landed, exit codes {sorted(set(codes))}",
+            )
+        )
         delays = served_delays(data_dir)
-        rows.append(("publish exit -> served (10 rounds)", f"median {statistics.median(delays):.2f}"
-                     f" s, max {max(delays):.2f} s (reload interval 1 s)"))
+        rows.append(
+            (
+                "publish exit -> served (10 rounds)",
+                f"median {statistics.median(delays):.2f}"
+                f" s, max {max(delays):.2f} s (reload interval 1 s)",
+            )
+        )
     width = max(len(name) for name, _ in rows)
     for name, figure in rows:
         print(f"{name:<{width}}  {figure}")

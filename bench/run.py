@@ -81,8 +81,11 @@ def answer(port, target):
         body = response.read()
         if response.status != 200:
             raise SystemExit(f"{target}: status {response.status}: {body[:200]!r}")
-        return body, [(name, value) for name, value in response.getheaders()
-                      if name.lower() not in SERVER_HEADERS]
+        return body, [
+            (name, value)
+            for name, value in response.getheaders()
+            if name.lower() not in SERVER_HEADERS
+        ]
     finally:
         connection.close()
 
@@ -99,14 +102,22 @@ def start(argv, port, log_path):
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 stop(proc)
-                raise SystemExit(f"server did not start: {' '.join(argv)} (see {log_path})")
+                raise SystemExit(
+                    f"server did not start: {' '.join(argv)} (see {log_path})"
+                ) from None
             time.sleep(0.01)
 
 
 def start_buildshelf(data_dir, server_args, log_path):
     port = free_port()
-    argv = [sys.executable, os.path.join(ROOT, "server.py"), "--data", data_dir,
-            "--port", str(port)] + server_args
+    argv = [
+        sys.executable,
+        os.path.join(ROOT, "server.py"),
+        "--data",
+        data_dir,
+        "--port",
+        str(port),
+    ] + server_args
     return start(argv, port, log_path), port
 
 
@@ -143,9 +154,15 @@ class Load:
         self.seconds = float(found[2]) * {"ms": 1e-3, "s": 1, "m": 60}[found[3]]
         non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         socket_errors = re.search(r"Socket errors: (.*)", out)
-        self.errors = ", ".join(filter(None, [
-            f"{non_2xx[1]} non-2xx" if non_2xx else "",
-            f"socket errors: {socket_errors[1]}" if socket_errors else ""]))
+        self.errors = ", ".join(
+            filter(
+                None,
+                [
+                    f"{non_2xx[1]} non-2xx" if non_2xx else "",
+                    f"socket errors: {socket_errors[1]}" if socket_errors else "",
+                ],
+            )
+        )
         p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
         self.p99_ms = float(p99[1]) * {"us": 1e-3, "ms": 1, "s": 1e3}[p99[2]] if p99 else None
 
@@ -162,10 +179,22 @@ end
 
 
 def wrk(port, target, seconds, clients, script=None):
-    out = subprocess.run(["wrk", "-t1", f"-c{clients}", f"-d{seconds}s", "--latency",
-                          "--timeout", WRK_TIMEOUT, *(["-s", script] if script else []),
-                          f"http://127.0.0.1:{port}{target}"],
-                         capture_output=True, text=True, timeout=seconds + 60)
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{clients}",
+            f"-d{seconds}s",
+            "--latency",
+            "--timeout",
+            WRK_TIMEOUT,
+            *(["-s", script] if script else []),
+            f"http://127.0.0.1:{port}{target}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+    )
     return Load(out.stdout + out.stderr)
 
 
@@ -177,15 +206,20 @@ def load_run(proc, port, target, seconds, clients, script=None):
     cpu = cpu_seconds(proc.pid) - before
     if not load.requests:
         return float("inf"), 0.0, load.errors or "no request answered", 0, float("inf")
-    return (cpu / load.requests * 1e6, load.requests / load.seconds, load.errors,
-            load.requests, load.p99_ms)
+    return (
+        cpu / load.requests * 1e6,
+        load.requests / load.seconds,
+        load.errors,
+        load.requests,
+        load.p99_ms,
+    )
 
 
 def sweep(servers, rounds, seconds, clients):
     """{(name, n): {label: [load_run() per round]}}, servers taking turns."""
     results = {}
     for name, target in TARGETS.items():
-        for proc, port in servers.values():
+        for _proc, port in servers.values():
             wrk(port, target, 1, 16)  # warm up: the first requests encode and compress
         for n in clients:
             samples = {label: [] for label in servers}
@@ -196,9 +230,12 @@ def sweep(servers, rounds, seconds, clients):
                     samples[label].append(load_run(proc, port, target, seconds, n))
             results[name, n] = samples
             ours, bare = samples["buildshelf"], samples["bare"]
-            print(f"  {name}, {n} clients: buildshelf "
-                  f"{', '.join(f'{s[0]:.0f}' for s in ours)} us, bare "
-                  f"{', '.join(f'{s[0]:.0f}' for s in bare)} us", flush=True)
+            print(
+                f"  {name}, {n} clients: buildshelf "
+                f"{', '.join(f'{s[0]:.0f}' for s in ours)} us, bare "
+                f"{', '.join(f'{s[0]:.0f}' for s in bare)} us",
+                flush=True,
+            )
     return results
 
 
@@ -206,17 +243,23 @@ P99 = "{:.1f}"  # milliseconds
 
 
 def spread(values, fmt="{:.0f}"):
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-" \
-           f"{fmt.format(max(values))})"
+    return (
+        f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-"
+        f"{fmt.format(max(values))})"
+    )
 
 
 def print_sweep(results, sizes, rows):
-    print("\nServer CPU per request in us, requests per second and wrk's p99 latency in ms: "
-          "median (min-max) of the rounds.\nEfficiency = bare / buildshelf CPU: of the "
-          "medians (and per round, min-max).\n")
-    header = (f"{'request':<30} {'clients':>7}  {'buildshelf us':<18} {'bare us':<18} "
-              f"{'buildshelf req/s':<20} {'bare req/s':<20} {'buildshelf p99':<16} "
-              f"{'bare p99':<16} efficiency")
+    print(
+        "\nServer CPU per request in us, requests per second and wrk's p99 latency in ms: "
+        "median (min-max) of the rounds.\nEfficiency = bare / buildshelf CPU: of the "
+        "medians (and per round, min-max).\n"
+    )
+    header = (
+        f"{'request':<30} {'clients':>7}  {'buildshelf us':<18} {'bare us':<18} "
+        f"{'buildshelf req/s':<20} {'bare req/s':<20} {'buildshelf p99':<16} "
+        f"{'bare p99':<16} efficiency"
+    )
     print(header)
     print("-" * len(header))
     for (name, n), samples in results.items():
@@ -225,17 +268,25 @@ def print_sweep(results, sizes, rows):
         efficiency = statistics.median(bare_cpu) / statistics.median(our_cpu)
         per_round = [b / o for b, o in zip(bare_cpu, our_cpu)]
         label = f"{name} ({sizes[name] / 1000:.1f} KB)"
-        print(f"{label:<30} {n:>7}  {spread(our_cpu):<18} {spread(bare_cpu):<18} "
-              f"{spread([s[1] for s in ours]):<20} {spread([s[1] for s in bare]):<20} "
-              f"{spread([s[4] for s in ours], P99):<16} {spread([s[4] for s in bare], P99):<16} "
-              f"{efficiency:.2f} ({min(per_round):.2f}-{max(per_round):.2f})")
-        errors = [f"{label} {s}" for label, runs in samples.items() for s in
-                  (r[2] for r in runs) if s]
+        print(
+            f"{label:<30} {n:>7}  {spread(our_cpu):<18} {spread(bare_cpu):<18} "
+            f"{spread([s[1] for s in ours]):<20} {spread([s[1] for s in bare]):<20} "
+            f"{spread([s[4] for s in ours], P99):<16} {spread([s[4] for s in bare], P99):<16} "
+            f"{efficiency:.2f} ({min(per_round):.2f}-{max(per_round):.2f})"
+        )
+        errors = [
+            f"{label} {s}" for label, runs in samples.items() for s in (r[2] for r in runs) if s
+        ]
         for error in errors:
             print(f"{'':<39}! {error}")
-        rows.append((f"efficiency, {name}, {n} clients", f">= {EFFICIENCY_GOAL}",
-                     f"{efficiency:.2f}" + (" (errors)" if errors else ""),
-                     efficiency >= EFFICIENCY_GOAL and not errors))
+        rows.append(
+            (
+                f"efficiency, {name}, {n} clients",
+                f">= {EFFICIENCY_GOAL}",
+                f"{efficiency:.2f}" + (" (errors)" if errors else ""),
+                efficiency >= EFFICIENCY_GOAL and not errors,
+            )
+        )
 
 
 def count_lines(path):
@@ -251,15 +302,27 @@ def measure_servers(work, data_dir, args, rows):
         answers = {target: answer(port, target) for target in TARGETS.values()}
         answers_file = os.path.join(work, "answers.json")
         with open(answers_file, "w") as f:
-            json.dump({t: {"body": body.decode("latin-1"), "headers": headers}
-                       for t, (body, headers) in answers.items()}, f)
+            json.dump(
+                {
+                    t: {"body": body.decode("latin-1"), "headers": headers}
+                    for t, (body, headers) in answers.items()
+                },
+                f,
+            )
         bare_port = free_port()
-        bare = start([sys.executable, os.path.join(HERE, "bare.py"), str(bare_port),
-                      answers_file], bare_port, os.path.join(work, "bare.log"))
+        bare = start(
+            [sys.executable, os.path.join(HERE, "bare.py"), str(bare_port), answers_file],
+            bare_port,
+            os.path.join(work, "bare.log"),
+        )
         try:
             lines_before = count_lines(log_path)
-            results = sweep({"buildshelf": (ours, port), "bare": (bare, bare_port)},
-                            args.rounds, args.seconds, args.clients)
+            results = sweep(
+                {"buildshelf": (ours, port), "bare": (bare, bare_port)},
+                args.rounds,
+                args.seconds,
+                args.clients,
+            )
         finally:
             stop(bare)
     except BaseException:
@@ -268,8 +331,10 @@ def measure_servers(work, data_dir, args, rows):
     sizes = {name: len(answers[target][0]) for name, target in TARGETS.items()}
     print_sweep(results, sizes, rows)
     answered = sum(run[3] for samples in results.values() for run in samples["buildshelf"])
-    print(f"\nBuildshelf answered {answered} requests in the measured runs (warm-ups "
-          f"apart); its log grew by {count_lines(log_path) - lines_before} lines")
+    print(
+        f"\nBuildshelf answered {answered} requests in the measured runs (warm-ups "
+        f"apart); its log grew by {count_lines(log_path) - lines_before} lines"
+    )
     return ours, port, {t: body for t, (body, _) in answers.items()}
 
 
@@ -280,16 +345,20 @@ def measure_routed(work, proc, port, args):
     with open(script, "w") as f:
         f.write(EACH_ROUTED)
     target = TARGETS["/builds/latest"]
-    print(f"\nRouted: {target}&n=<a number of its own each time>, Buildshelf alone, "
-          f"{args.rounds} rounds: CPU per request in us, requests per second, p99 latency in "
-          f"ms")
+    print(
+        f"\nRouted: {target}&n=<a number of its own each time>, Buildshelf alone, "
+        f"{args.rounds} rounds: CPU per request in us, requests per second, p99 latency in "
+        f"ms"
+    )
     for n in args.clients:
-        runs = [load_run(proc, port, target, args.seconds, n, script)
-                for _ in range(args.rounds)]
+        runs = [load_run(proc, port, target, args.seconds, n, script) for _ in range(args.rounds)]
         errors = "; ".join(filter(None, (run[2] for run in runs)))
-        print(f"  {n:>3} clients: {spread([r[0] for r in runs])} us, "
-              f"{spread([r[1] for r in runs])} req/s, p99 {spread([r[4] for r in runs], P99)} ms"
-              + (f"  ! {errors}" if errors else ""), flush=True)
+        print(
+            f"  {n:>3} clients: {spread([r[0] for r in runs])} us, "
+            f"{spread([r[1] for r in runs])} req/s, p99 {spread([r[4] for r in runs], P99)} ms"
+            + (f"  ! {errors}" if errors else ""),
+            flush=True,
+        )
 
 
 def app_cpu_per_call(app, target, calls=2000, routed=False):
@@ -299,18 +368,28 @@ def app_cpu_per_call(app, target, calls=2000, routed=False):
     routes every call instead of answering a repeat from memory.
     """
     path, _, query = target.partition("?")
-    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query,
-               "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "80", "SERVER_PROTOCOL": "HTTP/1.1",
-               "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(),
-               "wsgi.errors": sys.stderr,
-               # what waitress offers, so a body returned as a file is read as it reads it
-               "wsgi.file_wrapper": ReadOnlyFileBasedBuffer}
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": "127.0.0.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(),
+        "wsgi.errors": sys.stderr,
+        # what waitress offers, so a body returned as a file is read as it reads it
+        "wsgi.file_wrapper": ReadOnlyFileBasedBuffer,
+    }
 
     def start_response(status, headers, exc_info=None):
         pass
+
     b"".join(app(dict(environ), start_response))  # the first call encodes
-    environs = [dict(environ, QUERY_STRING=f"{query}&n={i}" if routed else query)
-                for i in range(calls)]
+    environs = [
+        dict(environ, QUERY_STRING=f"{query}&n={i}" if routed else query) for i in range(calls)
+    ]
     started = time.process_time()
     for one in environs:
         b"".join(app(one, start_response))
@@ -321,27 +400,40 @@ def measure_app_cost(work, data_dir, bodies, rows):
     """The part of a request that is Buildshelf's own, measured in process: precise where
     the loaded servers are noisy. Also: the same request beside 19 other projects and alone."""
     import bare
+
     import server
+
     print("\nIn process (the WSGI app called directly, no server, no access log), CPU a call:")
     ours = server.make_app(store.Store(data_dir, check_interval=1))
     yardstick = bare.make_app({t: (b, []) for t, b in bodies.items()})
     for name, target in TARGETS.items():
-        print(f"  {name}: a repeat {app_cpu_per_call(ours, target):.0f} us, routed "
-              f"{app_cpu_per_call(ours, target, routed=True):.0f} us; the bare app "
-              f"{app_cpu_per_call(yardstick, target):.0f} us")
+        print(
+            f"  {name}: a repeat {app_cpu_per_call(ours, target):.0f} us, routed "
+            f"{app_cpu_per_call(ours, target, routed=True):.0f} us; the bare app "
+            f"{app_cpu_per_call(yardstick, target):.0f} us"
+        )
     alone_dir = os.path.join(work, "alone")
     os.makedirs(alone_dir)
     shutil.copy(os.path.join(data_dir, "p10.json"), alone_dir)
     alone = server.make_app(store.Store(alone_dir, check_interval=1))
     target = TARGETS["/builds/latest"]
-    rounds = [(app_cpu_per_call(ours, target, routed=True),
-               app_cpu_per_call(alone, target, routed=True)) for _ in range(5)]
+    rounds = [
+        (app_cpu_per_call(ours, target, routed=True), app_cpu_per_call(alone, target, routed=True))
+        for _ in range(5)
+    ]
     beside = statistics.median(b for b, _ in rounds)
     single = statistics.median(s for _, s in rounds)
-    print(f"  /builds/latest, routed: {beside:.1f} us beside 19 other projects, {single:.1f} us "
-          "alone")
-    rows.append(("cost beside other projects (in process)", "ratio <= 1.10",
-                 f"{beside / single:.2f}", beside / single <= 1.10))
+    print(
+        f"  /builds/latest, routed: {beside:.1f} us beside 19 other projects, {single:.1f} us alone"
+    )
+    rows.append(
+        (
+            "cost beside other projects (in process)",
+            "ratio <= 1.10",
+            f"{beside / single:.2f}",
+            beside / single <= 1.10,
+        )
+    )
 
 
 def measure_reload(data_dir, port, seconds, rows):
@@ -352,8 +444,11 @@ def measure_reload(data_dir, port, seconds, rows):
         original = json.load(f)
 
     def publish(number):
-        edited = dict(original, builds=original["builds"] + [
-            synthetic.build(synthetic.random.Random(number), number, "1.22", False)])
+        edited = dict(
+            original,
+            builds=original["builds"]
+            + [synthetic.build(synthetic.random.Random(number), number, "1.22", False)],
+        )
         with open(path + ".tmp", "w") as f:
             json.dump(edited, f, indent=2)
         os.replace(path + ".tmp", path)
@@ -368,17 +463,31 @@ def measure_reload(data_dir, port, seconds, rows):
         assert snapshot.projects["p19"].builds[-1].number == 5000 + n
     reload_ms = statistics.median(times)
     # On a busy machine the wall time is mostly waiting for a core; the CPU time is the cost.
-    print(f"\nreload after editing one 2,000-build file, in process: median {reload_ms:.0f} ms "
-          f"(of {', '.join(f'{t:.0f}' for t in times)}), of which CPU "
-          f"{statistics.median(cpu_times):.0f} ms")
-    rows.append(("reload of one 2,000-build file", "< 100 ms", f"{reload_ms:.0f} ms",
-                 reload_ms < 100))
+    print(
+        f"\nreload after editing one 2,000-build file, in process: median {reload_ms:.0f} ms "
+        f"(of {', '.join(f'{t:.0f}' for t in times)}), of which CPU "
+        f"{statistics.median(cpu_times):.0f} ms"
+    )
+    rows.append(
+        ("reload of one 2,000-build file", "< 100 ms", f"{reload_ms:.0f} ms", reload_ms < 100)
+    )
 
     # Live: another project keeps being served while p19 is rewritten again and again.
-    load = subprocess.Popen(["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency",
-                             "--timeout", WRK_TIMEOUT,
-                             f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p01"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    load = subprocess.Popen(
+        [
+            "wrk",
+            "-t1",
+            "-c16",
+            f"-d{seconds}s",
+            "--latency",
+            "--timeout",
+            WRK_TIMEOUT,
+            f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p01",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + seconds - 0.5
     edits = 0
     while time.monotonic() < deadline:
@@ -388,12 +497,19 @@ def measure_reload(data_dir, port, seconds, rows):
     result = Load(load.communicate(timeout=seconds + 60)[0])
     time.sleep(1.1)  # the server looks at the files at most once a second
     served = json.loads(get(port, "/api/v2/builds/latest?project=p19"))["buildNumber"]
-    print(f"while p19 was rewritten {edits} times: {result.requests} requests for p01 from 16 "
-          f"clients, p99 latency {result.p99_ms:.0f} ms, errors: {result.errors or 'none'}; "
-          f"p19 then served build {served}")
-    rows.append(("others served during reloads", "0 errors",
-                 f"{result.errors or '0 errors'}, p99 {result.p99_ms:.0f} ms",
-                 not result.errors and served == 9000 + edits))
+    print(
+        f"while p19 was rewritten {edits} times: {result.requests} requests for p01 from 16 "
+        f"clients, p99 latency {result.p99_ms:.0f} ms, errors: {result.errors or 'none'}; "
+        f"p19 then served build {served}"
+    )
+    rows.append(
+        (
+            "others served during reloads",
+            "0 errors",
+            f"{result.errors or '0 errors'}, p99 {result.p99_ms:.0f} ms",
+            not result.errors and served == 9000 + edits,
+        )
+    )
 
 
 def report(rows):
@@ -405,17 +521,28 @@ def report(rows):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="turns per server and cell "
-                        "(default: %(default)s)")
-    parser.add_argument("--seconds", type=int, default=3, help="length of one wrk run "
-                        "(default: %(default)s)")
-    parser.add_argument("--clients", type=lambda s: tuple(int(n) for n in s.split(",")),
-                        default=CLIENTS, help="concurrent keep-alive clients, comma-separated "
-                        "(default: 1,16,64,256)")
-    parser.add_argument("--server-args", type=shlex.split, default=[], metavar="ARGS",
-                        help='extra flags for server.py, e.g. "--threads 8" (default: none)')
-    parser.add_argument("--quick", action="store_true", help="3 rounds of 1 s per cell, "
-                        "without the reload part")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="turns per server and cell (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seconds", type=int, default=3, help="length of one wrk run (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--clients",
+        type=lambda s: tuple(int(n) for n in s.split(",")),
+        default=CLIENTS,
+        help="concurrent keep-alive clients, comma-separated (default: 1,16,64,256)",
+    )
+    parser.add_argument(
+        "--server-args",
+        type=shlex.split,
+        default=[],
+        metavar="ARGS",
+        help='extra flags for server.py, e.g. "--threads 8" (default: none)',
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="3 rounds of 1 s per cell, without the reload part"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 3, 1
@@ -427,10 +554,13 @@ def main(argv=None):
     stop_servers_on_sigterm()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
-    print(f"server.py {' '.join(['--data DIR', '--port PORT'] + args.server_args)} against "
-          f"bench/bare.py; {args.rounds} rounds of {args.seconds} s per cell, clients "
-          f"{', '.join(map(str, args.clients))}; {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"server.py {' '.join(['--data DIR', '--port PORT'] + args.server_args)} against "
+        f"bench/bare.py; {args.rounds} rounds of {args.seconds} s per cell, clients "
+        f"{', '.join(map(str, args.clients))}; {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     rows = []
     with tempfile.TemporaryDirectory() as work:
         data_dir = synthetic.generate(os.path.join(work, "twenty"), PROJECT_SIZES)

@@ -59,8 +59,14 @@ WRITE_INTERVAL = 0.1  # seconds between two writer actions
 CHANGES = ("edit", "torn", "invalid", "add", "delete")
 CHANGE_WEIGHTS = (4, 2, 2, 1, 1)
 ACTIONS = CHANGES + ("repair",)  # a repair: the writer's last valid write of each file
-GARBAGE = (b'{"ciJob": ', b"", b"not json", b'{"ciJob": "x",, }', b"\xff\xfe{}",
-           b'{"ciJob": "x", "builds": "none"}')
+GARBAGE = (
+    b'{"ciJob": ',
+    b"",
+    b"not json",
+    b'{"ciJob": "x",, }',
+    b"\xff\xfe{}",
+    b'{"ciJob": "x", "builds": "none"}',
+)
 
 ERROR_KINDS = ("5xx", "dropped", "inconsistent", "unexpected status")
 REQUEST_TIMEOUT = 10.0  # seconds; an answer that takes longer is a dropped request
@@ -76,14 +82,22 @@ STOP_SECONDS = 15.0  # after SIGTERM, to exit (the server drains for at most 10)
 
 # --- the data model ---------------------------------------------------------------------------
 
+
 def build_doc(slug, v, number, commits=1):
     commit_list = [{"message": f"v{v} b{number}", "hash": f"{v:08x}{number:08x}"}]
-    commit_list += [{"message": f"v{v} b{number} commit {i}", "hash": f"{v:08x}{number:08x}{i:x}"}
-                    for i in range(1, commits)]
-    return {"buildNumber": number, "url": f"https://ci.example.org/job/{slug}/{number}/",
-            "downloadUrl": f"https://ci.example.org/job/{slug}/{number}/artifact/{slug}.jar",
-            "channelVersion": f"1.{number % 3}", "timestamp": v * VERSION_STEP + number,
-            "isExperimental": number % 4 == 0, "commits": commit_list}
+    commit_list += [
+        {"message": f"v{v} b{number} commit {i}", "hash": f"{v:08x}{number:08x}{i:x}"}
+        for i in range(1, commits)
+    ]
+    return {
+        "buildNumber": number,
+        "url": f"https://ci.example.org/job/{slug}/{number}/",
+        "downloadUrl": f"https://ci.example.org/job/{slug}/{number}/artifact/{slug}.jar",
+        "channelVersion": f"1.{number % 3}",
+        "timestamp": v * VERSION_STEP + number,
+        "isExperimental": number % 4 == 0,
+        "commits": commit_list,
+    }
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,16 +106,24 @@ def project_doc(slug, v):
     count, commits = (BIG_BUILDS, BIG_COMMITS) if slug == BIG else (20 + v % 13, 1)
     builds = [build_doc(slug, v, number, commits) for number in range(1, count + 1)]
     random.Random(f"{slug} {v}").shuffle(builds)  # files may list builds in any order
-    return {"ciJob": slug, "ciJobUrl": f"https://ci.example.org/job/{slug}/",
-            "javadocBaseUrl": f"https://jd.example.org/{slug}/v{v}/", "builds": builds}
+    return {
+        "ciJob": slug,
+        "ciJobUrl": f"https://ci.example.org/job/{slug}/",
+        "javadocBaseUrl": f"https://jd.example.org/{slug}/v{v}/",
+        "builds": builds,
+    }
 
 
 @functools.lru_cache(maxsize=4096)
 def expected_builds(slug, v, channel, experimental):
     """What /builds serves from version v: the builds passing the filters, by number."""
     builds = sorted(project_doc(slug, v)["builds"], key=itemgetter("buildNumber"))
-    return [b for b in builds if (experimental or not b["isExperimental"])
-            and (not channel or b["channelVersion"] == channel)]
+    return [
+        b
+        for b in builds
+        if (experimental or not b["isExperimental"])
+        and (not channel or b["channelVersion"] == channel)
+    ]
 
 
 def data_path(data_dir, slug):
@@ -120,10 +142,10 @@ def write_torn(data_dir, slug, v, rng):
     """How a careless editor saves: in place, so a reader may see half the file."""
     data = json.dumps(project_doc(slug, v), indent=1).encode()
     with open(data_path(data_dir, slug), "wb") as f:
-        f.write(data[:len(data) // 2])
+        f.write(data[: len(data) // 2])
         f.flush()
         time.sleep(rng.uniform(0.02, 0.05))
-        f.write(data[len(data) // 2:])
+        f.write(data[len(data) // 2 :])
 
 
 def write_garbage(data_dir, slug, rng):
@@ -132,6 +154,7 @@ def write_garbage(data_dir, slug, rng):
 
 
 # --- the writer process -----------------------------------------------------------------------
+
 
 class Shared:
     """What the writer process tells the others, in shared memory.
@@ -214,6 +237,7 @@ def run_writer(data_dir, shared, deadline, seed):
 
 # --- HTTP over raw sockets --------------------------------------------------------------------
 
+
 class MalformedResponse(Exception):
     pass
 
@@ -292,13 +316,19 @@ async def close(writer, abort=False):
     writer.close()
     try:
         await asyncio.wait_for(writer.wait_closed(), 1)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         pass
 
 
 # The ways a request can fail without an answer: all of them are a dropped connection.
-CONNECTION_ERRORS = (OSError, EOFError, asyncio.TimeoutError, asyncio.IncompleteReadError,
-                     asyncio.LimitOverrunError, MalformedResponse)
+CONNECTION_ERRORS = (
+    OSError,
+    EOFError,
+    asyncio.TimeoutError,
+    asyncio.IncompleteReadError,
+    asyncio.LimitOverrunError,
+    MalformedResponse,
+)
 
 
 # --- the requests of normal clients -----------------------------------------------------------
@@ -315,8 +345,11 @@ ERROR_REQUESTS = (
 
 def random_build_request(rng, kind):
     """A /builds, /builds/latest or /jd request with a random project and filters."""
-    path = {"builds": rng.choice(("/api/v2/builds", "/api/v2/builds/all")),
-            "latest": "/api/v2/builds/latest", "jd": "/api/v2/jd"}[kind]
+    path = {
+        "builds": rng.choice(("/api/v2/builds", "/api/v2/builds/all")),
+        "latest": "/api/v2/builds/latest",
+        "jd": "/api/v2/jd",
+    }[kind]
     # The big project's lists are megabytes: only the hanging-up clients ask for them.
     slug = rng.choice(CORE * 3 + EXTRAS + ((BIG,) if kind != "builds" else ()))
     query = [f"project={slug.upper() if rng.random() < 0.05 else slug}"]
@@ -327,14 +360,21 @@ def random_build_request(rng, kind):
     if flag is not None:
         query.append(f"experimental={flag}")
     rng.shuffle(query)
-    return Request(kind, path + "?" + "&".join(query), slug=slug, channel=channel,
-                   experimental=flag is not None and flag.lower() == "true")
+    return Request(
+        kind,
+        path + "?" + "&".join(query),
+        slug=slug,
+        channel=channel,
+        experimental=flag is not None and flag.lower() == "true",
+    )
 
 
 def random_request(rng, etags):
     """One request of the mix; a quarter of those that can be are conditional."""
-    kind = rng.choices(("projects", "builds", "latest", "jd", "healthz", "openapi", "error",
-                        "head"), (10, 25, 20, 10, 5, 1, 8, 3))[0]
+    kind = rng.choices(
+        ("projects", "builds", "latest", "jd", "healthz", "openapi", "error", "head"),
+        (10, 25, 20, 10, 5, 1, 8, 3),
+    )[0]
     if kind == "projects":
         request = Request("projects", "/api/v2/projects")
     elif kind in ("builds", "latest", "jd"):
@@ -347,8 +387,9 @@ def random_request(rng, etags):
         target, status, code = rng.choice(ERROR_REQUESTS)
         request = Request("error", target, expect=(status, code))
     else:
-        request = rng.choice((Request("projects", "/api/v2/projects"),
-                              random_build_request(rng, "latest")))
+        request = rng.choice(
+            (Request("projects", "/api/v2/projects"), random_build_request(rng, "latest"))
+        )
         request.method = "HEAD"
     if request.target in etags and rng.random() < 0.25:
         request.if_none_match = etags[request.target]  # an ETag seen for this URL
@@ -356,6 +397,7 @@ def random_request(rng, etags):
 
 
 # --- checking answers against the model -------------------------------------------------------
+
 
 class Problem(Exception):
     """A wrong answer; `kind` is one of ERROR_KINDS."""
@@ -369,14 +411,17 @@ def json_body(response):
     try:
         return json.loads(response.body)
     except ValueError:
-        raise Problem("inconsistent", f"{response.status} body is not JSON: "
-                      f"{response.body[:80]!r}") from None
+        raise Problem(
+            "inconsistent", f"{response.status} body is not JSON: {response.body[:80]!r}"
+        ) from None
 
 
 def within_written(slug, v, shared):
     if v > shared.highest(slug):
-        raise Problem("inconsistent", f"{slug} served at v{v}, higher than ever written "
-                      f"(v{shared.highest(slug)})")
+        raise Problem(
+            "inconsistent",
+            f"{slug} served at v{v}, higher than ever written (v{shared.highest(slug)})",
+        )
 
 
 def check_builds(request, body, shared):
@@ -407,15 +452,17 @@ def check_latest(request, body, shared):
 
 def check_javadoc(request, location, shared):
     """A /jd Location: the base URL of version v and the channel of v's latest build."""
-    match = re.fullmatch(r"https://jd\.example\.org/([a-z0-9]+)/v(\d+)/(.+)-R0\.1-SNAPSHOT",
-                         location)
+    match = re.fullmatch(
+        r"https://jd\.example\.org/([a-z0-9]+)/v(\d+)/(.+)-R0\.1-SNAPSHOT", location
+    )
     if not match or match[1] != request.slug:
         raise Problem("inconsistent", f"Location {location!r}")
     v = int(match[2])
     expected = expected_builds(request.slug, v, request.channel, request.experimental)
     if not expected or match[3] != expected[-1]["channelVersion"]:
-        raise Problem("inconsistent", f"Location {location!r} is not the channel of the "
-                      f"latest build of v{v}")
+        raise Problem(
+            "inconsistent", f"Location {location!r} is not the channel of the latest build of v{v}"
+        )
     within_written(request.slug, v, shared)
     return {request.slug: v}
 
@@ -428,11 +475,25 @@ def check_projects(body, shared):
     versions = {}
     for entry in entries:
         slug = entry.get("slug") if isinstance(entry, dict) else None
-        match = re.fullmatch(r"https://jd\.example\.org/([a-z0-9]+)/v(\d+)/",
-                             str(entry.get("javadocBaseUrl"))) if slug else None
-        if (slug not in SLUGS or not match or match[1] != slug or entry != {
-                "slug": slug, "ciJob": slug, "ciJobUrl": f"https://ci.example.org/job/{slug}/",
-                "javadocBaseUrl": match[0]}):
+        match = (
+            re.fullmatch(
+                r"https://jd\.example\.org/([a-z0-9]+)/v(\d+)/", str(entry.get("javadocBaseUrl"))
+            )
+            if slug
+            else None
+        )
+        if (
+            slug not in SLUGS
+            or not match
+            or match[1] != slug
+            or entry
+            != {
+                "slug": slug,
+                "ciJob": slug,
+                "ciJobUrl": f"https://ci.example.org/job/{slug}/",
+                "javadocBaseUrl": match[0],
+            }
+        ):
             raise Problem("inconsistent", f"/projects entry {entry!r:.100}")
         versions[slug] = int(match[2])
         within_written(slug, versions[slug], shared)
@@ -445,9 +506,12 @@ def check_projects(body, shared):
 
 
 def check_health(body):
-    if not (isinstance(body, dict) and body.get("status") == "ok"
-            and len(CORE) + 1 <= body.get("projects", 0) <= len(SLUGS)
-            and isinstance(body.get("rejectedFiles"), list)):
+    if not (
+        isinstance(body, dict)
+        and body.get("status") == "ok"
+        and len(CORE) + 1 <= body.get("projects", 0) <= len(SLUGS)
+        and isinstance(body.get("rejectedFiles"), list)
+    ):
         raise Problem("inconsistent", f"/healthz body {body!r:.100}")
 
 
@@ -460,8 +524,11 @@ def expected_404(request, response):
     code = json_body(response).get("code")
     if code == "unknown_project":
         return request.slug in EXTRAS
-    return (code == "no_matching_build" and request.kind != "builds"
-            and request.channel == NO_SUCH_CHANNEL)
+    return (
+        code == "no_matching_build"
+        and request.kind != "builds"
+        and request.channel == NO_SUCH_CHANNEL
+    )
 
 
 def check(request, response, shared):
@@ -478,8 +545,10 @@ def check(request, response, shared):
         if not request.if_none_match:
             raise Problem("unexpected status", "304 to an unconditional request")
         if response.headers.get("etag") != request.if_none_match:
-            raise Problem("inconsistent", f"304 with ETag {response.headers.get('etag')}, "
-                          f"asked {request.if_none_match}")
+            raise Problem(
+                "inconsistent",
+                f"304 with ETag {response.headers.get('etag')}, asked {request.if_none_match}",
+            )
         return {}
     if status == 404 and expected_404(request, response):
         return {}
@@ -504,6 +573,7 @@ def check(request, response, shared):
 
 
 # --- the clients ------------------------------------------------------------------------------
+
 
 class Stats:
     """What all the clients did and saw (they share one event loop: no locks)."""
@@ -574,7 +644,7 @@ async def normal_client(number, port, deadline, stats, shared):
         if connection is None:
             try:
                 connection = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
-            except (OSError, asyncio.TimeoutError) as error:
+            except (TimeoutError, OSError) as error:
                 stats.error("dropped", f"connect: {error!r}")
                 await asyncio.sleep(0.1)
                 continue
@@ -613,7 +683,7 @@ async def slow_connections(port, deadline, stats):
         while loop.time() < deadline:
             try:
                 reader, writer = await asyncio.wait_for(connect(port), REQUEST_TIMEOUT)
-            except (OSError, asyncio.TimeoutError):
+            except (TimeoutError, OSError):
                 stats.slow_open -= held
                 held = False
                 await asyncio.sleep(1)
@@ -631,11 +701,11 @@ async def slow_connections(port, deadline, stats):
 async def idle_connection(port, deadline, stats):
     """Open a connection and send nothing; when the server gives up on it, open another."""
     loop = asyncio.get_running_loop()
-    async for reader, writer in slow_connections(port, deadline, stats):
+    async for reader, _writer in slow_connections(port, deadline, stats):
         try:
             if await asyncio.wait_for(reader.read(1), deadline - loop.time()) == b"":
                 stats.idle_closed += 1
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass  # the deadline: we hang up
 
 
@@ -647,7 +717,7 @@ async def trickling_connection(port, deadline, stats, rng):
     async for reader, writer in slow_connections(port, deadline, stats):
         try:
             for i in range(len(request)):
-                writer.write(request[i:i + 1])
+                writer.write(request[i : i + 1])
                 await writer.drain()
                 await asyncio.sleep(min(1.0, max(0.0, deadline - loop.time())))
                 if loop.time() >= deadline:
@@ -665,8 +735,9 @@ async def disconnector(port, deadline, stats, rng):
     request = b"GET /api/v2/builds?project=big&experimental=true HTTP/1.1\r\nHost: x\r\n\r\n"
     while loop.time() < deadline:
         try:
-            reader, writer = await asyncio.wait_for(connect(port, receive_buffer=4096),
-                                                    REQUEST_TIMEOUT)
+            reader, writer = await asyncio.wait_for(
+                connect(port, receive_buffer=4096), REQUEST_TIMEOUT
+            )
             writer.write(request)
             await writer.drain()
             wanted = rng.choice((0, 1, 4, 16)) * 1024
@@ -680,7 +751,7 @@ async def disconnector(port, deadline, stats, rng):
                 stats.error("unexpected status", f"big list: {received[:40]!r}")
             stats.disconnects["after a few KB" if wanted else "before reading"] += 1
             await close(writer, abort=rng.random() < 0.5)
-        except (OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, OSError) as error:
             stats.error("dropped", f"big list, to hang up on: {error!r:.100}")
         await asyncio.sleep(rng.uniform(0.05, 0.15))
 
@@ -713,10 +784,11 @@ async def run_clients(port, server_pid, args, shared):
     idle = args.slow // 2
     tasks = [normal_client(n, port, deadline, stats, shared) for n in range(args.clients)]
     tasks += [idle_connection(port, deadline, stats) for _ in range(idle)]
-    tasks += [trickling_connection(port, deadline, stats, random.Random(n))
-              for n in range(args.slow - idle)]
-    tasks += [disconnector(port, deadline, stats, random.Random(n))
-              for n in range(DISCONNECTORS)]
+    tasks += [
+        trickling_connection(port, deadline, stats, random.Random(n))
+        for n in range(args.slow - idle)
+    ]
+    tasks += [disconnector(port, deadline, stats, random.Random(n)) for n in range(DISCONNECTORS)]
     tasks.append(sample_connections(deadline, stats, server_pid, min(5, args.seconds / 4)))
     # Every task stops by itself at the deadline; this timeout is a last resort.
     await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + 2 * REQUEST_TIMEOUT)
@@ -724,6 +796,7 @@ async def run_clients(port, server_pid, args, shared):
 
 
 # --- the server -------------------------------------------------------------------------------
+
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args):
@@ -749,10 +822,17 @@ def free_port():
 def start_server(data_dir, port, log_file, quiet=True, preexec_fn=None):
     """server.py on 127.0.0.1:`port` once /healthz answers 200; `preexec_fn` runs in the
     child before it starts (bench/attack.py sets its open-file limit there)."""
-    argv = [sys.executable, os.path.join(ROOT, "server.py"), "--data", data_dir,
-            "--port", str(port)] + (["--quiet"] if quiet else [])
-    server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log_file,
-                              preexec_fn=preexec_fn)
+    argv = [
+        sys.executable,
+        os.path.join(ROOT, "server.py"),
+        "--data",
+        data_dir,
+        "--port",
+        str(port),
+    ] + (["--quiet"] if quiet else [])
+    server = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=log_file, preexec_fn=preexec_fn
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and server.poll() is None:
         try:
@@ -838,8 +918,11 @@ def log_kind(record):
             return "removed"
     if logger == "store" and level == "ERROR" and len(record) == 1:
         return "data errors"
-    if (logger == "serving" and level == "WARNING"
-            and message.startswith("requests waited for a worker thread")):
+    if (
+        logger == "serving"
+        and level == "WARNING"
+        and message.startswith("requests waited for a worker thread")
+    ):
         return "queue depth warnings"  # more clients than threads: once a minute at most
     if logger in ("cli", "serving") and level == "INFO":  # cli logs the start-up line
         return "start and stop"
@@ -858,6 +941,7 @@ def read_server_log(path):
 
 
 # --- the run ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Result:
@@ -884,11 +968,17 @@ def soak(args, work):
         with open(log_path, "wb") as log_file:
             server = start_server(data_dir, port, log_file)
         big = len(get(port, f"/api/v2/builds?project={BIG}&experimental=true")[1])
-        print(f"soak: {args.seconds} s, {args.clients} clients, {args.slow} slow connections, "
-              f"{DISCONNECTORS} hanging-up loops on a {big / 1e6:.1f} MB list; server pid "
-              f"{server.pid} on 127.0.0.1:{port}", flush=True)
-        writer = context.Process(target=run_writer, daemon=True, args=(
-            data_dir, shared, time.monotonic() + args.seconds + 5, 1))
+        print(
+            f"soak: {args.seconds} s, {args.clients} clients, {args.slow} slow connections, "
+            f"{DISCONNECTORS} hanging-up loops on a {big / 1e6:.1f} MB list; server pid "
+            f"{server.pid} on 127.0.0.1:{port}",
+            flush=True,
+        )
+        writer = context.Process(
+            target=run_writer,
+            daemon=True,
+            args=(data_dir, shared, time.monotonic() + args.seconds + 5, 1),
+        )
         writer.start()
         cpu_before = cpu_seconds(server.pid)
         stats = asyncio.run(run_clients(port, server.pid, args, shared))
@@ -904,11 +994,13 @@ def soak(args, work):
         if server is not None and server.poll() is None:
             server.kill()
             server.wait()
-    return Result(stats, shared.action_counts(), server_cpu, converged, stop,
-                  *read_server_log(log_path))
+    return Result(
+        stats, shared.action_counts(), server_cpu, converged, stop, *read_server_log(log_path)
+    )
 
 
 # --- the report -------------------------------------------------------------------------------
+
 
 def percentile(values, fraction):
     ordered = sorted(values)
@@ -925,34 +1017,49 @@ def listed(counts):
 
 def print_summary(args, result):
     stats = result.stats
-    print(f"\nrequests: {stats.requests} ({stats.requests / args.seconds:.0f}/s) from "
-          f"{args.clients} keep-alive clients; by status: "
-          + listed({f"{s}:": n for s, n in sorted(stats.statuses.items())}))
-    print("answers with 'Connection: close', the client then reconnecting: "
-          + listed({f"{s}:": n for s, n in sorted(stats.server_closes.items())}))
+    print(
+        f"\nrequests: {stats.requests} ({stats.requests / args.seconds:.0f}/s) from "
+        f"{args.clients} keep-alive clients; by status: "
+        + listed({f"{s}:": n for s, n in sorted(stats.statuses.items())})
+    )
+    print(
+        "answers with 'Connection: close', the client then reconnecting: "
+        + listed({f"{s}:": n for s, n in sorted(stats.server_closes.items())})
+    )
     print("errors: " + listed({kind: stats.errors[kind] for kind in ERROR_KINDS}))
     for kind, examples in stats.examples.items():
         for example in examples:
             print(f"  {kind}: {example}")
     lat = stats.latencies
-    print(f"latency of normal clients: p50 {ms(percentile(lat, 0.5))}, "
-          f"p99 {ms(percentile(lat, 0.99))}, max {ms(max(lat, default=0))}")
+    print(
+        f"latency of normal clients: p50 {ms(percentile(lat, 0.5))}, "
+        f"p99 {ms(percentile(lat, 0.99))}, max {ms(max(lat, default=0))}"
+    )
     if result.server_cpu is not None:
-        print(f"server CPU during the load: {result.server_cpu:.1f} s "
-              f"({result.server_cpu / max(1, stats.requests) * 1e6:.0f} us per normal request)")
+        print(
+            f"server CPU during the load: {result.server_cpu:.1f} s "
+            f"({result.server_cpu / max(1, stats.requests) * 1e6:.0f} us per normal request)"
+        )
     print("writer actions: " + listed(result.actions))
     print("server log: " + listed(dict(sorted(result.log_counts.items()))))
     for line in result.unexpected_log[:EXAMPLES]:
         print(f"  unexpected: {line}")
     held, files = stats.slow_held, stats.server_files
-    print(f"slow connections: {args.slow // 2} idle and {args.slow - args.slow // 2} "
-          f"byte-at-a-time; held min {min(held, default=0)}, median "
-          f"{statistics.median(held) if held else 0:.0f} (sampled each second)")
-    print(f"  server's open files min {min(files, default='?')}, max {max(files, default='?')}; "
-          f"idle ones closed by the server: {stats.idle_closed}; byte-at-a-time requests: "
-          + listed(stats.trickled))
-    print(f"mid-response hang-ups: {sum(stats.disconnects.values())} ("
-          + listed(stats.disconnects) + ")")
+    print(
+        f"slow connections: {args.slow // 2} idle and {args.slow - args.slow // 2} "
+        f"byte-at-a-time; held min {min(held, default=0)}, median "
+        f"{statistics.median(held) if held else 0:.0f} (sampled each second)"
+    )
+    print(
+        f"  server's open files min {min(files, default='?')}, max {max(files, default='?')}; "
+        f"idle ones closed by the server: {stats.idle_closed}; byte-at-a-time requests: "
+        + listed(stats.trickled)
+    )
+    print(
+        f"mid-response hang-ups: {sum(stats.disconnects.values())} ("
+        + listed(stats.disconnects)
+        + ")"
+    )
 
 
 def checks(args, result):
@@ -966,24 +1073,41 @@ def checks(args, result):
     return [
         ("no 5xx", str(errors["5xx"]), not errors["5xx"]),
         ("no dropped connections", str(errors["dropped"]), not errors["dropped"]),
-        ("every answer consistent with one version", f"{errors['inconsistent']} wrong",
-         not errors["inconsistent"]),
-        ("no unexpected status", str(errors["unexpected status"]),
-         not errors["unexpected status"]),
+        (
+            "every answer consistent with one version",
+            f"{errors['inconsistent']} wrong",
+            not errors["inconsistent"],
+        ),
+        ("no unexpected status", str(errors["unexpected status"]), not errors["unexpected status"]),
         ("requests made", str(stats.requests), stats.requests >= 10 * args.seconds),
         (f"p99 latency under {ms(LATENCY_BOUND)}", ms(p99), p99 < LATENCY_BOUND),
-        ("slow connections held throughout", f"min {slow_min} of {args.slow}",
-         slow_min >= 0.9 * args.slow),
-        ("mid-response hang-ups done", str(stats.disconnects["after a few KB"]),
-         stats.disconnects["after a few KB"] > 0),
-        ("writer made every kind of change", f"{sum(actions.values())} actions"
-         + (f", no {', '.join(unchanged)}" if unchanged else ""), not unchanged),
-        ("reloads seen in the server log", f"{log['reloaded']} reloaded, "
-         f"{log['data errors']} data errors", log["reloaded"] > 0),
-        ("last write served soon after", "never" if result.converged is None
-         else f"after {result.converged:.1f} s", result.converged is not None),
-        ("server log: nothing unexpected", f"{log['unexpected']} records",
-         not log["unexpected"]),
+        (
+            "slow connections held throughout",
+            f"min {slow_min} of {args.slow}",
+            slow_min >= 0.9 * args.slow,
+        ),
+        (
+            "mid-response hang-ups done",
+            str(stats.disconnects["after a few KB"]),
+            stats.disconnects["after a few KB"] > 0,
+        ),
+        (
+            "writer made every kind of change",
+            f"{sum(actions.values())} actions"
+            + (f", no {', '.join(unchanged)}" if unchanged else ""),
+            not unchanged,
+        ),
+        (
+            "reloads seen in the server log",
+            f"{log['reloaded']} reloaded, {log['data errors']} data errors",
+            log["reloaded"] > 0,
+        ),
+        (
+            "last write served soon after",
+            "never" if result.converged is None else f"after {result.converged:.1f} s",
+            result.converged is not None,
+        ),
+        ("server log: nothing unexpected", f"{log['unexpected']} records", not log["unexpected"]),
         ("SIGTERM: exit status 0", f"{status} after {stop_seconds:.1f} s", status == 0),
     ]
 
@@ -995,6 +1119,7 @@ def print_checks(rows):
 
 
 # --- main ---------------------------------------------------------------------------------------
+
 
 def raise_open_file_limit(needed):
     """Every connection is a file of ours: raise the soft limit to the hard one if need be."""
@@ -1008,12 +1133,21 @@ def raise_open_file_limit(needed):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=int, default=50, help="length of the load "
-                        "(default: %(default)s; the whole run takes about 5 s more)")
-    parser.add_argument("--clients", type=int, default=64,
-                        help="normal keep-alive clients (default: %(default)s)")
-    parser.add_argument("--slow", type=int, default=300, help="slow connections, half idle, "
-                        "half byte-at-a-time (default: %(default)s)")
+    parser.add_argument(
+        "--seconds",
+        type=int,
+        default=50,
+        help="length of the load (default: %(default)s; the whole run takes about 5 s more)",
+    )
+    parser.add_argument(
+        "--clients", type=int, default=64, help="normal keep-alive clients (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--slow",
+        type=int,
+        default=300,
+        help="slow connections, half idle, half byte-at-a-time (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if args.seconds < 1 or args.clients < 1 or args.slow < 0:
         parser.error("--seconds and --clients must be at least 1, --slow at least 0")

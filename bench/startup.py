@@ -31,6 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import run  # noqa: E402  (free_port, start, stop, cpu_seconds)
+
 import synthetic  # noqa: E402
 
 JSON_ONLY = """
@@ -59,8 +60,9 @@ print(time.perf_counter() - started)
 
 def child_seconds(code, *args):
     """What a fresh Python process running `code` prints (a duration), as a float."""
-    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True,
-                         text=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True, timeout=300
+    ).stdout
     return float(out.split()[-1])
 
 
@@ -89,12 +91,22 @@ def first_answer(data_dir):
     the real server."""
     port = run.free_port()
     started = time.perf_counter()
-    proc = run.start([sys.executable, os.path.join(ROOT, "server.py"), "--data", data_dir,
-                      "--port", str(port), "--quiet"], port, os.devnull)
+    proc = run.start(
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            data_dir,
+            "--port",
+            str(port),
+            "--quiet",
+        ],
+        port,
+        os.devnull,
+    )
     seconds = time.perf_counter() - started
     try:
-        return (seconds, run.cpu_seconds(proc.pid), rss_mb(proc.pid),
-                rss_mb(proc.pid, "VmHWM"))
+        return (seconds, run.cpu_seconds(proc.pid), rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM"))
     finally:
         run.stop(proc)
 
@@ -118,38 +130,51 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as work:
         data_dir = synthetic.generate(os.path.join(work, "data"), [args.builds] * args.projects)
         size = sum(os.path.getsize(os.path.join(data_dir, n)) for n in os.listdir(data_dir))
-        print(f"{args.projects} projects x {args.builds} builds, {size / 1e6:.0f} MB of JSON; "
-              f"medians of {rounds}, each in a fresh process")
+        print(
+            f"{args.projects} projects x {args.builds} builds, {size / 1e6:.0f} MB of JSON; "
+            f"medians of {rounds}, each in a fresh process"
+        )
 
         json_load, values = median_of(rounds, lambda: child_seconds(TIMED_JSON, data_dir))
         print(f"  json.load of every file, in process   {json_load:6.2f} s   ({shown(values)})")
-        store_load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, data_dir,
-                                                                     ROOT))
-        print(f"  store.Store(dir), in process          {store_load:6.2f} s   ({shown(values)})"
-              f"   {store_load / json_load:.2f}x json.load")
+        store_load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, data_dir, ROOT))
+        print(
+            f"  store.Store(dir), in process          {store_load:6.2f} s   ({shown(values)})"
+            f"   {store_load / json_load:.2f}x json.load"
+        )
         json_runs = [process_seconds(JSON_ONLY, data_dir) for _ in range(rounds)]
         json_process = statistics.median(wall for wall, _ in json_runs)
         json_cpu = statistics.median(cpu for _, cpu in json_runs)
-        print(f"  a process that only json.loads them   {json_process:6.2f} s   "
-              f"({shown([wall for wall, _ in json_runs])}); CPU {json_cpu:.2f} s")
+        print(
+            f"  a process that only json.loads them   {json_process:6.2f} s   "
+            f"({shown([wall for wall, _ in json_runs])}); CPU {json_cpu:.2f} s"
+        )
         starts = [first_answer(data_dir) for _ in range(rounds)]
         first = statistics.median(s[0] for s in starts)
         first_cpu = statistics.median(s[1] for s in starts)
-        print(f"  the server's first answer             {first:6.2f} s   "
-              f"({shown([s[0] for s in starts])}); CPU {first_cpu:.2f} s")
+        print(
+            f"  the server's first answer             {first:6.2f} s   "
+            f"({shown([s[0] for s in starts])}); CPU {first_cpu:.2f} s"
+        )
         ratio = first / json_process
-        print(f"  ratio (target <= 2)                   {ratio:6.2f}     "
-              f"{'ok' if ratio <= 2 else 'MISSED'}   (CPU time ratio {first_cpu / json_cpu:.2f})")
+        print(
+            f"  ratio (target <= 2)                   {ratio:6.2f}     "
+            f"{'ok' if ratio <= 2 else 'MISSED'}   (CPU time ratio {first_cpu / json_cpu:.2f})"
+        )
         rss = statistics.median(s[2] for s in starts)
         peak = statistics.median(s[3] for s in starts)
-        print(f"  resident after the first answer       {rss:6.0f} MB  (peak {peak:.0f} MB; "
-              f"target <= 150: {'ok' if max(rss, peak) <= 150 else 'MISSED'})")
+        print(
+            f"  resident after the first answer       {rss:6.0f} MB  (peak {peak:.0f} MB; "
+            f"target <= 150: {'ok' if max(rss, peak) <= 150 else 'MISSED'})"
+        )
 
         channels_dir = os.path.join(work, "channels")
         os.mkdir(channels_dir)
-        synthetic.write_project(channels_dir, "many", [
-            synthetic.build(random.Random(n), n, f"c{n}", n % 10 == 9)
-            for n in range(30_000)])
+        synthetic.write_project(
+            channels_dir,
+            "many",
+            [synthetic.build(random.Random(n), n, f"c{n}", n % 10 == 9) for n in range(30_000)],
+        )
         load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, channels_dir, ROOT))
         print(f"  30,000 builds in 30,000 channels      {load:6.2f} s   ({shown(values)})")
 

@@ -4,8 +4,10 @@ import json
 import os
 import random
 
-WORDS = ("fix update chunk entity player world packet tick cache async region light "
-         "command config plugin api event scheduler crash leak login proxy").split()
+WORDS = (
+    "fix update chunk entity player world packet tick cache async region light "
+    "command config plugin api event scheduler crash leak login proxy"
+).split()
 
 
 def build(rng, number, channel, experimental):
@@ -13,18 +15,27 @@ def build(rng, number, channel, experimental):
         "buildNumber": number,
         "url": f"https://ci.example.org/job/Project/{number}/",
         "downloadUrl": f"https://ci.example.org/job/Project/{number}/artifact/project-{channel}-"
-                       f"{number}.jar",
+        f"{number}.jar",
         "channelVersion": channel,
         "timestamp": 1_700_000_000_000 + number * 3_600_000,
         "isExperimental": experimental,
-        "commits": [{"message": " ".join(rng.choice(WORDS) for _ in range(6)).capitalize(),
-                     "hash": f"{rng.getrandbits(160):040x}"} for _ in range(3)],
+        "commits": [
+            {
+                "message": " ".join(rng.choice(WORDS) for _ in range(6)).capitalize(),
+                "hash": f"{rng.getrandbits(160):040x}",
+            }
+            for _ in range(3)
+        ],
     }
 
 
 def project(slug, builds):
-    return {"ciJob": slug.title(), "ciJobUrl": f"https://ci.example.org/job/{slug}/",
-            "javadocBaseUrl": f"https://jd.example.org/{slug}/", "builds": builds}
+    return {
+        "ciJob": slug.title(),
+        "ciJobUrl": f"https://ci.example.org/job/{slug}/",
+        "javadocBaseUrl": f"https://jd.example.org/{slug}/",
+        "builds": builds,
+    }
 
 
 def channel_builds(rng, start, channels):
@@ -51,7 +62,11 @@ def generate(directory, sizes, seed=1):
     os.makedirs(directory, exist_ok=True)
     for i, size in enumerate(sizes):
         rest = size - 333
-        channels = [("1.19", rest // 3), ("1.20", rest // 3), ("1.21", 333),
-                    ("1.22", rest - 2 * (rest // 3))]
+        channels = [
+            ("1.19", rest // 3),
+            ("1.20", rest // 3),
+            ("1.21", 333),
+            ("1.22", rest - 2 * (rest // 3)),
+        ]
         write_project(directory, f"p{i:02d}", channel_builds(rng, 1, channels))
     return directory

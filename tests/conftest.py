@@ -34,8 +34,10 @@ def make_build(number, channel="1.21", experimental=False, commit_count=1, **fie
         "channelVersion": channel,
         "timestamp": 1700000000000 + n,
         "isExperimental": experimental,
-        "commits": [{"message": f"Change {number}.{i}", "hash": f"{n:04x}{i:036x}"}
-                    for i in range(commit_count)],
+        "commits": [
+            {"message": f"Change {number}.{i}", "hash": f"{n:04x}{i:036x}"}
+            for i in range(commit_count)
+        ],
     }
     build.update(fields)
     return build
@@ -86,9 +88,15 @@ def data_dir(tmp_path):
     directory = tmp_path / "data"
     directory.mkdir()
     write_file(directory / "alpha.json", make_project(ALPHA_BUILDS))
-    write_file(directory / "beta.json", make_project(
-        [make_build(10, "2.0")], ciJob="Beta", ciJobUrl="https://ci.example.org/job/Beta/",
-        javadocBaseUrl="https://jd.example.org/beta"))
+    write_file(
+        directory / "beta.json",
+        make_project(
+            [make_build(10, "2.0")],
+            ciJob="Beta",
+            ciJobUrl="https://ci.example.org/job/Beta/",
+            javadocBaseUrl="https://jd.example.org/beta",
+        ),
+    )
     return directory
 
 
@@ -109,6 +117,7 @@ def client(app, store):
         # thread would have by the time a real client asked again.
         store.refresh()
         return app(environ, start_response)
+
     return webtest.TestApp(checked_first)
 
 
@@ -126,9 +135,19 @@ def real_server(data, *flags):
     """`python server.py` over `data` on a free port, once it accepts connections: (port,
     process, whose stderr is a text pipe). Stopped with SIGINT at the end."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                             str(data), "--port", str(port), *flags],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            str(data),
+            "--port",
+            str(port),
+            *flags,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 15
         while True:
@@ -162,5 +181,6 @@ def hang_reads_of(name, monkeypatch):
         if os.path.basename(path) == name:
             release.wait(30)
         return read(path)
+
     monkeypatch.setattr(store_module, "read_regular_file", hanging)
     return release

@@ -24,8 +24,10 @@ def build_body(number, channel, experimental, commits):
         "channelVersion": channel,
         "timestamp": 1700000000000 + number,
         "isExperimental": experimental,
-        "commits": [{"message": f"Change {number}.{i}", "hash": f"{number:04x}{i:036x}"}
-                    for i in range(commits)],
+        "commits": [
+            {"message": f"Change {number}.{i}", "hash": f"{number:04x}{i:036x}"}
+            for i in range(commits)
+        ],
     }
 
 
@@ -39,15 +41,26 @@ def assert_error(resp, status, code):
 
 # --- /projects -------------------------------------------------------------------------------
 
+
 def test_projects_lists_every_project_in_slug_order(client):
     resp = client.get(API + "/projects")
     assert resp.content_type == "application/json"
-    assert resp.json == {"projects": [
-        {"slug": "alpha", "ciJob": "Alpha", "ciJobUrl": "https://ci.example.org/job/Alpha/",
-         "javadocBaseUrl": "https://jd.example.org/alpha/"},
-        {"slug": "beta", "ciJob": "Beta", "ciJobUrl": "https://ci.example.org/job/Beta/",
-         "javadocBaseUrl": "https://jd.example.org/beta"},
-    ]}
+    assert resp.json == {
+        "projects": [
+            {
+                "slug": "alpha",
+                "ciJob": "Alpha",
+                "ciJobUrl": "https://ci.example.org/job/Alpha/",
+                "javadocBaseUrl": "https://jd.example.org/alpha/",
+            },
+            {
+                "slug": "beta",
+                "ciJob": "Beta",
+                "ciJobUrl": "https://ci.example.org/job/Beta/",
+                "javadocBaseUrl": "https://jd.example.org/beta",
+            },
+        ]
+    }
 
 
 def test_bodies_are_compact_utf8_json(client):
@@ -58,24 +71,36 @@ def test_bodies_are_compact_utf8_json(client):
 
 def test_projects_with_no_data_is_an_empty_list(tmp_path):
     import store
+
     client = webtest.TestApp(server.make_app(store.Store(tmp_path, check_interval=0)))
     assert client.get(API + "/projects").json == {"projects": []}
 
 
 # --- /builds and /builds/all -----------------------------------------------------------------
 
+
 def test_builds_serves_stable_builds_in_ascending_order_with_every_field(client):
     resp = client.get(API + "/builds", {"project": "alpha"})
     assert resp.content_type == "application/json"
-    assert resp.json == [build_body(1, "1.20", False, 1), build_body(3, "1.20", False, 0),
-                         build_body(5, "1.21", False, 3)]
+    assert resp.json == [
+        build_body(1, "1.20", False, 1),
+        build_body(3, "1.20", False, 0),
+        build_body(5, "1.21", False, 3),
+    ]
 
 
 def test_build_fields_come_in_the_spec_order_with_commits_last(client):
     body = client.get(API + "/builds/latest", {"project": "alpha"}).body
     keys = list(json.loads(body, object_pairs_hook=lambda pairs: [k for k, _ in pairs]))
-    assert keys == ["buildNumber", "url", "downloadUrl", "channelVersion", "timestamp",
-                    "isExperimental", "commits"]
+    assert keys == [
+        "buildNumber",
+        "url",
+        "downloadUrl",
+        "channelVersion",
+        "timestamp",
+        "isExperimental",
+        "commits",
+    ]
 
 
 @pytest.mark.parametrize("value", ["true", "TRUE", "True", "tRuE"])
@@ -85,26 +110,39 @@ def test_experimental_true_in_any_case_includes_experimental_builds(client, valu
     assert [b["isExperimental"] for b in resp.json] == [False, True, False, False, True, True]
 
 
-@pytest.mark.parametrize("query", ["", "&experimental=false", "&experimental=yes",
-                                   "&experimental=1", "&experimental=", "&experimental=on"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "&experimental=false",
+        "&experimental=yes",
+        "&experimental=1",
+        "&experimental=",
+        "&experimental=on",
+    ],
+)
 def test_anything_but_true_means_stable_only(client, query):
     assert numbers(client.get(API + "/builds?project=alpha" + query)) == [1, 3, 5]
 
 
-@pytest.mark.parametrize("channel, experimental, expected", [
-    ("1.20", "false", [1, 3]),
-    ("1.20", "true", [1, 2, 3]),
-    ("1.21", "false", [5]),
-    ("1.21", "true", [5, 7]),
-    ("1.21.1-pre1", "false", []),
-    ("1.21.1-pre1", "true", [8]),
-    ("9.9", "true", []),
-    ("1.2", "true", []),  # exact match, not a prefix
-    ("1.21 ", "true", []),
-])
+@pytest.mark.parametrize(
+    "channel, experimental, expected",
+    [
+        ("1.20", "false", [1, 3]),
+        ("1.20", "true", [1, 2, 3]),
+        ("1.21", "false", [5]),
+        ("1.21", "true", [5, 7]),
+        ("1.21.1-pre1", "false", []),
+        ("1.21.1-pre1", "true", [8]),
+        ("9.9", "true", []),
+        ("1.2", "true", []),  # exact match, not a prefix
+        ("1.21 ", "true", []),
+    ],
+)
 def test_channel_is_an_exact_match(client, channel, experimental, expected):
-    resp = client.get(API + "/builds", {"project": "alpha", "channel": channel,
-                                        "experimental": experimental})
+    resp = client.get(
+        API + "/builds", {"project": "alpha", "channel": channel, "experimental": experimental}
+    )
     assert numbers(resp) == expected
 
 
@@ -112,9 +150,16 @@ def test_an_empty_channel_is_no_filter(client):
     assert numbers(client.get(API + "/builds?project=alpha&channel=")) == [1, 3, 5]
 
 
-@pytest.mark.parametrize("query", ["project=alpha", "project=alpha&experimental=true",
-                                   "project=alpha&channel=1.21", "project=alpha&channel=none",
-                                   "project=ALPHA&channel=1.20&experimental=TRUE"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "project=alpha",
+        "project=alpha&experimental=true",
+        "project=alpha&channel=1.21",
+        "project=alpha&channel=none",
+        "project=ALPHA&channel=1.20&experimental=TRUE",
+    ],
+)
 def test_builds_and_builds_all_are_byte_identical(client, query):
     builds = client.get(f"{API}/builds?{query}")
     assert builds.body == client.get(f"{API}/builds/all?{query}").body
@@ -153,29 +198,40 @@ def test_legacy_commit_key_is_never_served(data_dir, client):
 
 
 def test_builds_with_zero_one_and_many_commits(client):
-    by_number = {b["buildNumber"]: b for b in client.get(
-        API + "/builds", {"project": "alpha"}).json}
+    by_number = {
+        b["buildNumber"]: b for b in client.get(API + "/builds", {"project": "alpha"}).json
+    }
     assert [len(by_number[n]["commits"]) for n in (3, 1, 5)] == [0, 1, 3]
 
 
 # --- /builds/latest --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("query, expected", [
-    ("", build_body(5, "1.21", False, 3)),
-    ("&experimental=true", build_body(8, "1.21.1-pre1", True, 1)),
-    ("&channel=1.20", build_body(3, "1.20", False, 0)),
-    ("&channel=1.20&experimental=true", build_body(3, "1.20", False, 0)),
-    ("&channel=1.21&experimental=true", build_body(7, "1.21", True, 1)),
-])
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("", build_body(5, "1.21", False, 3)),
+        ("&experimental=true", build_body(8, "1.21.1-pre1", True, 1)),
+        ("&channel=1.20", build_body(3, "1.20", False, 0)),
+        ("&channel=1.20&experimental=true", build_body(3, "1.20", False, 0)),
+        ("&channel=1.21&experimental=true", build_body(7, "1.21", True, 1)),
+    ],
+)
 def test_latest_is_the_highest_number_passing_the_filters(client, query, expected):
     assert client.get(API + "/builds/latest?project=alpha" + query).json == expected
 
 
-@pytest.mark.parametrize("query, message", [
-    ("&channel=1.21.1-pre1", "project 'alpha' has no stable build in channel '1.21.1-pre1' "
-                             "(add experimental=true to include experimental builds)"),
-    ("&channel=9.9&experimental=true", "project 'alpha' has no build in channel '9.9'"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        (
+            "&channel=1.21.1-pre1",
+            "project 'alpha' has no stable build in channel '1.21.1-pre1' "
+            "(add experimental=true to include experimental builds)",
+        ),
+        ("&channel=9.9&experimental=true", "project 'alpha' has no build in channel '9.9'"),
+    ],
+)
 def test_latest_with_no_matching_build_is_404(client, query, message):
     resp = client.get(API + "/builds/latest?project=alpha" + query, status=404)
     assert assert_error(resp, 404, "no_matching_build") == message
@@ -199,14 +255,16 @@ def test_missing_or_empty_project_is_400(client, endpoint, query):
     resp = client.get(API + endpoint + query, status=400)
     assert assert_error(resp, 400, "missing_parameter") == (
         "the query parameter 'project' is required, e.g. ?project=... "
-        "(see /api/v2/projects for the projects)")
+        "(see /api/v2/projects for the projects)"
+    )
 
 
 @pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
 def test_unknown_project_is_404(client, endpoint):
     resp = client.get(API + endpoint, {"project": "nope"}, status=404)
     assert assert_error(resp, 404, "unknown_project") == (
-        "no project 'nope': see /api/v2/projects for the projects served")
+        "no project 'nope': see /api/v2/projects for the projects served"
+    )
 
 
 @pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
@@ -214,13 +272,20 @@ def test_unknown_project_is_404(client, endpoint):
 def test_superseded_parameters_are_refused_naming_channel(client, endpoint, name):
     resp = client.get(f"{API}{endpoint}?project=alpha&{name}=1.21", status=400)
     assert assert_error(resp, 400, "superseded_parameter") == (
-        f"parameter '{name}' was replaced: use 'channel' instead")
+        f"parameter '{name}' was replaced: use 'channel' instead"
+    )
 
 
 @pytest.mark.parametrize("endpoint", PROJECT_ENDPOINTS)
-@pytest.mark.parametrize("query", ["project=alpha&project=beta", "project=alpha&project=alpha",
-                                   "project=alpha&channel=1.20&channel=1.21",
-                                   "project=alpha&experimental=true&experimental=false"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "project=alpha&project=beta",
+        "project=alpha&project=alpha",
+        "project=alpha&channel=1.20&channel=1.21",
+        "project=alpha&experimental=true&experimental=false",
+    ],
+)
 def test_repeated_parameters_are_refused(client, endpoint, query):
     resp = client.get(f"{API}{endpoint}?{query}", status=400)
     assert_error(resp, 400, "repeated_parameter")
@@ -231,16 +296,31 @@ def test_unknown_parameters_are_ignored(client):
     assert numbers(resp) == [1, 3, 5]
 
 
-@pytest.mark.parametrize("query", ["project=%FF", "project=alpha&channel=%C3%28",
-                                   "project=alpha&x%FE=1", "project=alpha&channel=\xe9"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "project=%FF",
+        "project=alpha&channel=%C3%28",
+        "project=alpha&x%FE=1",
+        "project=alpha&channel=\xe9",
+    ],
+)
 def test_a_query_that_is_not_utf8_is_400(client, query):
     resp = client.get(f"{API}/builds?{query}", status=400)
     assert assert_error(resp, 400, "invalid_query") == (
-        "the query string is not valid UTF-8 once percent-decoded")
+        "the query string is not valid UTF-8 once percent-decoded"
+    )
 
 
-@pytest.mark.parametrize("query", ["project=alpha%00", "project=alpha&channel=1.21%0D%0AX:1",
-                                   "project=alpha&channel=%0A", "project=alpha&x=%07"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "project=alpha%00",
+        "project=alpha&channel=1.21%0D%0AX:1",
+        "project=alpha&channel=%0A",
+        "project=alpha&x=%07",
+    ],
+)
 def test_control_characters_are_400(client, query):
     resp = client.get(f"{API}/builds?{query}", status=400)
     assert_error(resp, 400, "invalid_query")
@@ -259,15 +339,24 @@ def test_utf8_parameter_values_are_decoded(client):
 
 # --- /jd -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("query, location", [
-    ("project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
-    ("project=alpha&experimental=false", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
-    ("project=alpha&experimental=true", "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT"),
-    ("project=alpha&channel=1.20", "https://jd.example.org/alpha/1.20-R0.1-SNAPSHOT"),
-    ("project=alpha&channel=1.21.1-pre1&experimental=TRUE",
-     "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT"),
-    ("project=BETA", "https://jd.example.org/beta/2.0-R0.1-SNAPSHOT"),  # base without '/'
-])
+
+@pytest.mark.parametrize(
+    "query, location",
+    [
+        ("project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+        ("project=alpha&experimental=false", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+        (
+            "project=alpha&experimental=true",
+            "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT",
+        ),
+        ("project=alpha&channel=1.20", "https://jd.example.org/alpha/1.20-R0.1-SNAPSHOT"),
+        (
+            "project=alpha&channel=1.21.1-pre1&experimental=TRUE",
+            "https://jd.example.org/alpha/1.21.1-pre1-R0.1-SNAPSHOT",
+        ),
+        ("project=BETA", "https://jd.example.org/beta/2.0-R0.1-SNAPSHOT"),  # base without '/'
+    ],
+)
 def test_jd_redirects_to_the_channel_javadoc(client, query, location):
     resp = client.get(f"{API}/jd?{query}", status=302)
     assert resp.location == location
@@ -275,30 +364,53 @@ def test_jd_redirects_to_the_channel_javadoc(client, query, location):
 
 
 def test_jd_joins_with_exactly_one_slash(data_dir, client):
-    write_file(data_dir / "gamma.json", make_project(
-        [make_build(1, "3.1")], javadocBaseUrl="https://jd.example.org/docs/gamma//"))
+    write_file(
+        data_dir / "gamma.json",
+        make_project([make_build(1, "3.1")], javadocBaseUrl="https://jd.example.org/docs/gamma//"),
+    )
     resp = client.get(API + "/jd", {"project": "gamma"}, status=302)
     assert resp.location == "https://jd.example.org/docs/gamma/3.1-R0.1-SNAPSHOT"
 
 
-@pytest.mark.parametrize("query, code", [
-    ("channel=1.21.1-pre1", "no_matching_build"),  # only experimental builds in it
-    ("channel=9.9&experimental=true", "no_matching_build"),
-])
+@pytest.mark.parametrize(
+    "query, code",
+    [
+        ("channel=1.21.1-pre1", "no_matching_build"),  # only experimental builds in it
+        ("channel=9.9&experimental=true", "no_matching_build"),
+    ],
+)
 def test_jd_channel_must_have_a_build_passing_the_filter(client, query, code):
     resp = client.get(f"{API}/jd?project=alpha&{query}", status=404)
     assert_error(resp, 404, code)
 
 
-@pytest.mark.parametrize("channel", [
-    "//evil.example", "https://evil.example/", "../../evil", "..", "1.21/../../x",
-    "\\\\evil.example", "/\\evil.example", "%2F%2Fevil.example", "1.21%0D%0ALocation:x",
-    "1.21\r\nSet-Cookie: a=b", "1.21?x=1", "1.21#x", "\uff0e\uff0e\uff0fevil", "@evil.example",
-    "1.21\u2215..", " 1.21",
-])
+@pytest.mark.parametrize(
+    "channel",
+    [
+        "//evil.example",
+        "https://evil.example/",
+        "../../evil",
+        "..",
+        "1.21/../../x",
+        "\\\\evil.example",
+        "/\\evil.example",
+        "%2F%2Fevil.example",
+        "1.21%0D%0ALocation:x",
+        "1.21\r\nSet-Cookie: a=b",
+        "1.21?x=1",
+        "1.21#x",
+        "\uff0e\uff0e\uff0fevil",
+        "@evil.example",
+        "1.21\u2215..",
+        " 1.21",
+    ],
+)
 def test_jd_never_redirects_where_the_client_says(client, channel):
-    resp = client.get(API + "/jd", {"project": "alpha", "channel": channel,
-                                    "experimental": "true"}, expect_errors=True)
+    resp = client.get(
+        API + "/jd",
+        {"project": "alpha", "channel": channel, "experimental": "true"},
+        expect_errors=True,
+    )
     assert resp.status_int in (400, 404)
     assert "Location" not in resp.headers
     assert resp.content_type == "application/json"
@@ -306,35 +418,60 @@ def test_jd_never_redirects_where_the_client_says(client, channel):
 
 # --- errors ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/api/v1", "/api/v1/", "/api/v1/builds", "/api/v1/jd?x=1",
-                                  "/api/v1/projects/paper/versions"])
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1", "/api/v1/", "/api/v1/builds", "/api/v1/jd?x=1", "/api/v1/projects/paper/versions"],
+)
 def test_v1_is_gone(client, path):
     resp = client.get(path, status=410)
     assert assert_error(resp, 410, "api_version_removed") == (
-        "API v1 was removed on 2025-11-05: use /api/v2 (e.g. /api/v2/projects)")
+        "API v1 was removed on 2025-11-05: use /api/v2 (e.g. /api/v2/projects)"
+    )
 
 
-@pytest.mark.parametrize("path", ["/projects", "/static/x.css", "/api", "/api/v2", "/api/v2/", "/api/v2/project",
-                                  "/api/v2/projects/", "/api/v3/projects", "/favicon.ico",
-                                  "/api/v2/builds/latest/x", "/api/v2/%FF"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/projects",
+        "/static/x.css",
+        "/api",
+        "/api/v2",
+        "/api/v2/",
+        "/api/v2/project",
+        "/api/v2/projects/",
+        "/api/v3/projects",
+        "/favicon.ico",
+        "/api/v2/builds/latest/x",
+        "/api/v2/%FF",
+    ],
+)
 def test_unknown_paths_are_404(client, path):
     resp = client.get(path, status=404)
     assert assert_error(resp, 404, "not_found") == "no such path: see /api/v2/projects"
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
-@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
-                                  "/api/v2/jd?project=alpha"])
+@pytest.mark.parametrize(
+    "path", ["/api/v2/projects", "/api/v2/builds?project=alpha", "/api/v2/jd?project=alpha"]
+)
 def test_other_methods_are_405_with_allow(client, method, path):
     resp = client.request(path, method=method, status=405)
     assert assert_error(resp, 405, "method_not_allowed") == (
-        "this API only answers GET and HEAD (and OPTIONS for CORS)")
+        "this API only answers GET and HEAD (and OPTIONS for CORS)"
+    )
     assert resp.headers["Allow"] == "GET, HEAD, OPTIONS"
 
 
-@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
-                                  "/api/v2/builds/all?project=alpha",
-                                  "/api/v2/builds/latest?project=alpha"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v2/projects",
+        "/api/v2/builds?project=alpha",
+        "/api/v2/builds/all?project=alpha",
+        "/api/v2/builds/latest?project=alpha",
+    ],
+)
 def test_head_answers_like_get_without_a_body(client, path):
     get = client.get(path)
     head = client.head(path)
@@ -345,7 +482,8 @@ def test_head_answers_like_get_without_a_body(client, path):
 
 def test_head_on_jd_and_errors(client):
     assert client.head(API + "/jd?project=alpha", status=302).location == (
-        "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT")
+        "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
+    )
     assert client.head(API + "/builds", status=400).body == b""
     assert client.head(API + "/builds?project=nope", status=404).body == b""
 
@@ -358,27 +496,38 @@ class BrokenStore:
 def test_an_unexpected_exception_is_a_json_500_with_the_trace_in_the_log(caplog):
     client = webtest.TestApp(server.make_app(BrokenStore()))
     resp = client.get(API + "/projects", status=500, expect_errors=True)
-    assert resp.json == {"error": "internal error: the cause is in the server's log",
-                         "code": "internal_error"}
+    assert resp.json == {
+        "error": "internal error: the cause is in the server's log",
+        "code": "internal_error",
+    }
     assert b"secret" not in resp.body and b"Traceback" not in resp.body
     assert "RuntimeError: secret detail" in caplog.text
 
 
 # --- '+' in query values -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def plus_client(data_dir, client):
-    write_file(data_dir / "horizon.json", make_project(
-        [make_build(70, "1.0.0"), make_build(71, "1.0.0+71")],
-        javadocBaseUrl="https://jd.example.org/horizon/"))
+    write_file(
+        data_dir / "horizon.json",
+        make_project(
+            [make_build(70, "1.0.0"), make_build(71, "1.0.0+71")],
+            javadocBaseUrl="https://jd.example.org/horizon/",
+        ),
+    )
     return client
 
 
 @pytest.mark.parametrize("channel", ["1.0.0+71", "1.0.0%2B71", "1.0.0%2b71"])
 def test_a_plus_sign_is_a_plus_sign_raw_or_encoded(plus_client, channel):
     assert numbers(plus_client.get(f"{API}/builds?project=horizon&channel={channel}")) == [71]
-    assert plus_client.get(f"{API}/builds/latest?project=horizon&channel={channel}").json[
-        "buildNumber"] == 71
+    assert (
+        plus_client.get(f"{API}/builds/latest?project=horizon&channel={channel}").json[
+            "buildNumber"
+        ]
+        == 71
+    )
     resp = plus_client.get(f"{API}/jd?project=horizon&channel={channel}", status=302)
     assert resp.location == "https://jd.example.org/horizon/1.0.0+71-R0.1-SNAPSHOT"
 
@@ -391,28 +540,49 @@ def test_a_space_is_percent_20_never_plus(plus_client):
 def test_a_plus_in_a_project_name_is_not_a_space(plus_client):
     resp = plus_client.get(f"{API}/builds?project=+horizon", status=404)
     assert assert_error(resp, 404, "unknown_project") == (
-        "no project '+horizon': see /api/v2/projects for the projects served")
+        "no project '+horizon': see /api/v2/projects for the projects served"
+    )
 
 
 # --- /jd deep links ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("redirect, location", [
-    ("org/example/Foo.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/Foo.html"),
-    ("org%2Fexample%2FFoo.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/"
-                                 "Foo.html"),
-    ("io/canvasmc/canvas/ClientV2.Build.html",
-     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/io/canvasmc/canvas/ClientV2.Build.html"),
-    ("a/Outer$Inner.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/a/Outer$Inner.html"),
-    ("index.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/index.html"),
-    ("org/Foo.html%23bar(java.lang.String,int)",
-     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#bar(java.lang.String,int)"),
-    ("org/Foo.html%23%3Cinit%3E(int%5B%5D)",
-     "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#%3Cinit%3E(int%5B%5D)"),
-    ("org/Foo.html%23field-summary", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/"
-                                     "Foo.html#field-summary"),
-    ("...html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/...html"),
-    ("", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),  # empty: the root, as without
-])
+
+@pytest.mark.parametrize(
+    "redirect, location",
+    [
+        (
+            "org/example/Foo.html",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/Foo.html",
+        ),
+        (
+            "org%2Fexample%2FFoo.html",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/example/Foo.html",
+        ),
+        (
+            "io/canvasmc/canvas/ClientV2.Build.html",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/io/canvasmc/canvas/ClientV2.Build.html",
+        ),
+        (
+            "a/Outer$Inner.html",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/a/Outer$Inner.html",
+        ),
+        ("index.html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/index.html"),
+        (
+            "org/Foo.html%23bar(java.lang.String,int)",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#bar(java.lang.String,int)",
+        ),
+        (
+            "org/Foo.html%23%3Cinit%3E(int%5B%5D)",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#%3Cinit%3E(int%5B%5D)",
+        ),
+        (
+            "org/Foo.html%23field-summary",
+            "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/org/Foo.html#field-summary",
+        ),
+        ("...html", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT/...html"),
+        ("", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),  # empty: the root, as without
+    ],
+)
 def test_jd_redirect_opens_a_page_under_the_channel_root(client, redirect, location):
     resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=302)
     assert resp.location == location
@@ -428,15 +598,23 @@ def test_jd_redirect_follows_channel_and_experimental(client):
 
 
 def test_jd_redirect_goes_under_the_page_prefix(data_dir, client):
-    write_file(data_dir / "canvas.json", make_project(
-        [make_build(9, "1.21.4")], javadocBaseUrl="https://maven.example.org/javadoc/snapshots/"
-        "io/canvasmc/canvas-api/", javadocPagePrefix=".cache/unpack"))
+    write_file(
+        data_dir / "canvas.json",
+        make_project(
+            [make_build(9, "1.21.4")],
+            javadocBaseUrl="https://maven.example.org/javadoc/snapshots/io/canvasmc/canvas-api/",
+            javadocPagePrefix=".cache/unpack",
+        ),
+    )
     resp = client.get(f"{API}/jd?project=canvas&redirect=io/canvasmc/A.html", status=302)
-    assert resp.location == ("https://maven.example.org/javadoc/snapshots/io/canvasmc/"
-                             "canvas-api/1.21.4-R0.1-SNAPSHOT/.cache/unpack/io/canvasmc/A.html")
+    assert resp.location == (
+        "https://maven.example.org/javadoc/snapshots/io/canvasmc/"
+        "canvas-api/1.21.4-R0.1-SNAPSHOT/.cache/unpack/io/canvasmc/A.html"
+    )
     # Without a page, the root as before: the prefix is for pages only.
     assert client.get(f"{API}/jd?project=canvas", status=302).location == (
-        "https://maven.example.org/javadoc/snapshots/io/canvasmc/canvas-api/1.21.4-R0.1-SNAPSHOT")
+        "https://maven.example.org/javadoc/snapshots/io/canvasmc/canvas-api/1.21.4-R0.1-SNAPSHOT"
+    )
 
 
 REDIRECT_PROBLEMS = {
@@ -447,34 +625,58 @@ REDIRECT_PROBLEMS = {
     "twice": "is percent-encoded twice: encode it once",
     "chars": "may hold only letters, digits, '.', '_', '$', '-' and '/'",
     "fragment": "has a #fragment holding a character other than letters, digits and URL "
-                "punctuation",
+    "punctuation",
     "long": "is longer than 512 characters",
     "no fragment": "has an empty #fragment: leave out the '#'",
 }
 
 
-@pytest.mark.parametrize("redirect, problem", [
-    ("..", ".."), ("../../evil.html", ".."), ("a/../../b.html", ".."), ("./a.html", ".."),
-    ("%2E%2E/x.html", ".."), ("a/..", ".."),
-    ("/evil.example/x.html", "empty"), ("//evil.example/x.html", "empty"),
-    ("%2F%2Fevil.example", "empty"), ("a//b.html", "empty"), ("a/", "empty"),
-    ("%23top", "empty"),
-    ("https://evil.example/", "scheme"), ("javascript:alert(1)", "scheme"),
-    ("https:%2F%2Fevil.example", "scheme"), ("a/b:c.html", "scheme"),
-    ("%5C%5Cevil.example", "backslash"), ("a%5Cb.html", "backslash"), ("/%5Cevil", "backslash"),
-    ("%252e%252e/x.html", "twice"), ("%252F%252Fevil.example", "twice"), ("a%2525.html", "twice"),
-    ("a.html%23x%2541", "twice"),
-    ("a.html?x=1", "chars"), ("a%3Fx=1.html", "chars"), ("@evil.example", "chars"),
-    ("a%20b.html", "chars"), ("%C3%A9.html", "chars"), ("%EF%BC%8E%EF%BC%8E%EF%BC%8Fx", "chars"),
-    ("a.html%23%22onload", "fragment"), ("a.html%23x%20y", "fragment"),
-    ("a.html%23%7B%7D", "fragment"), ("a.html%23%C3%A9", "fragment"),
-    ("a" * 508 + ".html", "long"), ("a.html%23", "no fragment"),
-])
+@pytest.mark.parametrize(
+    "redirect, problem",
+    [
+        ("..", ".."),
+        ("../../evil.html", ".."),
+        ("a/../../b.html", ".."),
+        ("./a.html", ".."),
+        ("%2E%2E/x.html", ".."),
+        ("a/..", ".."),
+        ("/evil.example/x.html", "empty"),
+        ("//evil.example/x.html", "empty"),
+        ("%2F%2Fevil.example", "empty"),
+        ("a//b.html", "empty"),
+        ("a/", "empty"),
+        ("%23top", "empty"),
+        ("https://evil.example/", "scheme"),
+        ("javascript:alert(1)", "scheme"),
+        ("https:%2F%2Fevil.example", "scheme"),
+        ("a/b:c.html", "scheme"),
+        ("%5C%5Cevil.example", "backslash"),
+        ("a%5Cb.html", "backslash"),
+        ("/%5Cevil", "backslash"),
+        ("%252e%252e/x.html", "twice"),
+        ("%252F%252Fevil.example", "twice"),
+        ("a%2525.html", "twice"),
+        ("a.html%23x%2541", "twice"),
+        ("a.html?x=1", "chars"),
+        ("a%3Fx=1.html", "chars"),
+        ("@evil.example", "chars"),
+        ("a%20b.html", "chars"),
+        ("%C3%A9.html", "chars"),
+        ("%EF%BC%8E%EF%BC%8E%EF%BC%8Fx", "chars"),
+        ("a.html%23%22onload", "fragment"),
+        ("a.html%23x%20y", "fragment"),
+        ("a.html%23%7B%7D", "fragment"),
+        ("a.html%23%C3%A9", "fragment"),
+        ("a" * 508 + ".html", "long"),
+        ("a.html%23", "no fragment"),
+    ],
+)
 def test_jd_refuses_a_redirect_that_is_not_a_page_path(client, redirect, problem):
     resp = client.get(f"{API}/jd?project=alpha&redirect={redirect}", status=400)
     assert assert_error(resp, 400, "invalid_redirect") == (
         f"parameter 'redirect' {REDIRECT_PROBLEMS[problem]}: give a page path relative to the "
-        "javadoc root, e.g. org/example/Foo.html or org/example/Foo.html#bar()")
+        "javadoc root, e.g. org/example/Foo.html or org/example/Foo.html#bar()"
+    )
     assert "Location" not in resp.headers
     assert resp.headers["Cache-Control"] == "no-store"
 
@@ -495,7 +697,8 @@ def test_jd_redirect_with_a_control_character_is_refused(client, redirect):
 def test_jd_redirect_given_twice_is_refused(client):
     resp = client.get(f"{API}/jd?project=alpha&redirect=a.html&redirect=b.html", status=400)
     assert assert_error(resp, 400, "repeated_parameter") == (
-        "parameter 'redirect' is given more than once: give it once")
+        "parameter 'redirect' is given more than once: give it once"
+    )
 
 
 def test_a_bad_redirect_is_reported_before_an_unknown_project(client):
@@ -504,33 +707,41 @@ def test_a_bad_redirect_is_reported_before_an_unknown_project(client):
 
 
 def test_redirect_is_ignored_by_the_builds_endpoints(client):
-    assert numbers(client.get(f"{API}/builds?project=alpha&redirect=../x&redirect=y")) == [
-        1, 3, 5]
+    assert numbers(client.get(f"{API}/builds?project=alpha&redirect=../x&redirect=y")) == [1, 3, 5]
 
 
 # --- the Host header never reaches a Location ----------------------------------------------------
 
+
 @pytest.mark.parametrize("host", ["[", "evil.example", "a b", "[::1", ""])
-@pytest.mark.parametrize("target, location", [
-    ("/api/v2/jd?project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
-    ("/downloads/latest?project=alpha",
-     "https://ci.example.org/job/Alpha/5/artifact/alpha-5.jar"),
-])
-def test_redirects_are_absolute_from_the_data_whatever_the_host(client, host, target,
-                                                                location):
+@pytest.mark.parametrize(
+    "target, location",
+    [
+        ("/api/v2/jd?project=alpha", "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"),
+        (
+            "/downloads/latest?project=alpha",
+            "https://ci.example.org/job/Alpha/5/artifact/alpha-5.jar",
+        ),
+    ],
+)
+def test_redirects_are_absolute_from_the_data_whatever_the_host(client, host, target, location):
     resp = client.get(target, extra_environ={"HTTP_HOST": host}, status=302)
     assert resp.headers["Location"] == location
 
 
 # --- /downloads/latest ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("query, number", [
-    ("project=alpha", 5),
-    ("project=ALPHA&experimental=true", 8),
-    ("project=alpha&channel=1.20", 3),
-    ("project=alpha&channel=1.21&experimental=TRUE", 7),
-    ("project=beta", 10),
-])
+
+@pytest.mark.parametrize(
+    "query, number",
+    [
+        ("project=alpha", 5),
+        ("project=ALPHA&experimental=true", 8),
+        ("project=alpha&channel=1.20", 3),
+        ("project=alpha&channel=1.21&experimental=TRUE", 7),
+        ("project=beta", 10),
+    ],
+)
 def test_downloads_latest_redirects_to_the_latest_builds_artifact(client, query, number):
     resp = client.get(f"/downloads/latest?{query}", status=302)
     latest = client.get(f"{API}/builds/latest?{query}").json
@@ -548,15 +759,18 @@ def test_downloads_latest_cache_is_never_longer_than_max_age(store):
     assert resp.headers["Cache-Control"] == "public, max-age=3"
 
 
-@pytest.mark.parametrize("query, status, code", [
-    ("", 400, "missing_parameter"),
-    ("?channel=1.21", 400, "missing_parameter"),
-    ("?project=alpha&version=1.21", 400, "superseded_parameter"),
-    ("?project=alpha&channel=1.20&channel=1.21", 400, "repeated_parameter"),
-    ("?project=alpha%00", 400, "invalid_query"),
-    ("?project=nope", 404, "unknown_project"),
-    ("?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
-])
+@pytest.mark.parametrize(
+    "query, status, code",
+    [
+        ("", 400, "missing_parameter"),
+        ("?channel=1.21", 400, "missing_parameter"),
+        ("?project=alpha&version=1.21", 400, "superseded_parameter"),
+        ("?project=alpha&channel=1.20&channel=1.21", 400, "repeated_parameter"),
+        ("?project=alpha%00", 400, "invalid_query"),
+        ("?project=nope", 404, "unknown_project"),
+        ("?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
+    ],
+)
 def test_downloads_latest_errors_are_those_of_builds_latest(client, query, status, code):
     resp = client.get(f"/downloads/latest{query}", status=status)
     latest = client.get(f"{API}/builds/latest{query}", status=status)
@@ -566,11 +780,12 @@ def test_downloads_latest_errors_are_those_of_builds_latest(client, query, statu
 
 def test_downloads_latest_follows_a_new_build(data_dir, client):
     assert client.get("/downloads/latest?project=beta", status=302).location.endswith(
-        "/10/artifact/alpha-10.jar")
-    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"),
-                                                     make_build(11, "2.0")]))
+        "/10/artifact/alpha-10.jar"
+    )
+    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"), make_build(11, "2.0")]))
     assert client.get("/downloads/latest?project=beta", status=302).location.endswith(
-        "/11/artifact/alpha-11.jar")
+        "/11/artifact/alpha-11.jar"
+    )
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
@@ -579,10 +794,20 @@ def test_downloads_latest_answers_only_get_and_head(client, method):
     assert_error(resp, 405, "method_not_allowed")
 
 
-@pytest.mark.parametrize("path", ["/api/v2/projects", "/api/v2/builds?project=alpha",
-                                  "/api/v2/builds/latest?project=alpha", "/api/v2/openapi.json",
-                                  "/api/v2/jd?project=alpha&redirect=a/B.html", "/healthz",
-                                  "/nope", "/api/v1/x", "/downloads/latest?project=nope"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v2/projects",
+        "/api/v2/builds?project=alpha",
+        "/api/v2/builds/latest?project=alpha",
+        "/api/v2/openapi.json",
+        "/api/v2/jd?project=alpha&redirect=a/B.html",
+        "/healthz",
+        "/nope",
+        "/api/v1/x",
+        "/downloads/latest?project=nope",
+    ],
+)
 @pytest.mark.parametrize("method", ["GET", "HEAD", "OPTIONS", "POST"])
 def test_a_host_header_that_does_not_parse_is_no_500(store, path, method):
     client = webtest.TestApp(server.make_app(store), extra_environ={"HTTP_HOST": "["})

@@ -24,13 +24,24 @@ SCREENSHOTS = os.environ.get("BUILDSHELF_SCREENSHOTS", os.path.join(ROOT, "docs"
 XSS = "<script>alert(1)</script>"
 LONG_WORD = "Refactor" * 40  # no break opportunity: must wrap, not widen the page
 # Chromium reaches for Google services unless told not to; none of that is reachable here.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-                  "--disable-dev-shm-usage", "--lang=en-US"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--disable-dev-shm-usage",
+    "--lang=en-US",
+]
 # Recorded before any page script could run (there is none): every CSP violation.
-WATCH_CSP = ("window.__violations = [];document.addEventListener('securitypolicyviolation', "
-             "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));")
+WATCH_CSP = (
+    "window.__violations = [];document.addEventListener('securitypolicyviolation', "
+    "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
 
 
 def chromium_missing():
@@ -60,13 +71,25 @@ def base_url(tmp_path_factory):
     data = tmp_path_factory.mktemp("browser-data")
     for name in os.listdir(os.path.join(ROOT, "data")):
         shutil.copy(os.path.join(ROOT, "data", name), data)
-    write_file(data / "evil.json", make_project(
-        [make_build(n, "1.0-" + "x" * 40, commits=[
-            {"message": XSS, "hash": "badc0de"},
-            {"message": f"<img src=x onerror=alert(2)> {LONG_WORD}", "hash": "f00d"}],
-            downloadUrl=f"https://ci.example.org/{LONG_WORD}-{n}.jar")
-         for n in range(1, 61)],
-        ciJob='Evil "<b>bold</b>"', ciJobUrl="https://ci.example.org/job/evil/"))
+    write_file(
+        data / "evil.json",
+        make_project(
+            [
+                make_build(
+                    n,
+                    "1.0-" + "x" * 40,
+                    commits=[
+                        {"message": XSS, "hash": "badc0de"},
+                        {"message": f"<img src=x onerror=alert(2)> {LONG_WORD}", "hash": "f00d"},
+                    ],
+                    downloadUrl=f"https://ci.example.org/{LONG_WORD}-{n}.jar",
+                )
+                for n in range(1, 61)
+            ],
+            ciJob='Evil "<b>bold</b>"',
+            ciJobUrl="https://ci.example.org/job/evil/",
+        ),
+    )
     yield from serving(data)
 
 
@@ -74,8 +97,10 @@ def base_url(tmp_path_factory):
 def browser(tmp_path_factory):
     missing = chromium_missing()
     if missing:
-        message = (f"missing {', '.join(missing)}: as root, apt-get update && apt-get install "
-                   "-y chromium chromium-driver")
+        message = (
+            f"missing {', '.join(missing)}: as root, apt-get update && apt-get install "
+            "-y chromium chromium-driver"
+        )
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("CI must run the browser tests: " + message)
         pytest.skip(message)
@@ -96,10 +121,14 @@ def browser(tmp_path_factory):
 
 
 def viewport(driver, width, height, scheme="light"):
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
-    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
-        {"name": "prefers-color-scheme", "value": scheme}]})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+    )
+    driver.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia",
+        {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+    )
 
 
 def opener(browser, url):
@@ -110,9 +139,13 @@ def opener(browser, url):
     def open_path(path):
         browser.get(url + path)
         return browser
+
     yield open_path
-    problems = [entry["message"] for entry in browser.get_log("browser")
-                if entry["level"] in ("SEVERE", "WARNING")]
+    problems = [
+        entry["message"]
+        for entry in browser.get_log("browser")
+        if entry["level"] in ("SEVERE", "WARNING")
+    ]
     assert problems == []
     assert browser.execute_script("return window.__violations") == []
 
@@ -129,6 +162,7 @@ def sample_page(browser, sample_url):
 
 def texts(driver, selector):
     from selenium.webdriver.common.by import By
+
     return [element.text for element in driver.find_elements(By.CSS_SELECTOR, selector)]
 
 
@@ -139,8 +173,10 @@ def test_the_index_renders_the_sample_data(sample_page):
     downloads = texts(driver, ".card .download")
     assert "Download tinplate-1.21.3-146.jar\nbuild #146, channel 1.21.3" in downloads
     # the stylesheet is applied (the CSP let it through): the page background is ours
-    assert driver.execute_script(
-        "return getComputedStyle(document.body).backgroundColor") == "rgb(246, 247, 248)"
+    assert (
+        driver.execute_script("return getComputedStyle(document.body).backgroundColor")
+        == "rgb(246, 247, 248)"
+    )
 
 
 def test_no_request_leaves_the_server(page, base_url):
@@ -149,13 +185,16 @@ def test_no_request_leaves_the_server(page, base_url):
     for path in ("/", "/projects/tinplate", "/projects/evil?experimental=true"):
         page(path)
         resources = driver.execute_script(
-            "return performance.getEntriesByType('resource').map(e => e.name)")
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+        )
         assert all(url.startswith(base_url + "/") for url in resources), resources
         assert base_url + "/static/style.css" in resources
-    requested = [json.loads(entry["message"])["message"] for entry in
-                 driver.get_log("performance")]
-    urls = [event["params"]["request"]["url"] for event in requested
-            if event["method"] == "Network.requestWillBeSent"]
+    requested = [json.loads(entry["message"])["message"] for entry in driver.get_log("performance")]
+    urls = [
+        event["params"]["request"]["url"]
+        for event in requested
+        if event["method"] == "Network.requestWillBeSent"
+    ]
     assert urls and all(url.startswith(base_url + "/") for url in urls), urls
 
 
@@ -171,10 +210,12 @@ def test_the_filters_work_by_clicking(page, base_url):
     driver.find_element(By.CSS_SELECTOR, "label[for=experimental]").click()
     driver.find_element(By.CSS_SELECTOR, ".filters button").click()
     WebDriverWait(driver, 10).until(lambda d: "channel=" in d.current_url)
-    assert driver.current_url == (base_url + "/projects/tinplate?channel=1.21.4-pre1"
-                                  "&experimental=true")
-    with urllib.request.urlopen(base_url + "/api/v2/builds?project=tinplate&channel=1.21.4-pre1"
-                                "&experimental=true") as resp:
+    assert driver.current_url == (
+        base_url + "/projects/tinplate?channel=1.21.4-pre1&experimental=true"
+    )
+    with urllib.request.urlopen(
+        base_url + "/api/v2/builds?project=tinplate&channel=1.21.4-pre1&experimental=true"
+    ) as resp:
         expected = [f"Build #{b['buildNumber']}" for b in reversed(json.load(resp))]
     assert texts(driver, ".build h3") == expected and expected
     assert set(texts(driver, ".build .badge")) == {"Experimental"}
@@ -203,11 +244,13 @@ def test_an_xss_probe_shows_as_text(page):
     assert messages[:2] == [XSS, f"<img src=x onerror=alert(2)> {LONG_WORD}"]
     assert driver.find_elements(By.CSS_SELECTOR, "main script, main img, h1 b") == []
     with pytest.raises(NoAlertPresentException):
-        driver.switch_to.alert.text
+        driver.switch_to.alert.text  # noqa: B018 (reading it raises when there is none)
 
 
-@pytest.mark.parametrize("path", ["/", "/projects/tinplate", "/projects/evil",
-                                  "/projects/tinplate-proxy?experimental=true"])
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/projects/tinplate", "/projects/evil", "/projects/tinplate-proxy?experimental=true"],
+)
 def test_no_horizontal_scroll_at_375_px(page, browser, path):
     viewport(browser, 375, 812)
     driver = page(path)
@@ -223,7 +266,8 @@ def test_screenshots(sample_page, browser, width, height, scheme):
         sample_page(path)
         viewport(browser, width, height, scheme)
         background = browser.execute_script(
-            "return getComputedStyle(document.body).backgroundColor")
+            "return getComputedStyle(document.body).backgroundColor"
+        )
         assert background == {"light": "rgb(246, 247, 248)", "dark": "rgb(17, 20, 24)"}[scheme]
         file = os.path.join(SCREENSHOTS, f"{name}-{width}-{scheme}.png")
         assert browser.save_screenshot(file)

@@ -29,8 +29,7 @@ def test_check_prints_each_problem_and_fails(data_dir, capsys):
     assert cli.main(["--check", "--data", str(data_dir)]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"{data_dir / 'broken.json'}:2:16: Expecting property name enclosed in double quotes",
-        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or "
-        "false",
+        f"{data_dir / 'gamma.json'}: build 7 (builds[0]): 'isExperimental' must be true or false",
     ]
 
 
@@ -41,9 +40,13 @@ def test_the_sample_data_is_valid():
 def serve_args(monkeypatch, argv, environ=None):
     """main(argv) with waitress.serve replaced: what it would have served, and how."""
     calls = []
-    monkeypatch.setattr(cli.serving, "serve",
-                        lambda app, host, port, threads, on_listening, **options: calls.append(
-                            (app, {"host": host, "port": port, "threads": threads, **options})))
+    monkeypatch.setattr(
+        cli.serving,
+        "serve",
+        lambda app, host, port, threads, on_listening, **options: calls.append(
+            (app, {"host": host, "port": port, "threads": threads, **options})
+        ),
+    )
     for name, value in (environ or {}).items():
         monkeypatch.setenv(name, value)
     assert cli.main(argv) == 0
@@ -60,23 +63,34 @@ def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch)
 
 
 def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
-    environ = {"BUILDSHELF_DATA": str(tmp_path), "BUILDSHELF_HOST": "0.0.0.0",
-               "BUILDSHELF_PORT": "9000", "BUILDSHELF_THREADS": "2"}
+    environ = {
+        "BUILDSHELF_DATA": str(tmp_path),
+        "BUILDSHELF_HOST": "0.0.0.0",
+        "BUILDSHELF_PORT": "9000",
+        "BUILDSHELF_THREADS": "2",
+    }
     _, kwargs = serve_args(monkeypatch, [], environ)
     assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("0.0.0.0", 9000, 2)
-    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--host", "::1", "--port",
-                                           "8081", "--threads", "8"], environ)
+    app, kwargs = serve_args(
+        monkeypatch,
+        ["--data", str(data_dir), "--host", "::1", "--port", "8081", "--threads", "8"],
+        environ,
+    )
     assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("::1", 8081, 8)
     import webtest
+
     assert len(webtest.TestApp(app).get("/api/v2/projects").json["projects"]) == 2
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
-    (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
-    (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
-    (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--port", "http"], "argument --port: 'http' is not a whole number from 1 to 65535"),
+        (["--port", "70000"], "argument --port: '70000' is not a whole number from 1 to 65535"),
+        (["--threads", "0"], "argument --threads: '0' is not a whole number from 1 to 256"),
+        (["--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
+    ],
+)
 def test_bad_flags_fail_fast_naming_the_value(argv, message, capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(argv)
@@ -112,7 +126,6 @@ def test_help_explains_every_flag(capsys):
         assert word in out
 
 
-
 def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
     app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
     assert isinstance(app, bottle.Bottle) and kwargs["access_log"] is None
@@ -123,14 +136,15 @@ def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
 
 def test_max_age_flag(monkeypatch, data_dir):
     import webtest
+
     app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--max-age", "300", "--quiet"])
     assert webtest.TestApp(app).get("/api/v2/projects").headers["Cache-Control"] == (
-        "public, max-age=300")
-
-
+        "public, max-age=300"
+    )
 
 
 # --- named commands -----------------------------------------------------------------------------
+
 
 def test_serve_and_check_are_the_flags_named(monkeypatch, data_dir, capsys):
     _, kwargs = serve_args(monkeypatch, ["serve", "--data", str(data_dir), "--port", "8099"])
@@ -138,8 +152,9 @@ def test_serve_and_check_are_the_flags_named(monkeypatch, data_dir, capsys):
     assert cli.main(["check", "--data", str(data_dir)]) == 0
     write_file(data_dir / "broken.json", "{")
     assert cli.main(["check", "--data", str(data_dir)]) == 1
-    assert capsys.readouterr().out == (f"{data_dir / 'broken.json'}:1:2: Expecting property "
-                                       "name enclosed in double quotes\n")
+    assert capsys.readouterr().out == (
+        f"{data_dir / 'broken.json'}:1:2: Expecting property name enclosed in double quotes\n"
+    )
 
 
 def test_serve_flags_do_not_go_with_other_commands(data_dir, capsys):
@@ -151,12 +166,16 @@ def test_serve_flags_do_not_go_with_other_commands(data_dir, capsys):
 
 # --- rough edges of the start-up ----------------------------------------------------------------
 
-@pytest.mark.parametrize("host, url", [
-    ("127.0.0.1", "http://127.0.0.1:8080"),
-    ("::1", "http://[::1]:8080"),
-    ("::", "http://[::]:8080"),
-    ("localhost", "http://localhost:8080"),
-])
+
+@pytest.mark.parametrize(
+    "host, url",
+    [
+        ("127.0.0.1", "http://127.0.0.1:8080"),
+        ("::1", "http://[::1]:8080"),
+        ("::", "http://[::]:8080"),
+        ("localhost", "http://localhost:8080"),
+    ],
+)
 def test_the_base_url_brackets_ipv6(host, url):
     assert cli.base_url(host, 8080) == url
 
@@ -165,20 +184,28 @@ def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplo
     class Listening:
         effective_host, effective_port = "::1", 8123
 
-    monkeypatch.setattr(cli.serving, "serve", lambda app, host, port, threads, on_listening,
-                        **options: on_listening(Listening()))
+    monkeypatch.setattr(
+        cli.serving,
+        "serve",
+        lambda app, host, port, threads, on_listening, **options: on_listening(Listening()),
+    )
     caplog.set_level(logging.INFO)
     assert cli.main(["--data", str(data_dir), "--host", "::1"]) == 0
-    assert (f"serving 2 projects from {data_dir} on http://[::1]:8123/api/v2/projects"
-            in caplog.messages)
+    assert (
+        f"serving 2 projects from {data_dir} on http://[::1]:8123/api/v2/projects"
+        in caplog.messages
+    )
 
 
-@pytest.mark.parametrize("variable, value, message", [
-    ("BUILDSHELF_PORT", "abc", "'abc' is not a whole number from 1 to 65535"),
-    ("BUILDSHELF_THREADS", "0", "'0' is not a whole number from 1 to 256"),
-    ("BUILDSHELF_MAX_AGE", "-1", "'-1' is not a whole number from 0 to 31536000"),
-    ("BUILDSHELF_DATA", "/no/such/dir", "'/no/such/dir' is not a directory"),
-])
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        ("BUILDSHELF_PORT", "abc", "'abc' is not a whole number from 1 to 65535"),
+        ("BUILDSHELF_THREADS", "0", "'0' is not a whole number from 1 to 256"),
+        ("BUILDSHELF_MAX_AGE", "-1", "'-1' is not a whole number from 0 to 31536000"),
+        ("BUILDSHELF_DATA", "/no/such/dir", "'/no/such/dir' is not a directory"),
+    ],
+)
 def test_a_bad_variable_is_named_as_the_variable(monkeypatch, capsys, variable, value, message):
     monkeypatch.setenv(variable, value)
     with pytest.raises(SystemExit) as exited:
@@ -190,8 +217,9 @@ def test_a_bad_variable_is_named_as_the_variable(monkeypatch, capsys, variable, 
 
 
 def test_a_flag_replaces_a_bad_variable(monkeypatch, data_dir):
-    _, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--port", "8090"],
-                           {"BUILDSHELF_PORT": "abc"})
+    _, kwargs = serve_args(
+        monkeypatch, ["--data", str(data_dir), "--port", "8090"], {"BUILDSHELF_PORT": "abc"}
+    )
     assert kwargs["port"] == 8090
 
 
@@ -203,21 +231,33 @@ def test_an_unresolvable_host_is_one_line_and_exit_1(monkeypatch, data_dir, capl
         monkeypatch.setenv("BUILDSHELF_HOST", host)
     assert cli.main(argv) == 1
     [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert record.getMessage().startswith(f"cannot listen on {host}: it is not an address or "
-                                          "a known host name (")
+    assert record.getMessage().startswith(
+        f"cannot listen on {host}: it is not an address or a known host name ("
+    )
     assert record.exc_info is None and "\n" not in record.getMessage()
 
 
 def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "server.py"), "--data",
-                           str(data_dir), "--host", "no-such-host.invalid"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            str(data_dir),
+            "--host",
+            "no-such-host.invalid",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
     assert "ERROR cli: cannot listen on no-such-host.invalid: it is not an address" in line
 
 
 # --- the default data directory ---------------------------------------------------------------
+
 
 def test_the_default_data_is_beside_the_code_only_when_there(tmp_path):
     assert cli.default_data_dir(tmp_path) is None
@@ -243,9 +283,15 @@ def installed_copy(tmp_path):
     def run(argv, **environ):
         env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDSHELF_")}
         env.update(environ, PYTHONPATH=str(site))
-        return subprocess.run([sys.executable, "-c", "import sys, cli; sys.exit(cli.main())",
-                               *argv], capture_output=True, text=True, cwd=tmp_path, env=env,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-c", "import sys, cli; sys.exit(cli.main())", *argv],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+            timeout=60,
+        )
+
     return run
 
 
@@ -255,35 +301,54 @@ def test_an_installed_copy_says_where_to_point_it(installed_copy, tmp_path, data
     assert done.stderr.splitlines()[-1] == (
         f"buildshelf: error: no data directory: none given and no data/ beside "
         f"{tmp_path / 'site-packages'} (an installed copy has none): pass --data DIR or set "
-        "BUILDSHELF_DATA")
+        "BUILDSHELF_DATA"
+    )
     assert installed_copy(["check"], BUILDSHELF_DATA=str(data_dir)).returncode == 0
     assert installed_copy(["check", "--data", str(data_dir)]).returncode == 0
 
 
-@pytest.mark.parametrize("argv, environ, shape", [
-    ([], {}, list),
-    (["--compat", "upstream"], {}, dict),
-    ([], {"BUILDSHELF_COMPAT": "upstream"}, dict),
-    ([], {"BUILDSHELF_COMPAT": ""}, list),
-])
-def test_compat_upstream_is_opt_in_by_flag_or_environment(monkeypatch, data_dir, argv,
-                                                          environ, shape):
+@pytest.mark.parametrize(
+    "argv, environ, shape",
+    [
+        ([], {}, list),
+        (["--compat", "upstream"], {}, dict),
+        ([], {"BUILDSHELF_COMPAT": "upstream"}, dict),
+        ([], {"BUILDSHELF_COMPAT": ""}, list),
+    ],
+)
+def test_compat_upstream_is_opt_in_by_flag_or_environment(
+    monkeypatch, data_dir, argv, environ, shape
+):
     monkeypatch.delenv("BUILDSHELF_COMPAT", raising=False)
     app, _ = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet", *argv], environ)
     body = webtest.TestApp(app).get("/api/v2/builds/all?project=alpha").json
     assert type(body) is shape
 
 
-@pytest.mark.parametrize("argv, environ, message", [
-    (["--compat", "paper"], {}, "argument --compat: 'paper' is not a compat mode (the one mode "
-     "is 'upstream')"),
-    ([], {"BUILDSHELF_COMPAT": "paper"}, "environment variable BUILDSHELF_COMPAT: 'paper' is "
-     "not a compat mode (the one mode is 'upstream')"),
-    (["--cache-mb", "0"], {}, "argument --cache-mb: '0' is not a whole number from 1 to "
-     "1048576"),
-])
-def test_an_unknown_compat_mode_or_cache_size_is_named(monkeypatch, capsys, data_dir, argv,
-                                                       environ, message):
+@pytest.mark.parametrize(
+    "argv, environ, message",
+    [
+        (
+            ["--compat", "paper"],
+            {},
+            "argument --compat: 'paper' is not a compat mode (the one mode is 'upstream')",
+        ),
+        (
+            [],
+            {"BUILDSHELF_COMPAT": "paper"},
+            "environment variable BUILDSHELF_COMPAT: 'paper' is "
+            "not a compat mode (the one mode is 'upstream')",
+        ),
+        (
+            ["--cache-mb", "0"],
+            {},
+            "argument --cache-mb: '0' is not a whole number from 1 to 1048576",
+        ),
+    ],
+)
+def test_an_unknown_compat_mode_or_cache_size_is_named(
+    monkeypatch, capsys, data_dir, argv, environ, message
+):
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exited:

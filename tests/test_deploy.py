@@ -27,8 +27,11 @@ def read(*path):
 
 def unit_settings():
     """[(key, value)] of deploy/buildshelf.service: systemd allows a key more than once."""
-    return [tuple(line.split("=", 1)) for line in read("deploy", "buildshelf.service").split("\n")
-            if re.match(r"^[A-Za-z]+=", line)]
+    return [
+        tuple(line.split("=", 1))
+        for line in read("deploy", "buildshelf.service").split("\n")
+        if re.match(r"^[A-Za-z]+=", line)
+    ]
 
 
 def unit_value(key):
@@ -64,8 +67,7 @@ def test_the_unit_runs_the_installed_command():
 def test_nginx_sends_to_the_address_the_unit_serves(tmp_path):
     environment = dict(unit_environment(), BUILDSHELF_DATA=str(tmp_path))
     args = cli.parse_args([], environ=environment)
-    upstream = re.search(r"upstream buildshelf \{\s*server (\S+);",
-                         read("deploy", "nginx.conf"))[1]
+    upstream = re.search(r"upstream buildshelf \{\s*server (\S+);", read("deploy", "nginx.conf"))[1]
     assert upstream == f"{args.host}:{args.port}"
 
 
@@ -79,8 +81,9 @@ def test_the_benchmark_runs_the_site_on_loopback_without_tls_and_limits(tmp_path
 
 
 def test_nginx_t_sees_the_site_with_tls_and_limits(tmp_path):
-    site = nginx_bench.render_site(read("deploy", "nginx.conf"), str(tmp_path), 5000, 6000,
-                                   cert=("/tmp/c.pem", "/tmp/k.pem"))
+    site = nginx_bench.render_site(
+        read("deploy", "nginx.conf"), str(tmp_path), 5000, 6000, cert=("/tmp/c.pem", "/tmp/k.pem")
+    )
     assert re.findall(r"^\s*listen\s+([^;]*);", site, re.M) == ["127.0.0.1:6000 ssl http2"]
     assert "ssl_certificate     /tmp/c.pem;" in site
     assert "limit_req  zone=buildshelf burst=40 nodelay;" in site

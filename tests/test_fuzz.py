@@ -21,9 +21,11 @@ import store as store_module
 
 DOCUMENT = openapi.DOCUMENT
 REGISTRY = referencing.Registry().with_resource(
-    "urn:buildshelf", referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT))
-GET_OPERATIONS = sorted(path for path, item in DOCUMENT["paths"].items()
-                        if "get" in item and "{" not in path)
+    "urn:buildshelf", referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT)
+)
+GET_OPERATIONS = sorted(
+    path for path, item in DOCUMENT["paths"].items() if "get" in item and "{" not in path
+)
 
 
 def escape(key):
@@ -45,10 +47,13 @@ def follow(pointer):
 def parameters(path):
     operation = f"#/paths/{escape(path)}"
     item = DOCUMENT["paths"][path]
-    found = [follow(f"{operation}/parameters/{i}")[0] for i in range(len(item.get(
-        "parameters", [])))]
-    found += [follow(f"{operation}/get/parameters/{i}")[0] for i in range(len(item["get"].get(
-        "parameters", [])))]
+    found = [
+        follow(f"{operation}/parameters/{i}")[0] for i in range(len(item.get("parameters", [])))
+    ]
+    found += [
+        follow(f"{operation}/get/parameters/{i}")[0]
+        for i in range(len(item["get"].get("parameters", [])))
+    ]
     return [p for p in found if p["in"] == "query"]
 
 
@@ -59,8 +64,16 @@ def values_for(parameter):
         "channel": ["1.21.3", "1.21.4-pre1", "3.3.0-SNAPSHOT", "2.0-beta.1", "9.9", ""],
         "experimental": ["true", "TRUE", "false", "yes", ""],
     }.get(parameter["name"], [])
-    hostile = ["//evil.example", "..%2F..", "\r\nX: y", "\x00", "\u212a", "a" * 300,
-               "%FF", "\ud7ff\ue000"]
+    hostile = [
+        "//evil.example",
+        "..%2F..",
+        "\r\nX: y",
+        "\x00",
+        "\u212a",
+        "a" * 300,
+        "%FF",
+        "\ud7ff\ue000",
+    ]
     return st.sampled_from(plausible + hostile) | st.text(max_size=12)
 
 
@@ -72,8 +85,18 @@ def requests(draw):
         if draw(st.booleans()):
             pairs.append((parameter["name"], draw(values_for(parameter))))
     if draw(st.integers(0, 9)) == 0:  # now and then a superseded or a repeated parameter
-        pairs.append(draw(st.sampled_from([("version", "1.21"), ("game_version", "1.21"),
-                                           ("project", "tinplate"), ("x", "y")])))
+        pairs.append(
+            draw(
+                st.sampled_from(
+                    [
+                        ("version", "1.21"),
+                        ("game_version", "1.21"),
+                        ("project", "tinplate"),
+                        ("x", "y"),
+                    ]
+                )
+            )
+        )
     query = "&".join(f"{quote(name)}={quote(value, safe='%')}" for name, value in pairs)
     return path, query
 
@@ -104,8 +127,9 @@ def test_every_answer_is_documented_and_matches_its_schema(client, request):
     if pointer is None:
         assert resp.status_int in (302, 304) and not resp.body
         return
-    validator = jsonschema.Draft202012Validator({"$ref": "urn:buildshelf" + pointer},
-                                                registry=REGISTRY)
+    validator = jsonschema.Draft202012Validator(
+        {"$ref": "urn:buildshelf" + pointer}, registry=REGISTRY
+    )
     assert pointer.split("/")[-2] == escape(resp.content_type)
     body = resp.json if resp.content_type == "application/json" else resp.text
     errors = sorted(validator.iter_errors(body), key=str)

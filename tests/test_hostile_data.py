@@ -17,10 +17,13 @@ API = "/api/v2"
 URL_RULE = store_module.URL_RULE
 CHANNEL_RULE = "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
 UNICODE_RULE = "strings must be valid Unicode"
-SLUG_RULE = ("is not a project slug: name the file <slug>.json, the slug made of a-z, 0-9, '.', "
-             "'_' and '-', starting with a-z or 0-9")
-DEEP = ("arrays and objects nested more than 100 levels deep (a project file needs 5): too deep "
-        "to read")
+SLUG_RULE = (
+    "is not a project slug: name the file <slug>.json, the slug made of a-z, 0-9, '.', "
+    "'_' and '-', starting with a-z or 0-9"
+)
+DEEP = (
+    "arrays and objects nested more than 100 levels deep (a project file needs 5): too deep to read"
+)
 
 
 def project_with(**fields):
@@ -44,23 +47,37 @@ CONTENTS = {
     "channel-object": (build_with(channelVersion={}), f"build 1 (builds[0]): {CHANNEL_RULE}"),
     "channel-null": (build_with(channelVersion=None), f"build 1 (builds[0]): {CHANNEL_RULE}"),
     "number-list": (build_with(buildNumber=[]), "builds[0]: 'buildNumber' must be an integer >= 0"),
-    "number-object": (build_with(buildNumber={}),
-                      "builds[0]: 'buildNumber' must be an integer >= 0"),
+    "number-object": (
+        build_with(buildNumber={}),
+        "builds[0]: 'buildNumber' must be an integer >= 0",
+    ),
     "url-object": (build_with(url={}), f"build 1 (builds[0]): 'url' {URL_RULE}"),
     "download-list": (build_with(downloadUrl=[]), f"build 1 (builds[0]): 'downloadUrl' {URL_RULE}"),
-    "timestamp-list": (build_with(timestamp=[1]), "build 1 (builds[0]): 'timestamp' must be an "
-                                                  "integer"),
-    "timestamp-float": (build_with(timestamp="T").replace(b'"T"', b"1e400"),  # infinity
-                        "build 1 (builds[0]): 'timestamp' must be an integer"),
-    "experimental-object": (build_with(isExperimental={}),
-                            "build 1 (builds[0]): 'isExperimental' must be true or false"),
+    "timestamp-list": (
+        build_with(timestamp=[1]),
+        "build 1 (builds[0]): 'timestamp' must be an integer",
+    ),
+    "timestamp-float": (
+        build_with(timestamp="T").replace(b'"T"', b"1e400"),  # infinity
+        "build 1 (builds[0]): 'timestamp' must be an integer",
+    ),
+    "experimental-object": (
+        build_with(isExperimental={}),
+        "build 1 (builds[0]): 'isExperimental' must be true or false",
+    ),
     "commits-string": (build_with(commits="ab"), "build 1 (builds[0]): 'commits' must be an array"),
-    "commit-list": (build_with(commits=[[]]), "build 1 (builds[0]): commits[0]: must be an object "
-                                              "with 'message' and 'hash'"),
-    "message-list": (commit_with(message=[]), "build 1 (builds[0]): commits[0]: 'message' must be "
-                                              "a string"),
-    "hash-object": (commit_with(hash={}), "build 1 (builds[0]): commits[0]: 'hash' must be a "
-                                          "string of hexadecimal digits"),
+    "commit-list": (
+        build_with(commits=[[]]),
+        "build 1 (builds[0]): commits[0]: must be an object with 'message' and 'hash'",
+    ),
+    "message-list": (
+        commit_with(message=[]),
+        "build 1 (builds[0]): commits[0]: 'message' must be a string",
+    ),
+    "hash-object": (
+        commit_with(hash={}),
+        "build 1 (builds[0]): commits[0]: 'hash' must be a string of hexadecimal digits",
+    ),
     "build-list": (project_with(builds=[[]]), "builds[0]: must be an object"),
     "ci-job-object": (project_with(ciJob={}), "'ciJob' must be a non-empty string"),
     "ci-job-url-list": (project_with(ciJobUrl=[]), f"'ciJobUrl' {URL_RULE}"),
@@ -69,43 +86,78 @@ CONTENTS = {
     "top-level-list": (b"[[]]", "the file must hold a JSON object"),
     # nesting too deep for the parser; brackets inside strings do not count
     "deep-array": (b'{"ciJob": ' + b"[" * 5000 + b"]" * 5000 + b"}", f"line 1, column 110: {DEEP}"),
-    "deep-legacy-commit": (b'{"ciJob": "[[{{",\n"builds": [{"commit": ' + b"[" * 3000
-                           + b"]" * 3000 + b"}]}", f"line 2, column 120: {DEEP}"),
+    "deep-legacy-commit": (
+        b'{"ciJob": "[[{{",\n"builds": [{"commit": ' + b"[" * 3000 + b"]" * 3000 + b"}]}",
+        f"line 2, column 120: {DEEP}",
+    ),
     "deep-object": (b'{"a": ' * 100_000 + b"1" + b"}" * 100_000, f"line 1, column 601: {DEEP}"),
     # lone surrogates, which no UTF-8 response can hold
-    "surrogate-ci-job": (project_with(ciJob="Way\ud800stone"), "'ciJob' holds a lone surrogate "
-                         f"(\\ud800 at character 4): {UNICODE_RULE}"),
-    "surrogate-message": (commit_with(message="\udc00 fix"), "build 1 (builds[0]): commits[0]: "
-                          f"'message' holds a lone surrogate (\\udc00 at character 1): "
-                          f"{UNICODE_RULE}"),
-    "surrogate-second-commit": (build_with(commits=[{"message": "ok", "hash": "ab"},
-                                                    {"message": "é\udbff", "hash": "ab"}]),
-                                "build 1 (builds[0]): commits[1]: 'message' holds a lone "
-                                f"surrogate (\\udbff at character 2): {UNICODE_RULE}"),
-    "surrogate-channel": (build_with(channelVersion="1.\ud800"),
-                          f"build 1 (builds[0]): {CHANNEL_RULE}"),
-    "surrogate-hash": (commit_with(hash="ab\udfff"), "build 1 (builds[0]): commits[0]: 'hash' "
-                                                     "must be a string of hexadecimal digits"),
-    "surrogate-url": (build_with(url="https://ci.example.org/\ud800"),
-                      f"build 1 (builds[0]): 'url' {URL_RULE}"),
+    "surrogate-ci-job": (
+        project_with(ciJob="Way\ud800stone"),
+        f"'ciJob' holds a lone surrogate (\\ud800 at character 4): {UNICODE_RULE}",
+    ),
+    "surrogate-message": (
+        commit_with(message="\udc00 fix"),
+        "build 1 (builds[0]): commits[0]: "
+        f"'message' holds a lone surrogate (\\udc00 at character 1): "
+        f"{UNICODE_RULE}",
+    ),
+    "surrogate-second-commit": (
+        build_with(commits=[{"message": "ok", "hash": "ab"}, {"message": "é\udbff", "hash": "ab"}]),
+        "build 1 (builds[0]): commits[1]: 'message' holds a lone "
+        f"surrogate (\\udbff at character 2): {UNICODE_RULE}",
+    ),
+    "surrogate-channel": (
+        build_with(channelVersion="1.\ud800"),
+        f"build 1 (builds[0]): {CHANNEL_RULE}",
+    ),
+    "surrogate-hash": (
+        commit_with(hash="ab\udfff"),
+        "build 1 (builds[0]): commits[0]: 'hash' must be a string of hexadecimal digits",
+    ),
+    "surrogate-url": (
+        build_with(url="https://ci.example.org/\ud800"),
+        f"build 1 (builds[0]): 'url' {URL_RULE}",
+    ),
     "surrogate-key": (build_with(**{"\ud800": 1}), "build 1 (builds[0]): unknown key '\\ud800'"),
-    "surrogate-slug": (project_with(slug="gam\udc80ma"),
-                       "'slug' is 'gam\\udc80ma' but the file name says 'gamma'"),
+    "surrogate-slug": (
+        project_with(slug="gam\udc80ma"),
+        "'slug' is 'gam\\udc80ma' but the file name says 'gamma'",
+    ),
     # integers over Python's 4,300-digit limit, found past a long float and a long string
-    "huge-timestamp": (b'{"builds": [{"timestamp": ' + b"9" * 5000 + b"}]}",
-                       "line 1, column 27: an integer of 5000 digits: at most 4300 are allowed"),
-    "huge-negative": (b'{"ciJob": "' + b"1" * 5000 + b'", "x": 1.' + b"2" * 5000 + b"e"
-                      + b"3" * 5000 + b',\n "y": -' + b"4" * 4301 + b"}",
-                      "line 2, column 7: an integer of 4301 digits: at most 4300 are allowed"),
+    "huge-timestamp": (
+        b'{"builds": [{"timestamp": ' + b"9" * 5000 + b"}]}",
+        "line 1, column 27: an integer of 5000 digits: at most 4300 are allowed",
+    ),
+    "huge-negative": (
+        b'{"ciJob": "'
+        + b"1" * 5000
+        + b'", "x": 1.'
+        + b"2" * 5000
+        + b"e"
+        + b"3" * 5000
+        + b',\n "y": -'
+        + b"4" * 4301
+        + b"}",
+        "line 2, column 7: an integer of 4301 digits: at most 4300 are allowed",
+    ),
     # URLs must be ASCII: case folding once let these through
-    "kelvin-sign": (project_with(javadocBaseUrl="https://jd.\u212aelvin.example/"),
-                    f"'javadocBaseUrl' {URL_RULE}"),
-    "long-s": (build_with(url="https://ci.example.org/job/\u017f/1/"),
-               f"build 1 (builds[0]): 'url' {URL_RULE}"),
-    "dotless-i": (build_with(downloadUrl="https://c\u0131.example.org/a.jar"),
-                  f"build 1 (builds[0]): 'downloadUrl' {URL_RULE}"),
-    "kelvin-ci-job-url": (project_with(ciJobUrl="HTTPS://\u212a.example/"),
-                          f"'ciJobUrl' {URL_RULE}"),
+    "kelvin-sign": (
+        project_with(javadocBaseUrl="https://jd.\u212aelvin.example/"),
+        f"'javadocBaseUrl' {URL_RULE}",
+    ),
+    "long-s": (
+        build_with(url="https://ci.example.org/job/\u017f/1/"),
+        f"build 1 (builds[0]): 'url' {URL_RULE}",
+    ),
+    "dotless-i": (
+        build_with(downloadUrl="https://c\u0131.example.org/a.jar"),
+        f"build 1 (builds[0]): 'downloadUrl' {URL_RULE}",
+    ),
+    "kelvin-ci-job-url": (
+        project_with(ciJobUrl="HTTPS://\u212a.example/"),
+        f"'ciJobUrl' {URL_RULE}",
+    ),
 }
 
 # (file name as bytes, as /healthz shows it): names no slug can have, printed escaped
@@ -118,10 +170,14 @@ NAMES = {
     "invisible": ("zero\u200bwidth.json".encode(), "zero\\u200bwidth.json"),
 }
 
-CASES = [pytest.param(b"gamma.json", content, "gamma.json", problem, id=case)
-         for case, (content, problem) in CONTENTS.items()]
-CASES += [pytest.param(name, VALID, shown, f"'{shown[:-len('.json')]}' {SLUG_RULE}", id=case)
-          for case, (name, shown) in NAMES.items()]
+CASES = [
+    pytest.param(b"gamma.json", content, "gamma.json", problem, id=case)
+    for case, (content, problem) in CONTENTS.items()
+]
+CASES += [
+    pytest.param(name, VALID, shown, f"'{shown[: -len('.json')]}' {SLUG_RULE}", id=case)
+    for case, (name, shown) in NAMES.items()
+]
 
 
 def write_raw(directory, name, content):
@@ -135,7 +191,7 @@ def check_line(directory, shown, problem):
     """What --check prints for a problem as /healthz shows it."""
     if problem.startswith("line "):
         place, _, message = problem.partition(": ")
-        line, column = place[len("line "):].split(", column ")
+        line, column = place[len("line ") :].split(", column ")
         return f"{directory}/{shown}:{line}:{column}: {message}"
     return f"{directory}/{shown}: {problem}"
 
@@ -147,17 +203,20 @@ def assert_still_serving(client):
     assert [b["buildNumber"] for b in builds] == [1, 2, 3, 5, 7, 8]
     assert client.get(API + "/builds/latest", {"project": "beta"}).json["buildNumber"] == 10
     assert client.get(API + "/jd", {"project": "alpha"}, status=302).location == (
-        "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT")
+        "https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
+    )
 
 
 @pytest.mark.parametrize("name, content, shown, problem", CASES)
-def test_a_hostile_file_is_refused_and_reported(data_dir, caplog, capsys, name, content, shown,
-                                                problem):
+def test_a_hostile_file_is_refused_and_reported(
+    data_dir, caplog, capsys, name, content, shown, problem
+):
     write_raw(data_dir, name, content)
     client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
     health = client.get("/healthz")
-    assert health.json == dict(health.json, status="ok", projects=2,
-                               rejectedFiles=[{"file": shown, "error": problem}])
+    assert health.json == dict(
+        health.json, status="ok", projects=2, rejectedFiles=[{"file": shown, "error": problem}]
+    )
     assert_still_serving(client)
     expected = check_line(data_dir, shown, problem)
     assert f"{expected} (not served)" in caplog.text  # the start-up log line
@@ -167,8 +226,10 @@ def test_a_hostile_file_is_refused_and_reported(data_dir, caplog, capsys, name, 
     assert capsys.readouterr().out == expected + "\n"
 
 
-@pytest.mark.parametrize("content, problem", [
-    pytest.param(content, problem, id=case) for case, (content, problem) in CONTENTS.items()])
+@pytest.mark.parametrize(
+    "content, problem",
+    [pytest.param(content, problem, id=case) for case, (content, problem) in CONTENTS.items()],
+)
 def test_a_hostile_edit_keeps_the_last_good_version(data_dir, caplog, content, problem):
     store = store_module.Store(data_dir, check_interval=0)
     client = webtest.TestApp(server.make_app(store))
@@ -191,8 +252,9 @@ def test_nesting_within_the_limit_is_fine_where_any_value_is_allowed():
 
 def test_strings_of_valid_unicode_are_served_as_they_are(client, data_dir):
     message = "Emoji \U0001f600, accents é, CJK 漢字, escaped pair"
-    path = write_raw(data_dir, b"alpha.json", build_with(commits=[{"message": message,
-                                                                   "hash": "ab"}]))
+    path = write_raw(
+        data_dir, b"alpha.json", build_with(commits=[{"message": message, "hash": "ab"}])
+    )
     bump_mtime(path)
     build = client.get(API + "/builds/latest", {"project": "alpha"}).json
     assert build["commits"] == [{"message": message, "hash": "ab"}]
@@ -201,13 +263,13 @@ def test_strings_of_valid_unicode_are_served_as_they_are(client, data_dir):
 def test_a_name_that_is_not_utf8_is_dropped_from_health_once_the_file_is_gone(data_dir, client):
     path = write_raw(data_dir, b"\xff.json", VALID)
     assert client.get("/healthz").json["rejectedFiles"] == [
-        {"file": "\\xff.json", "error": f"'\\xff' {SLUG_RULE}"}]
+        {"file": "\\xff.json", "error": f"'\\xff' {SLUG_RULE}"}
+    ]
     os.remove(path)
     assert client.get("/healthz").json["rejectedFiles"] == []
 
 
-def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(tmp_path,
-                                                                               caplog):
+def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(tmp_path, caplog):
     directory = tmp_path / "da\nta"
     directory.mkdir()
     (directory / "alpha.json").write_bytes(VALID)
@@ -218,19 +280,27 @@ def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(t
     assert all("\n" not in record.getMessage() for record in caplog.records)
 
 
-@pytest.mark.parametrize("name, shown", [
-    ("plain.json", "plain.json"), ("é ü.json", "é ü.json"), ("tab\t.json", "tab\\t.json"),
-    ("del\x7f.json", "del\\x7f.json"), ("nbsp\u00a0.json", "nbsp\\xa0.json"),
-    ("rtl\u202e.json", "rtl\\u202e.json"), ("\udcc3\udca9.json", "\\xc3\\xa9.json"),
-])
+@pytest.mark.parametrize(
+    "name, shown",
+    [
+        ("plain.json", "plain.json"),
+        ("é ü.json", "é ü.json"),
+        ("tab\t.json", "tab\\t.json"),
+        ("del\x7f.json", "del\\x7f.json"),
+        ("nbsp\u00a0.json", "nbsp\\xa0.json"),
+        ("rtl\u202e.json", "rtl\\u202e.json"),
+        ("\udcc3\udca9.json", "\\xc3\\xa9.json"),
+    ],
+)
 def test_printable_names(name, shown):
     assert store_module.printable(name) == shown
 
 
 def test_many_distinct_channels_each_get_their_builds():
     # Indexing was quadratic in the number of channels (40 s for 30,000): this would time out.
-    builds = [make_build(n, f"c{n}", experimental=n % 2 == 1, commit_count=0)
-              for n in range(20_000)]
+    builds = [
+        make_build(n, f"c{n}", experimental=n % 2 == 1, commit_count=0) for n in range(20_000)
+    ]
     project = store_module.parse_project("p.json", "p", json.dumps(make_project(builds)).encode())
     for n in (0, 1, 9_998, 19_999):
         assert [b.number for b in project.select(f"c{n}", True)] == [n]

@@ -11,12 +11,16 @@ import webtest
 import representation
 import server
 import store as store_module
-from conftest import hang_reads_of, bump_mtime, make_build, make_project, write_file
+from conftest import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 API = "/api/v2"
-JSON_PATHS = [API + "/projects", API + "/builds?project=alpha",
-              API + "/builds/all?project=alpha&experimental=true",
-              API + "/builds/latest?project=alpha", API + "/builds/latest?project=beta"]
+JSON_PATHS = [
+    API + "/projects",
+    API + "/builds?project=alpha",
+    API + "/builds/all?project=alpha&experimental=true",
+    API + "/builds/latest?project=alpha",
+    API + "/builds/latest?project=beta",
+]
 
 
 @pytest.fixture
@@ -28,8 +32,9 @@ def aged(store, monkeypatch):
 
 @pytest.fixture
 def big_data_dir(data_dir):
-    write_file(data_dir / "big.json", make_project([make_build(n, commit_count=3)
-                                                    for n in range(40)]))
+    write_file(
+        data_dir / "big.json", make_project([make_build(n, commit_count=3) for n in range(40)])
+    )
     return data_dir
 
 
@@ -40,6 +45,7 @@ def raw(app, path, method="GET", **headers):
 
 
 # --- validators: ETag and Last-Modified --------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", JSON_PATHS)
 def test_every_json_200_has_a_strong_etag_and_a_304_round_trip(client, path):
@@ -61,8 +67,7 @@ def test_a_different_etag_gets_the_full_body(client, if_none_match):
 @pytest.mark.parametrize("template", ["{etag}", "W/{etag}", '"x", {etag}', "*"])
 def test_if_none_match_forms(client, template):
     etag = client.get(API + "/projects").headers["ETag"]
-    client.get(API + "/projects", headers={"If-None-Match": template.format(etag=etag)},
-               status=304)
+    client.get(API + "/projects", headers={"If-None-Match": template.format(etag=etag)}, status=304)
 
 
 def test_the_etag_changes_with_the_data_and_only_then(data_dir, client):
@@ -89,27 +94,42 @@ def test_no_last_modified_in_the_first_second_of_a_version(client):
     # A date with one-second resolution could not tell this version from one a moment ago.
     resp = client.get(API + "/projects")
     assert "Last-Modified" not in resp.headers
-    client.get(API + "/projects", headers={"If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"},
-               status=200)
+    client.get(
+        API + "/projects",
+        headers={"If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"},
+        status=200,
+    )
 
 
 def test_if_modified_since_round_trip(client, aged):
     resp = client.get(API + "/builds/latest?project=alpha")
     last_modified = resp.headers["Last-Modified"]
     assert last_modified.endswith(" GMT")
-    again = client.get(API + "/builds/latest?project=alpha",
-                       headers={"If-Modified-Since": last_modified}, status=304)
+    again = client.get(
+        API + "/builds/latest?project=alpha",
+        headers={"If-Modified-Since": last_modified},
+        status=304,
+    )
     assert again.body == b""
-    client.get(API + "/builds/latest?project=alpha",
-               headers={"If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"}, status=200)
-    client.get(API + "/builds/latest?project=alpha",
-               headers={"If-Modified-Since": "not a date"}, status=200)
+    client.get(
+        API + "/builds/latest?project=alpha",
+        headers={"If-Modified-Since": "Thu, 01 Jan 1970 00:00:00 GMT"},
+        status=200,
+    )
+    client.get(
+        API + "/builds/latest?project=alpha",
+        headers={"If-Modified-Since": "not a date"},
+        status=200,
+    )
 
 
 def test_if_none_match_wins_over_if_modified_since(client, aged):
     resp = client.get(API + "/projects")
-    client.get(API + "/projects", status=200, headers={
-        "If-None-Match": '"other"', "If-Modified-Since": resp.headers["Last-Modified"]})
+    client.get(
+        API + "/projects",
+        status=200,
+        headers={"If-None-Match": '"other"', "If-Modified-Since": resp.headers["Last-Modified"]},
+    )
 
 
 def test_last_modified_follows_the_project_not_the_others(data_dir, client, aged):
@@ -119,6 +139,7 @@ def test_last_modified_follows_the_project_not_the_others(data_dir, client, aged
 
 
 # --- Cache-Control ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", JSON_PATHS)
 def test_json_successes_are_publicly_cacheable(client, path):
@@ -136,10 +157,16 @@ def test_the_javadoc_redirect_is_cached_briefly(client):
     assert resp.headers["Cache-Control"] == "public, max-age=10"
 
 
-@pytest.mark.parametrize("path, status", [
-    (API + "/builds", 400), (API + "/builds?project=nope", 404), ("/nope", 404),
-    (API + "/builds/latest?project=alpha&channel=x", 404), ("/healthz", 200),
-])
+@pytest.mark.parametrize(
+    "path, status",
+    [
+        (API + "/builds", 400),
+        (API + "/builds?project=nope", 404),
+        ("/nope", 404),
+        (API + "/builds/latest?project=alpha&channel=x", 404),
+        ("/healthz", 200),
+    ],
+)
 def test_errors_and_health_are_never_stored(client, path, status):
     assert client.get(path, status=status).headers["Cache-Control"] == "no-store"
 
@@ -151,13 +178,16 @@ def test_405_and_500_are_never_stored(client):
 
 def test_gone_may_be_cached(client):
     assert client.get("/api/v1/builds", status=410).headers["Cache-Control"] == (
-        "public, max-age=86400")
+        "public, max-age=86400"
+    )
 
 
 # --- gzip ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("accept", ["gzip", "gzip, deflate, br", "br;q=1.0, gzip;q=0.8", "*",
-                                    "GZIP", "x-gzip"])
+
+@pytest.mark.parametrize(
+    "accept", ["gzip", "gzip, deflate, br", "br;q=1.0, gzip;q=0.8", "*", "GZIP", "x-gzip"]
+)
 def test_gzip_round_trip(big_data_dir, app, client, accept):
     plain = client.get(API + "/builds?project=big")
     resp = raw(app, API + "/builds?project=big", Accept_Encoding=accept)
@@ -166,12 +196,14 @@ def test_gzip_round_trip(big_data_dir, app, client, accept):
     assert int(resp.headers["Content-Length"]) == len(resp.body) < len(plain.body)
     assert gzip.decompress(resp.body) == plain.body
     assert resp.headers["ETag"] != plain.headers["ETag"]
-    client.get(API + "/builds?project=big", status=304, headers={
-        "Accept-Encoding": accept, "If-None-Match": resp.headers["ETag"]})
+    client.get(
+        API + "/builds?project=big",
+        status=304,
+        headers={"Accept-Encoding": accept, "If-None-Match": resp.headers["ETag"]},
+    )
 
 
-@pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "*;q=0",
-                                    "gzip;q=0, *"])
+@pytest.mark.parametrize("accept", [None, "identity", "gzip;q=0", "br", "*;q=0", "gzip;q=0, *"])
 def test_identity_for_everyone_else(big_data_dir, app, accept):
     headers = {"Accept_Encoding": accept} if accept else {}
     resp = raw(app, API + "/builds?project=big", **headers)
@@ -193,6 +225,7 @@ def test_a_repeated_request_does_no_encoding(big_data_dir, client, monkeypatch):
 
     def fail(*args, **kwargs):
         raise AssertionError("encoded again")
+
     monkeypatch.setattr(server.json, "dumps", fail)
     monkeypatch.setattr(server.Representation, "of", fail)
     for accept in ("gzip", "identity"):
@@ -209,6 +242,7 @@ def count_encodings(monkeypatch):
     def counted(body, loaded_at):
         made.append(body)
         return of(body, loaded_at)
+
     monkeypatch.setattr(server.Representation, "of", counted)
     return made
 
@@ -225,8 +259,7 @@ def test_filters_that_select_the_same_builds_share_one_body(client, monkeypatch)
     for query in ("channel=2.0", "channel=2.0&experimental=true", "", "experimental=true"):
         client.get(API + f"/builds?project=beta&{query}")  # beta: one stable build, in 2.0
     for query in ("channel=1.21.1-pre1&experimental=true", "experimental=true"):
-        assert client.get(API + f"/builds/latest?project=alpha&{query}").json[
-            "buildNumber"] == 8
+        assert client.get(API + f"/builds/latest?project=alpha&{query}").json["buildNumber"] == 8
     assert len(made) == 2
 
 
@@ -236,6 +269,7 @@ def test_the_cache_keeps_at_most_its_size_and_drops_the_least_recently_used():
 
     def make():
         return representation.Representation.of(b"x" * 1000, 0.0)
+
     for d in data[:4]:
         cache.get(d, "v", make)
     assert cache.size == 3000  # data[0] went
@@ -264,19 +298,29 @@ def test_entries_go_with_the_data_they_show(data_dir, client, app, store):
 
 # --- repeats answered from memory -------------------------------------------------------------
 
-REMEMBERED_PATHS = JSON_PATHS + [API + "/builds?project=big", API + "/feed?project=alpha", "/",
-                                 "/projects/alpha", "/projects/big?page=1"]
+REMEMBERED_PATHS = JSON_PATHS + [
+    API + "/builds?project=big",
+    API + "/feed?project=alpha",
+    "/",
+    "/projects/alpha",
+    "/projects/big?page=1",
+]
 VARIANTS = [  # (method, request headers)
-    ("GET", {}), ("GET", {"Accept-Encoding": "gzip, deflate, br"}), ("HEAD", {}),
-    ("HEAD", {"Accept-Encoding": "gzip"}), ("GET", {"If-None-Match": "*"}),
+    ("GET", {}),
+    ("GET", {"Accept-Encoding": "gzip, deflate, br"}),
+    ("HEAD", {}),
+    ("HEAD", {"Accept-Encoding": "gzip"}),
+    ("GET", {"If-None-Match": "*"}),
     ("GET", {"If-Modified-Since": "Sun, 06 Nov 2094 08:49:37 GMT"}),
 ]
 
 
 def no_routing(monkeypatch):
     """From here on, a request that reaches bottle's routing fails the test."""
+
     def fail(*args, **kwargs):
         raise AssertionError("routed again")
+
     monkeypatch.setattr(server.bottle.Bottle, "_handle", fail)
 
 
@@ -288,12 +332,15 @@ def answer(app, path, method, headers):
 @pytest.mark.parametrize("path", REMEMBERED_PATHS)
 @pytest.mark.parametrize("when", ["fresh", "dated"])
 def test_a_repeat_is_answered_from_memory_exactly_as_bottle_answered(
-        big_data_dir, app, path, when, monkeypatch):
+    big_data_dir, app, path, when, monkeypatch
+):
     if when == "dated":  # Last-Modified is sent, and If-Modified-Since is honoured
         real_time = server.time.time
         monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
-    first = {(method, tuple(headers.items())): answer(app, path, method, headers)
-             for method, headers in VARIANTS}
+    first = {
+        (method, tuple(headers.items())): answer(app, path, method, headers)
+        for method, headers in VARIANTS
+    }
     no_routing(monkeypatch)
     for (method, headers), expected in first.items():
         assert answer(app, path, method, dict(headers)) == expected, (method, headers)
@@ -304,8 +351,11 @@ def test_a_variant_not_seen_yet_is_routed_then_remembered(big_data_dir, app, mon
     raw(app, path)
     routed = []
     handle = server.bottle.Bottle._handle
-    monkeypatch.setattr(server.bottle.Bottle, "_handle",
-                        lambda self, environ: routed.append(1) or handle(self, environ))
+    monkeypatch.setattr(
+        server.bottle.Bottle,
+        "_handle",
+        lambda self, environ: routed.append(1) or handle(self, environ),
+    )
     gzipped = raw(app, path, Accept_Encoding="gzip")
     assert gzipped.headers["Content-Encoding"] == "gzip" and routed == [1]
     assert raw(app, path, Accept_Encoding="gzip").body == gzipped.body and routed == [1]
@@ -316,8 +366,7 @@ def test_a_remembered_answer_never_outlives_its_data(data_dir, client, store):
     assert client.get(path).json["buildNumber"] == 10
     assert client.get(path).json["buildNumber"] == 10
     in_flight = store.snapshot()  # as a slow request would: the old data stays in memory
-    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"),
-                                                     make_build(11, "2.0")]))
+    write_file(data_dir / "beta.json", make_project([make_build(10, "2.0"), make_build(11, "2.0")]))
     assert client.get(path).json["buildNumber"] == 11
     os.remove(data_dir / "beta.json")
     client.get(path, status=404)
@@ -325,8 +374,14 @@ def test_a_remembered_answer_never_outlives_its_data(data_dir, client, store):
 
 
 def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
-    for path in (API + "/builds?project=nope", API + "/builds", API + "/jd?project=alpha",
-                 "/downloads/latest?project=alpha", "/healthz", API + "/openapi.json"):
+    for path in (
+        API + "/builds?project=nope",
+        API + "/builds",
+        API + "/jd?project=alpha",
+        "/downloads/latest?project=alpha",
+        "/healthz",
+        API + "/openapi.json",
+    ):
         client.get(path, expect_errors=True)
     assert not app.config["buildshelf.cache"]._answers
 
@@ -361,12 +416,13 @@ def test_only_what_the_cache_holds_is_remembered(data_dir, store):
 def test_letting_a_representation_go_forgets_every_answer():
     cache = representation.RepresentationCache(max_bytes=2500)
     data = [store_module.Snapshot({}) for _ in range(3)]
-    made = [cache.get(d, "v", lambda: representation.Representation.of(b"x" * 1000, 0.0))
-            for d in data[:2]]
+    made = [
+        cache.get(d, "v", lambda: representation.Representation.of(b"x" * 1000, 0.0))
+        for d in data[:2]
+    ]
     variant = representation.Variant(False, False, False)
     cache.remember(("GET", "/a", ""), data[0], made[0], variant, "200 OK", [])
-    assert cache.recall(("GET", "/a", ""), lambda: data[0]) == (made[0], {variant: (
-        "200 OK", ())})
+    assert cache.recall(("GET", "/a", ""), lambda: data[0]) == (made[0], {variant: ("200 OK", ())})
     assert cache.recall(("GET", "/a", ""), lambda: data[1]) is None  # another version
     cache.get(data[2], "v", lambda: representation.Representation.of(b"y" * 1000, 0.0))
     assert cache.recall(("GET", "/a", ""), lambda: data[0]) is None  # data[0]'s went
@@ -374,10 +430,18 @@ def test_letting_a_representation_go_forgets_every_answer():
 
 # --- CORS, HEAD, nosniff ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, status", [
-    (API + "/projects", 200), (API + "/jd?project=alpha", 302), (API + "/builds", 400),
-    ("/nope", 404), ("/api/v1", 410), ("/healthz", 200),
-])
+
+@pytest.mark.parametrize(
+    "path, status",
+    [
+        (API + "/projects", 200),
+        (API + "/jd?project=alpha", 302),
+        (API + "/builds", 400),
+        ("/nope", 404),
+        ("/api/v1", 410),
+        ("/healthz", 200),
+    ],
+)
 def test_every_response_allows_any_origin_and_forbids_sniffing(client, path, status):
     resp = client.get(path, status=status)
     assert resp.headers["Access-Control-Allow-Origin"] == "*"
@@ -390,12 +454,27 @@ def test_405_and_500_carry_the_common_headers_too(client):
     assert resp.headers["Access-Control-Allow-Origin"] == "*"
 
 
-@pytest.mark.parametrize("path", [API + "/projects", API + "/builds", API + "/builds/all",
-                                  API + "/builds/latest", API + "/jd", "/healthz"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        API + "/projects",
+        API + "/builds",
+        API + "/builds/all",
+        API + "/builds/latest",
+        API + "/jd",
+        "/healthz",
+    ],
+)
 def test_cors_preflight(client, path):
-    resp = client.options(path, headers={
-        "Origin": "https://downloads.example.org", "Access-Control-Request-Method": "GET",
-        "Access-Control-Request-Headers": "if-none-match"}, status=204)
+    resp = client.options(
+        path,
+        headers={
+            "Origin": "https://downloads.example.org",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "if-none-match",
+        },
+        status=204,
+    )
     assert resp.body == b""
     assert resp.headers["Access-Control-Allow-Origin"] == "*"
     assert resp.headers["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS"
@@ -407,8 +486,9 @@ def test_options_on_an_unknown_path_is_404(client):
     client.options("/nope", status=404)
 
 
-@pytest.mark.parametrize("path", JSON_PATHS + [API + "/jd?project=alpha", API + "/builds",
-                                               "/healthz", "/api/v1/x"])
+@pytest.mark.parametrize(
+    "path", JSON_PATHS + [API + "/jd?project=alpha", API + "/builds", "/healthz", "/api/v1/x"]
+)
 @pytest.mark.parametrize("accept", ["gzip", "identity"])
 def test_head_has_the_same_headers_as_get(big_data_dir, app, path, accept):
     path = path.replace("project=alpha", "project=big")
@@ -420,12 +500,14 @@ def test_head_has_the_same_headers_as_get(big_data_dir, app, path, accept):
 
 # --- /healthz --------------------------------------------------------------------------------
 
+
 def test_health_reports_projects_and_rejected_files(data_dir, client):
     write_file(data_dir / "broken.json", '{"ciJob": ')
     resp = client.get("/healthz")
     assert resp.json["status"] == "ok" and resp.json["projects"] == 2
     assert resp.json["rejectedFiles"] == [
-        {"file": "broken.json", "error": "line 1, column 11: Expecting value"}]
+        {"file": "broken.json", "error": "line 1, column 11: Expecting value"}
+    ]
     assert resp.json["lastReload"].endswith("Z") and len(resp.json["lastReload"]) == 20
 
 
@@ -436,7 +518,8 @@ def test_health_is_503_with_the_same_body_when_nothing_is_served(tmp_path):
     assert resp.content_type == "application/json"
     assert resp.json["status"] == "no_data" and resp.json["projects"] == 0
     assert resp.json["rejectedFiles"] == [
-        {"file": "broken.json", "error": "the file must hold a JSON object"}]
+        {"file": "broken.json", "error": "the file must hold a JSON object"}
+    ]
 
 
 def test_health_names_a_vanished_directory(data_dir, client):

@@ -40,18 +40,36 @@ def run(data_dir, *argv):
 
 
 FREESTYLE_BUILDS = [
-    {"buildNumber": 20, "url": JOB + "20/",
-     "downloadUrl": JOB + "20/artifact/dist/alpha%201.21.4.jar", "channelVersion": "1.21.4",
-     "timestamp": 1712000020000, "isExperimental": False, "commits": []},
-    {"buildNumber": 21, "url": JOB + "21/",
-     "downloadUrl": JOB + "21/artifact/build/libs/alpha-1.21.4-21.jar",
-     "channelVersion": "1.21.4", "timestamp": 1712000021000, "isExperimental": False,
-     "commits": [{"message": "Fix chunk loading race", "hash": h("3f2a")}]},
-    {"buildNumber": 25, "url": JOB + "25/",
-     "downloadUrl": JOB + "25/artifact/build/libs/alpha-1.21.5-25.jar",
-     "channelVersion": "1.21.5", "timestamp": 1712000025000, "isExperimental": True,
-     "commits": [{"message": "Newer change", "hash": h("b2")},
-                 {"message": "Older change", "hash": h("a1")}]},
+    {
+        "buildNumber": 20,
+        "url": JOB + "20/",
+        "downloadUrl": JOB + "20/artifact/dist/alpha%201.21.4.jar",
+        "channelVersion": "1.21.4",
+        "timestamp": 1712000020000,
+        "isExperimental": False,
+        "commits": [],
+    },
+    {
+        "buildNumber": 21,
+        "url": JOB + "21/",
+        "downloadUrl": JOB + "21/artifact/build/libs/alpha-1.21.4-21.jar",
+        "channelVersion": "1.21.4",
+        "timestamp": 1712000021000,
+        "isExperimental": False,
+        "commits": [{"message": "Fix chunk loading race", "hash": h("3f2a")}],
+    },
+    {
+        "buildNumber": 25,
+        "url": JOB + "25/",
+        "downloadUrl": JOB + "25/artifact/build/libs/alpha-1.21.5-25.jar",
+        "channelVersion": "1.21.5",
+        "timestamp": 1712000025000,
+        "isExperimental": True,
+        "commits": [
+            {"message": "Newer change", "hash": h("b2")},
+            {"message": "Older change", "hash": h("a1")},
+        ],
+    },
 ]
 FREESTYLE_SKIPPED = [
     "build 28: still building",
@@ -80,20 +98,34 @@ def test_a_pipeline_job_reads_its_change_sets(project, capsys):
     assert run(project.parent, "--job-json", PIPELINE) == 0
     pipeline = "https://ci.example.org/job/Alpha-pipeline/"
     assert builds_in(project) == [
-        {"buildNumber": 40, "url": pipeline + "40/",
-         "downloadUrl": pipeline + "40/artifact/build/libs/alpha-1.21.5-40.jar",
-         "channelVersion": "1.21.5", "timestamp": 1712000040000, "isExperimental": False,
-         "commits": [{"message": "Submodule change", "hash": h("e5")},
-                     {"message": "Main repo, second", "hash": h("d4")},
-                     {"message": "Main repo, first", "hash": h("c3")}]},
-        {"buildNumber": 41, "url": pipeline + "41/",
-         "downloadUrl": pipeline + "41/artifact/build/libs/alpha-1.22-41.jar",
-         "channelVersion": "1.22", "timestamp": 1712000041000, "isExperimental": True,
-         "commits": [{"message": "Port to 1.22", "hash": h("41")}]},
+        {
+            "buildNumber": 40,
+            "url": pipeline + "40/",
+            "downloadUrl": pipeline + "40/artifact/build/libs/alpha-1.21.5-40.jar",
+            "channelVersion": "1.21.5",
+            "timestamp": 1712000040000,
+            "isExperimental": False,
+            "commits": [
+                {"message": "Submodule change", "hash": h("e5")},
+                {"message": "Main repo, second", "hash": h("d4")},
+                {"message": "Main repo, first", "hash": h("c3")},
+            ],
+        },
+        {
+            "buildNumber": 41,
+            "url": pipeline + "41/",
+            "downloadUrl": pipeline + "41/artifact/build/libs/alpha-1.22-41.jar",
+            "channelVersion": "1.22",
+            "timestamp": 1712000041000,
+            "isExperimental": True,
+            "commits": [{"message": "Port to 1.22", "hash": h("41")}],
+        },
     ]
     assert capsys.readouterr().out.splitlines()[-3:] == [
-        "skipped build 43: still building", "skipped build 42: result FAILURE",
-        "canvas: added 2, skipped 2, 0 already there"]
+        "skipped build 43: still building",
+        "skipped build 42: result FAILURE",
+        "canvas: added 2, skipped 2, 0 already there",
+    ]
 
 
 def test_a_second_run_adds_nothing_and_writes_nothing(project, capsys):
@@ -103,7 +135,8 @@ def test_a_second_run_adds_nothing_and_writes_nothing(project, capsys):
     assert run(project.parent, "--job-json", FREESTYLE) == 0
     assert (project.read_bytes(), os.stat(project).st_mtime_ns) == before
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "canvas: added 0, skipped 6, 3 already there")
+        "canvas: added 0, skipped 6, 3 already there"
+    )
 
 
 def test_builds_already_in_the_file_are_kept_as_they_are(project):
@@ -127,26 +160,64 @@ def test_dry_run_says_what_and_why_and_writes_nothing(project, capsys):
 
 
 def test_the_artifact_and_experimental_patterns(project):
-    assert run(project.parent, "--job-json", FREESTYLE, "--artifact", r"paperclip.*\.jar$",
-               "--experimental-pattern", r"1\.21\.4") == 0
-    assert builds_in(project) == [{
-        "buildNumber": 21, "url": JOB + "21/",
-        "downloadUrl": JOB + "21/artifact/paperclip/alpha-paperclip-21.jar",
-        "channelVersion": "1.21.4", "timestamp": 1712000021000, "isExperimental": True,
-        "commits": [{"message": "Fix chunk loading race", "hash": h("3f2a")}]}]
+    assert (
+        run(
+            project.parent,
+            "--job-json",
+            FREESTYLE,
+            "--artifact",
+            r"paperclip.*\.jar$",
+            "--experimental-pattern",
+            r"1\.21\.4",
+        )
+        == 0
+    )
+    assert builds_in(project) == [
+        {
+            "buildNumber": 21,
+            "url": JOB + "21/",
+            "downloadUrl": JOB + "21/artifact/paperclip/alpha-paperclip-21.jar",
+            "channelVersion": "1.21.4",
+            "timestamp": 1712000021000,
+            "isExperimental": True,
+            "commits": [{"message": "Fix chunk loading race", "hash": h("3f2a")}],
+        }
+    ]
 
 
 def test_a_build_the_server_would_refuse_is_skipped_with_its_reason(project, tmp_path, capsys):
-    job = {"allBuilds": [
-        {"number": 5, "url": JOB + "5/", "displayName": "#5 - 1.21 beta", "result": "SUCCESS",
-         "building": False, "timestamp": 1, "artifacts": [{"relativePath": "a.jar"}]},
-        {"number": 6, "url": JOB + "6/", "displayName": "#6 - 1.21", "result": "SUCCESS",
-         "timestamp": 2, "artifacts": [{"relativePath": "a.jar"}],
-         "changeSet": {"items": [{"msg": "svn", "commitId": "r123"}]}},
-        {"number": "7"}, "junk",
-        {"number": 8, "url": JOB + "8/", "displayName": "#8 - 1.21", "result": "SUCCESS",
-         "timestamp": "yesterday", "artifacts": [{"relativePath": "a.jar"}]},
-    ]}
+    job = {
+        "allBuilds": [
+            {
+                "number": 5,
+                "url": JOB + "5/",
+                "displayName": "#5 - 1.21 beta",
+                "result": "SUCCESS",
+                "building": False,
+                "timestamp": 1,
+                "artifacts": [{"relativePath": "a.jar"}],
+            },
+            {
+                "number": 6,
+                "url": JOB + "6/",
+                "displayName": "#6 - 1.21",
+                "result": "SUCCESS",
+                "timestamp": 2,
+                "artifacts": [{"relativePath": "a.jar"}],
+                "changeSet": {"items": [{"msg": "svn", "commitId": "r123"}]},
+            },
+            {"number": "7"},
+            "junk",
+            {
+                "number": 8,
+                "url": JOB + "8/",
+                "displayName": "#8 - 1.21",
+                "result": "SUCCESS",
+                "timestamp": "yesterday",
+                "artifacts": [{"relativePath": "a.jar"}],
+            },
+        ]
+    }
     (tmp_path / "job.json").write_text(json.dumps(job))
     assert run(project.parent, "--job-json", str(tmp_path / "job.json")) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -156,20 +227,33 @@ def test_a_build_the_server_would_refuse_is_skipped_with_its_reason(project, tmp
         "skipped allBuilds[2]: no build number",
         "skipped allBuilds[3]: no build number",
         "skipped build 8: 'timestamp' must be an integer",
-        "canvas: added 0, skipped 5, 0 already there"]
+        "canvas: added 0, skipped 5, 0 already there",
+    ]
     assert builds_in(project) == []
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"{", "{path} is not JSON: line 1, column 2: Expecting property name enclosed in double "
-     "quotes"),
-    (b"\xff", "{path} is not UTF-8 JSON"),
-    (b"[]", "{path} has no 'allBuilds' array: is it the remote API JSON of a job "
-     f"(.../job/NAME/api/json?tree={jenkins.TREE})?"),
-    (b'{"allBuilds": {}}', "{path} has no 'allBuilds' array: is it the remote API JSON of a "
-     f"job (.../job/NAME/api/json?tree={jenkins.TREE})?"),
-    (b"[" * 100000, "{path} is not JSON Buildshelf can read: maximum recursion depth exceeded"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            b"{",
+            "{path} is not JSON: line 1, column 2: Expecting property name enclosed in double "
+            "quotes",
+        ),
+        (b"\xff", "{path} is not UTF-8 JSON"),
+        (
+            b"[]",
+            "{path} has no 'allBuilds' array: is it the remote API JSON of a job "
+            f"(.../job/NAME/api/json?tree={jenkins.TREE})?",
+        ),
+        (
+            b'{"allBuilds": {}}',
+            "{path} has no 'allBuilds' array: is it the remote API JSON of a "
+            f"job (.../job/NAME/api/json?tree={jenkins.TREE})?",
+        ),
+        (b"[" * 100000, "{path} is not JSON Buildshelf can read: maximum recursion depth exceeded"),
+    ],
+)
 def test_unreadable_job_json_is_refused(project, tmp_path, capsys, content, message):
     path = tmp_path / "job.json"
     path.write_bytes(content)
@@ -183,15 +267,21 @@ def test_unreadable_job_json_is_refused(project, tmp_path, capsys, content, mess
 
 def test_a_missing_file_or_project_is_refused(project, capsys):
     assert run(project.parent, "--job-json", "/no/such.json") == 1
-    assert cli.main(["import-jenkins", "gamma", "--job-json", FREESTYLE, "--data",
-                     str(project.parent)]) == 1
+    assert (
+        cli.main(
+            ["import-jenkins", "gamma", "--job-json", FREESTYLE, "--data", str(project.parent)]
+        )
+        == 1
+    )
     assert capsys.readouterr().err.splitlines() == [
         "buildshelf import-jenkins: cannot read /no/such.json: No such file or directory",
         f"buildshelf import-jenkins: no project 'gamma' in {project.parent}: add it first with "
-        "'buildshelf add-project gamma --ci-job ... --ci-job-url ... --javadoc-base-url ...'"]
+        "'buildshelf add-project gamma --ci-job ... --ci-job-url ... --javadoc-base-url ...'",
+    ]
 
 
 # --- over HTTP ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_jenkins():
@@ -245,8 +335,9 @@ def test_an_unreachable_jenkins_is_refused(project, capsys):
         port = s.getsockname()[1]  # closed again: nothing listens there
     assert run(project.parent, "--job-url", f"http://127.0.0.1:{port}/job/A/") == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"buildshelf import-jenkins: cannot reach http://127.0.0.1:{port}/"
-                          "job/A/api/json?tree=")
+    assert err.startswith(
+        f"buildshelf import-jenkins: cannot reach http://127.0.0.1:{port}/job/A/api/json?tree="
+    )
     assert err.endswith(": [Errno 111] Connection refused\n")
 
 
@@ -256,15 +347,18 @@ def test_a_silent_jenkins_times_out(project, capsys):
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/job/A/api/json"
         assert run(project.parent, "--job-url", url, "--timeout", "0.3") == 1
-    assert capsys.readouterr().err == (f"buildshelf import-jenkins: no answer from {url} within "
-                                       "0.3 s\n")
+    assert capsys.readouterr().err == (
+        f"buildshelf import-jenkins: no answer from {url} within 0.3 s\n"
+    )
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://ci.example.org/job/A/"])
 def test_only_http_urls_are_fetched(project, capsys, url):
     assert run(project.parent, "--job-url", url) == 1
-    assert capsys.readouterr().err == (f"buildshelf import-jenkins: --job-url must be an "
-                                       f"http:// or https:// address, not {url!r}\n")
+    assert capsys.readouterr().err == (
+        f"buildshelf import-jenkins: --job-url must be an "
+        f"http:// or https:// address, not {url!r}\n"
+    )
 
 
 def test_a_dry_run_takes_no_lock_and_writes_nothing(project):

@@ -22,7 +22,8 @@ DOCUMENT = openapi.DOCUMENT
 # schemas resolves against the whole document wherever validation starts.
 DOCUMENT_URI = "urn:buildshelf:openapi"
 REGISTRY = referencing.Registry().with_resource(
-    DOCUMENT_URI, referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT))
+    DOCUMENT_URI, referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT)
+)
 RESOLVER = REGISTRY.resolver(base_uri=DOCUMENT_URI)
 ERROR_CODES = DOCUMENT["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
 
@@ -68,7 +69,8 @@ def followed(where):
 def validate(instance, where):
     """Validate `instance` against the schema at the pointer `where` in DOCUMENT."""
     validator = jsonschema.Draft202012Validator(
-        {"$ref": DOCUMENT_URI + where}, registry=REGISTRY, format_checker=FORMATS)
+        {"$ref": DOCUMENT_URI + where}, registry=REGISTRY, format_checker=FORMATS
+    )
     validator.validate(instance)
 
 
@@ -84,8 +86,11 @@ def walk(node, where="#"):
 def schema_pointers():
     """Where every schema of DOCUMENT starts: components/schemas and each `schema` field."""
     pointers = [f"#/components/schemas/{name}" for name in DOCUMENT["components"]["schemas"]]
-    pointers += [f"{where}/schema" for where, key, _ in walk(DOCUMENT)
-                 if key == "schema" and not where.startswith("#/components/schemas/")]
+    pointers += [
+        f"{where}/schema"
+        for where, key, _ in walk(DOCUMENT)
+        if key == "schema" and not where.startswith("#/components/schemas/")
+    ]
     return pointers
 
 
@@ -94,11 +99,16 @@ HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "tra
 
 def operations():
     """(path template, method, operation) of every operation."""
-    return [(path, method, operation) for path, item in DOCUMENT["paths"].items()
-            for method, operation in item.items() if method in HTTP_METHODS]
+    return [
+        (path, method, operation)
+        for path, item in DOCUMENT["paths"].items()
+        for method, operation in item.items()
+        if method in HTTP_METHODS
+    ]
 
 
 # --- the document itself -----------------------------------------------------------------------
+
 
 def test_the_document_is_openapi_3_1_json():
     assert DOCUMENT["openapi"].startswith("3.1")
@@ -124,32 +134,41 @@ def test_every_schema_is_valid_json_schema_2020_12(where):
     jsonschema.Draft202012Validator.check_schema(lookup(where))
 
 
-@pytest.mark.parametrize("name, example", [
-    (name, example) for name, schema in DOCUMENT["components"]["schemas"].items()
-    for example in schema.get("examples", [])])
+@pytest.mark.parametrize(
+    "name, example",
+    [
+        (name, example)
+        for name, schema in DOCUMENT["components"]["schemas"].items()
+        for example in schema.get("examples", [])
+    ],
+)
 def test_schema_examples_are_valid(name, example):
     validate(example, f"#/components/schemas/{name}")
 
 
-@pytest.mark.parametrize("name", ["Project", "ProjectList", "Commit", "Build", "Error",
-                                  "RejectedFile", "Health"])
+@pytest.mark.parametrize(
+    "name", ["Project", "ProjectList", "Commit", "Build", "Error", "RejectedFile", "Health"]
+)
 def test_object_schemas_are_strict(name):
     schema = DOCUMENT["components"]["schemas"][name]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert schema["required"] == list(schema["properties"])
 
 
-@pytest.mark.parametrize("build, problem", [
-    ({"commit": {"message": "old", "hash": "abc"}}, "('commit' was unexpected)"),
-    ({"buildNumber": -1}, "less than the minimum"),
-    ({"buildNumber": True}, "is not of type 'integer'"),
-    ({"timestamp": 1.5}, "is not of type 'integer'"),
-    ({"isExperimental": "false"}, "is not of type 'boolean'"),
-    ({"channelVersion": "1.21/x"}, "does not match"),
-    ({"url": "ftp://ci.example.org/1/"}, "does not match"),
-    ({"downloadUrl": "https://ci.example.org/<a>"}, "is not a 'uri'"),
-    ({"commits": [{"message": "m", "hash": "xyz"}]}, "does not match"),
-])
+@pytest.mark.parametrize(
+    "build, problem",
+    [
+        ({"commit": {"message": "old", "hash": "abc"}}, "('commit' was unexpected)"),
+        ({"buildNumber": -1}, "less than the minimum"),
+        ({"buildNumber": True}, "is not of type 'integer'"),
+        ({"timestamp": 1.5}, "is not of type 'integer'"),
+        ({"isExperimental": "false"}, "is not of type 'boolean'"),
+        ({"channelVersion": "1.21/x"}, "does not match"),
+        ({"url": "ftp://ci.example.org/1/"}, "does not match"),
+        ({"downloadUrl": "https://ci.example.org/<a>"}, "is not a 'uri'"),
+        ({"commits": [{"message": "m", "hash": "xyz"}]}, "does not match"),
+    ],
+)
 def test_the_build_schema_refuses_what_is_never_served(build, problem):
     valid = DOCUMENT["components"]["schemas"]["Build"]["examples"][0]
     validate(valid, "#/components/schemas/Build")
@@ -170,10 +189,13 @@ def test_operations_are_named_once_and_described():
 
 @pytest.mark.parametrize("path", list(DOCUMENT["paths"]))
 def test_path_parameters_match_the_template(path):
-    parameters = [followed(f"#/paths/{escaped(path)}/get/parameters/{i}")[0]
-                  for i in range(len(DOCUMENT["paths"][path]["get"].get("parameters", [])))]
+    parameters = [
+        followed(f"#/paths/{escaped(path)}/get/parameters/{i}")[0]
+        for i in range(len(DOCUMENT["paths"][path]["get"].get("parameters", [])))
+    ]
     assert {p["name"] for p in parameters if p["in"] == "path"} == set(
-        re.findall(r"\{(\w+)\}", path))
+        re.findall(r"\{(\w+)\}", path)
+    )
     assert all(p["required"] for p in parameters if p["in"] == "path")
     assert all(p["in"] in ("query", "header", "path") and "schema" in p for p in parameters)
 
@@ -196,6 +218,7 @@ def test_the_document_is_served_exactly(client):
 
 
 # --- real responses against the document -------------------------------------------------------
+
 
 class Case(NamedTuple):
     """One request, what it must be answered with, and by which server."""
@@ -221,15 +244,19 @@ CASES = [
     Case("GET", "/api/v2/builds?project=alpha&channel=9.9", 200),
     Case("GET", "/api/v2/builds?project=alpha&channel=&experimental=yes", 200),
     Case("GET", "/api/v2/builds/all?project=alpha&experimental=TRUE", 200),
-    Case("GET", "/api/v2/builds/all?project=big", 200, headers=(("Accept-Encoding", "gzip"),),
-         server="large"),
+    Case(
+        "GET",
+        "/api/v2/builds/all?project=big",
+        200,
+        headers=(("Accept-Encoding", "gzip"),),
+        server="large",
+    ),
     Case("GET", "/api/v2/builds/latest?project=alpha", 200),
     Case("GET", "/api/v2/builds/latest?project=alpha&experimental=true", 200, server="aged"),
     Case("GET", "/api/v2/builds/latest?project=beta&channel=2.0", 200),
     Case("GET", "/api/v2/jd?project=alpha", 302),
     Case("GET", "/api/v2/jd?project=beta&channel=2.0&experimental=true", 302),
-    Case("GET", "/api/v2/jd?project=alpha&redirect=org/example/Foo.Bar.html%23baz(int%5B%5D)",
-         302),
+    Case("GET", "/api/v2/jd?project=alpha&redirect=org/example/Foo.Bar.html%23baz(int%5B%5D)", 302),
     Case("GET", "/downloads/latest?project=alpha", 302),
     Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1&experimental=true", 302),
     Case("HEAD", "/downloads/latest?project=alpha", 302),
@@ -244,8 +271,13 @@ CASES = [
     # 304
     Case("GET", "/api/v2/projects", 304, headers=ANY_ETAG),
     Case("GET", "/api/v2/builds?project=alpha", 304, headers=ANY_ETAG),
-    Case("GET", "/api/v2/builds/all?project=big", 304,
-         headers=ANY_ETAG + (("Accept-Encoding", "gzip"),), server="large"),
+    Case(
+        "GET",
+        "/api/v2/builds/all?project=big",
+        304,
+        headers=ANY_ETAG + (("Accept-Encoding", "gzip"),),
+        server="large",
+    ),
     Case("GET", "/api/v2/builds/latest?project=alpha", 304, headers=ANY_ETAG),
     Case("GET", "/api/v2/openapi.json", 304, headers=ANY_ETAG),
     Case("GET", "/api/v2/feed?project=beta", 304, headers=ANY_ETAG),
@@ -255,18 +287,22 @@ CASES = [
     Case("GET", "/api/v2/builds/all?project=", 400, "missing_parameter"),
     Case("GET", "/api/v2/jd?channel=1.21", 400, "missing_parameter"),
     Case("GET", "/api/v2/feed?channel=1.21", 400, "missing_parameter"),
-    Case("GET", "/api/v2/builds/latest?project=alpha&game_version=1.21", 400,
-         "superseded_parameter"),
+    Case(
+        "GET", "/api/v2/builds/latest?project=alpha&game_version=1.21", 400, "superseded_parameter"
+    ),
     Case("GET", "/api/v2/jd?project=alpha&version=1.21", 400, "superseded_parameter"),
-    Case("GET", "/api/v2/builds?project=alpha&minecraft_version=1.21", 400,
-         "superseded_parameter"),
+    Case("GET", "/api/v2/builds?project=alpha&minecraft_version=1.21", 400, "superseded_parameter"),
     Case("GET", "/api/v2/builds?project=alpha&project=beta", 400, "repeated_parameter"),
-    Case("GET", "/api/v2/jd?project=alpha&experimental=true&experimental=false", 400,
-         "repeated_parameter"),
-    Case("GET", "/api/v2/jd?project=alpha&redirect=a.html&redirect=b.html", 400,
-         "repeated_parameter"),
-    Case("GET", "/api/v2/jd?project=alpha&redirect=..%2F..%2Fevil.html", 400,
-         "invalid_redirect"),
+    Case(
+        "GET",
+        "/api/v2/jd?project=alpha&experimental=true&experimental=false",
+        400,
+        "repeated_parameter",
+    ),
+    Case(
+        "GET", "/api/v2/jd?project=alpha&redirect=a.html&redirect=b.html", 400, "repeated_parameter"
+    ),
+    Case("GET", "/api/v2/jd?project=alpha&redirect=..%2F..%2Fevil.html", 400, "invalid_redirect"),
     Case("GET", "/api/v2/jd?project=alpha&redirect=%252Fevil.html", 400, "invalid_redirect"),
     Case("GET", "/downloads/latest", 400, "missing_parameter"),
     Case("GET", "/downloads/latest?project=alpha&version=1.21", 400, "superseded_parameter"),
@@ -285,13 +321,12 @@ CASES = [
     Case("GET", "/api/v2/builds/latest?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/jd?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/feed?project=nope", 404, "unknown_project"),
-    Case("GET", "/api/v2/builds/latest?project=alpha&channel=1.21.1-pre1", 404,
-         "no_matching_build"),
-    Case("GET", "/api/v2/jd?project=alpha&channel=9.9&experimental=true", 404,
-         "no_matching_build"),
+    Case(
+        "GET", "/api/v2/builds/latest?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"
+    ),
+    Case("GET", "/api/v2/jd?project=alpha&channel=9.9&experimental=true", 404, "no_matching_build"),
     Case("GET", "/downloads/latest?project=nope", 404, "unknown_project"),
-    Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1", 404,
-         "no_matching_build"),
+    Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
     Case("GET", "/downloads", 404, "not_found"),
     Case("GET", "/nope", 404, "not_found"),
     Case("GET", "/api/v2", 404, "not_found"),
@@ -334,26 +369,31 @@ class FailingStore:
 @pytest.fixture
 def answering(client, data_dir, tmp_path, monkeypatch):
     """The client of the server a case names: the sample data, or a variation of it."""
+
     def make(kind):
         if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
             real_time = server.time.time
             monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
         elif kind == "large":  # bodies over 1 KiB, so gzip and Vary
-            write_file(data_dir / "big.json", make_project(
-                [make_build(n, commit_count=3) for n in range(40)]))
+            write_file(
+                data_dir / "big.json",
+                make_project([make_build(n, commit_count=3) for n in range(40)]),
+            )
         elif kind == "with_a_broken_file":
             write_file(data_dir / "broken.json", '{"ciJob": ')
         elif kind == "no_data":
             only_broken = tmp_path / "only-broken"
             only_broken.mkdir()
             write_file(only_broken / "broken.json", "[]")
-            return webtest.TestApp(server.make_app(
-                store_module.Store(only_broken, check_interval=0)))
+            return webtest.TestApp(
+                server.make_app(store_module.Store(only_broken, check_interval=0))
+            )
         elif kind == "failing":
             # /openapi.json reads no store: a bug in sending reaches it too.
             monkeypatch.setattr(server, "_send", fail)
             return webtest.TestApp(server.make_app(FailingStore()))
         return client
+
     return make
 
 
@@ -390,11 +430,15 @@ def documented_parameters(target):
     return [followed(f"{operation_at}/parameters/{i}")[0] for i in range(count)]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[
-    f"{case.status}-{case.method}-{case.target[:60]}-{case.server}" for case in CASES])
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=[f"{case.status}-{case.method}-{case.target[:60]}-{case.server}" for case in CASES],
+)
 def test_real_responses_are_documented(answering, case):
     resp = answering(case.server).request(
-        case.target, method=case.method, headers=dict(case.headers), expect_errors=True)
+        case.target, method=case.method, headers=dict(case.headers), expect_errors=True
+    )
     assert resp.status_int == case.status
     response, response_at = followed(documented_response(case.method, case.target, case.status))
 
@@ -411,16 +455,13 @@ def test_real_responses_are_documented(answering, case):
         assert list(response["content"]) == [resp.content_type]
         if case.method != "HEAD":
             schema_at = f"{response_at}/content/{escaped(resp.content_type)}/schema"
-            validate(resp.json if resp.content_type == "application/json" else resp.text,
-                     schema_at)
+            validate(resp.json if resp.content_type == "application/json" else resp.text, schema_at)
     if case.code is not None:
         assert resp.json["code"] == case.code
 
     if case.status < 400:  # a request that worked used only documented parameters
-        query = {name for name, _ in parse_qsl(urlsplit(case.target).query,
-                                               keep_blank_values=True)}
-        parameters = [p for p in documented_parameters(case.target)
-                      if p["in"] == "query"]
+        query = {name for name, _ in parse_qsl(urlsplit(case.target).query, keep_blank_values=True)}
+        parameters = [p for p in documented_parameters(case.target) if p["in"] == "query"]
         assert query <= {p["name"] for p in parameters}
         assert {p["name"] for p in parameters if p["required"]} <= query
 
@@ -430,8 +471,14 @@ def test_every_error_code_is_exercised_and_no_other():
 
 
 def test_every_documented_status_is_exercised():
-    documented = {(path, int(status)) for path, _, operation in operations()
-                  for status in operation["responses"]}
-    exercised = {(path_template(urlsplit(case.target).path), case.status) for case in CASES
-                 if case.method in ("GET", "HEAD")}
+    documented = {
+        (path, int(status))
+        for path, _, operation in operations()
+        for status in operation["responses"]
+    }
+    exercised = {
+        (path_template(urlsplit(case.target).path), case.status)
+        for case in CASES
+        if case.method in ("GET", "HEAD")
+    }
     assert documented <= exercised

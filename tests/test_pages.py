@@ -15,19 +15,32 @@ import webob
 import pages
 from conftest import make_build, make_project, write_file
 
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
-       "base-uri 'none'; frame-ancestors 'none'")
-PAGE_PATHS = ["/", "/projects/alpha", "/projects/alpha?channel=1.21&experimental=true",
-              "/projects/big?page=2"]
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'"
+)
+PAGE_PATHS = [
+    "/",
+    "/projects/alpha",
+    "/projects/alpha?channel=1.21&experimental=true",
+    "/projects/big?page=2",
+]
 XSS = "<script>alert(1)</script>"
 
 
 @pytest.fixture
 def big_data_dir(data_dir):
     """A project of 120 builds: three pages, and more than a feed holds."""
-    write_file(data_dir / "big.json", make_project(
-        [make_build(n, "1.21" if n % 2 else "1.20", experimental=n % 10 == 0)
-         for n in range(1, 121)], ciJob="Big"))
+    write_file(
+        data_dir / "big.json",
+        make_project(
+            [
+                make_build(n, "1.21" if n % 2 else "1.20", experimental=n % 10 == 0)
+                for n in range(1, 121)
+            ],
+            ciJob="Big",
+        ),
+    )
     return data_dir
 
 
@@ -47,29 +60,42 @@ def raw(app, path, **headers):
 
 # --- the index -----------------------------------------------------------------------------------
 
+
 def test_the_index_lists_each_project_with_its_latest_builds(client):
     resp = client.get("/")
     assert resp.content_type == "text/html" and resp.charset == "utf-8"
     text = text_of(resp.text)
     # alpha: stable 5, and experimental 8 because it is newer; beta: no experimental build
-    assert ("Alpha Latest stable build #5 1.21 2023-11-14 22:13 UTC Download alpha-5.jar "
-            "build #5, channel 1.21 Newer experimental build #8 1.21.1-pre1 Experimental "
-            "2023-11-14 22:13 UTC Download alpha-8.jar build #8, channel 1.21.1-pre1, "
-            "experimental All 6 builds Atom feed Javadoc JSON API document") in text
-    assert ("Beta Latest stable build #10 2.0 2023-11-14 22:13 UTC Download alpha-10.jar "
-            "build #10, channel 2.0 All 1 builds") in text
+    assert (
+        "Alpha Latest stable build #5 1.21 2023-11-14 22:13 UTC Download alpha-5.jar "
+        "build #5, channel 1.21 Newer experimental build #8 1.21.1-pre1 Experimental "
+        "2023-11-14 22:13 UTC Download alpha-8.jar build #8, channel 1.21.1-pre1, "
+        "experimental All 6 builds Atom feed Javadoc JSON API document"
+    ) in text
+    assert (
+        "Beta Latest stable build #10 2.0 2023-11-14 22:13 UTC Download alpha-10.jar "
+        "build #10, channel 2.0 All 1 builds"
+    ) in text
     assert "Newer experimental build #10" not in text
-    for href in ["/projects/alpha", "/api/v2/feed?project=alpha", "/api/v2/jd?project=alpha",
-                 "/api/v2/builds?project=alpha", "/api/v2/openapi.json",
-                 "https://ci.example.org/job/Alpha/8/artifact/alpha-8.jar"]:
+    for href in [
+        "/projects/alpha",
+        "/api/v2/feed?project=alpha",
+        "/api/v2/jd?project=alpha",
+        "/api/v2/builds?project=alpha",
+        "/api/v2/openapi.json",
+        "https://ci.example.org/job/Alpha/8/artifact/alpha-8.jar",
+    ]:
         assert f'href="{href}"' in resp.text
-    assert ('<link rel="alternate" type="application/atom+xml" title="Beta builds" '
-            'href="/api/v2/feed?project=beta">') in resp.text
+    assert (
+        '<link rel="alternate" type="application/atom+xml" title="Beta builds" '
+        'href="/api/v2/feed?project=beta">'
+    ) in resp.text
 
 
 def test_projects_without_a_stable_build(data_dir, client):
-    write_file(data_dir / "gamma.json", make_project([make_build(4, experimental=True)],
-                                                     ciJob="Gamma"))
+    write_file(
+        data_dir / "gamma.json", make_project([make_build(4, experimental=True)], ciJob="Gamma")
+    )
     write_file(data_dir / "delta.json", make_project([], ciJob="Delta"))
     text = text_of(client.get("/").text)
     assert "Gamma No stable build yet. Newer experimental build #4 1.21 Experimental" in text
@@ -82,36 +108,45 @@ def test_the_index_with_no_projects(tmp_path):
 
     import server
     import store as store_module
+
     client = webtest.TestApp(server.make_app(store_module.Store(tmp_path, check_interval=0)))
     assert "No projects are served yet." in client.get("/").text
 
 
 # --- a project's page --------------------------------------------------------------------------
 
+
 def test_a_project_page_shows_stable_builds_newest_first(client):
     resp = client.get("/projects/alpha")
     assert numbers_shown(resp) == [5, 3, 1]
     text = text_of(resp.text)
-    assert ("Build #5 1.21 2023-11-14 22:13 UTC 0005000 Change 5.0 0005000 Change 5.1 "
-            "0005000 Change 5.2 Download alpha-5.jar build #5, channel 1.21 CI run of build "
-            "#5") in text
-    assert ("Build #3 1.20 2023-11-14 22:13 UTC No commits listed. Download alpha-3.jar "
-            "build #3, channel 1.20 CI run of build #3") in text
+    assert (
+        "Build #5 1.21 2023-11-14 22:13 UTC 0005000 Change 5.0 0005000 Change 5.1 "
+        "0005000 Change 5.2 Download alpha-5.jar build #5, channel 1.21 CI run of build "
+        "#5"
+    ) in text
+    assert (
+        "Build #3 1.20 2023-11-14 22:13 UTC No commits listed. Download alpha-3.jar "
+        "build #3, channel 1.20 CI run of build #3"
+    ) in text
     assert f'<code title="{5:04x}{2:036x}">0005000</code>' in resp.text
     assert 'href="https://ci.example.org/job/Alpha/5/"' in resp.text
     assert "3 builds, newest first" in text and "Experimental" not in text.split("Show builds")[1]
 
 
-@pytest.mark.parametrize("query, shown", [
-    ("experimental=true", [8, 7, 5, 3, 2, 1]),
-    ("experimental=TRUE&channel=1.20", [3, 2, 1]),
-    ("channel=1.21", [5]),
-    ("channel=1.21&experimental=true", [7, 5]),
-    ("channel=&experimental=", [5, 3, 1]),
-    ("channel=9.9", []),
-    ("channel=1.21.1-pre1", []),
-    ("project=beta&x=1", [5, 3, 1]),  # other parameters are ignored, as by the API
-])
+@pytest.mark.parametrize(
+    "query, shown",
+    [
+        ("experimental=true", [8, 7, 5, 3, 2, 1]),
+        ("experimental=TRUE&channel=1.20", [3, 2, 1]),
+        ("channel=1.21", [5]),
+        ("channel=1.21&experimental=true", [7, 5]),
+        ("channel=&experimental=", [5, 3, 1]),
+        ("channel=9.9", []),
+        ("channel=1.21.1-pre1", []),
+        ("project=beta&x=1", [5, 3, 1]),  # other parameters are ignored, as by the API
+    ],
+)
 def test_filters_have_the_api_semantics(client, query, shown):
     resp = client.get(f"/projects/alpha?{query}")
     assert numbers_shown(resp) == shown
@@ -125,19 +160,18 @@ def test_the_form_shows_the_filters_in_use(client):
     assert 'value="true" checked>' in resp.text
     assert '<form class="filters" method="get" action="/projects/alpha">' in resp.text
     # channels newest first; a channel the project does not have still shows what was asked
-    assert re.findall(r'<option value="([^"]*)"', resp.text) == [
-        "", "1.21.1-pre1", "1.21", "1.20"]
+    assert re.findall(r'<option value="([^"]*)"', resp.text) == ["", "1.21.1-pre1", "1.21", "1.20"]
     odd = client.get("/projects/alpha?channel=9.9")
     assert '<option value="9.9" selected>9.9</option>' in odd.text
-    assert "No stable build in channel 9.9. Try including experimental builds." in text_of(
-        odd.text)
+    assert "No stable build in channel 9.9. Try including experimental builds." in text_of(odd.text)
 
 
 def test_the_feed_link_follows_the_filters(client):
     resp = client.get("/projects/alpha?channel=1.21&experimental=true")
-    assert ('<link rel="alternate" type="application/atom+xml" title="Alpha builds" '
-            'href="/api/v2/feed?project=alpha&amp;channel=1.21&amp;experimental=true">'
-            ) in resp.text
+    assert (
+        '<link rel="alternate" type="application/atom+xml" title="Alpha builds" '
+        'href="/api/v2/feed?project=alpha&amp;channel=1.21&amp;experimental=true">'
+    ) in resp.text
 
 
 def test_long_histories_are_paged_by_50(big_data_dir, client):
@@ -156,7 +190,8 @@ def test_long_histories_are_paged_by_50(big_data_dir, client):
     assert "Builds 101 to 108 of 108" in third.text and 'rel="next"' not in third.text
     filtered = client.get("/projects/big?channel=1.21&experimental=true&page=2")
     assert '<a rel="prev" href="/projects/big?channel=1.21&amp;experimental=true">' in (
-        filtered.text)
+        filtered.text
+    )
 
 
 def test_paging_with_a_filter(big_data_dir, client):
@@ -169,16 +204,22 @@ def test_paging_with_a_filter(big_data_dir, client):
     assert "Builds 51 to 60 of 60" in second.text
 
 
-@pytest.mark.parametrize("query, status, message", [
-    ("page=0", 400, "The page must be a whole number from 1 to 3."),
-    ("page=x", 400, "The page must be a whole number from 1 to 3."),
-    ("page=%D9%A3", 400, "The page must be a whole number from 1 to 3."),  # Arabic-Indic 3
-    ("page=1234567", 400, "The page must be a whole number from 1 to 3."),
-    ("page=4", 404, "There is no page 4: this list has 3."),
-    ("channel=%FF", 400, "the query string is not valid UTF-8 once percent-decoded"),
-    ("channel=1.21&channel=1.20", 400, "parameter 'channel' is given more than once: give "
-     "it once"),
-])
+@pytest.mark.parametrize(
+    "query, status, message",
+    [
+        ("page=0", 400, "The page must be a whole number from 1 to 3."),
+        ("page=x", 400, "The page must be a whole number from 1 to 3."),
+        ("page=%D9%A3", 400, "The page must be a whole number from 1 to 3."),  # Arabic-Indic 3
+        ("page=1234567", 400, "The page must be a whole number from 1 to 3."),
+        ("page=4", 404, "There is no page 4: this list has 3."),
+        ("channel=%FF", 400, "the query string is not valid UTF-8 once percent-decoded"),
+        (
+            "channel=1.21&channel=1.20",
+            400,
+            "parameter 'channel' is given more than once: give it once",
+        ),
+    ],
+)
 def test_bad_page_queries_get_an_html_error(big_data_dir, client, query, status, message):
     resp = client.get(f"/projects/big?{query}", status=status)
     assert resp.content_type == "text/html"
@@ -194,36 +235,51 @@ def test_an_unknown_project_is_an_html_404(client):
     assert "There is no project &#039;nope&#039; here." in resp.text
     assert resp.headers["Cache-Control"] == "no-store"
     client.get("/projects/" + "%3Cb%3E", status=404).mustcontain(
-        "There is no project &#039;&lt;b&gt;&#039; here.")
+        "There is no project &#039;&lt;b&gt;&#039; here."
+    )
     # the JSON API keeps its JSON errors
-    assert client.get("/api/v2/builds?project=nope", status=404).json["code"] == (
-        "unknown_project")
+    assert client.get("/api/v2/builds?project=nope", status=404).json["code"] == ("unknown_project")
 
 
 def test_a_project_in_another_letter_case_is_served(client):
     assert numbers_shown(client.get("/projects/ALPHA")) == [5, 3, 1]
 
 
-@pytest.mark.parametrize("url, name", [
-    ("https://ci.example.org/job/A/1/artifact/a-1.jar", "a-1.jar"),
-    ("https://ci.example.org/dl/a%20b.zip?token=1#x", "a b.zip"),
-    ("https://ci.example.org/job/A/1/", "1"),
-    ("https://ci.example.org/", "artifact"),
-    ("https://ci.example.org", "artifact"),
-])
+@pytest.mark.parametrize(
+    "url, name",
+    [
+        ("https://ci.example.org/job/A/1/artifact/a-1.jar", "a-1.jar"),
+        ("https://ci.example.org/dl/a%20b.zip?token=1#x", "a b.zip"),
+        ("https://ci.example.org/job/A/1/", "1"),
+        ("https://ci.example.org/", "artifact"),
+        ("https://ci.example.org", "artifact"),
+    ],
+)
 def test_the_download_button_names_the_file(url, name):
     assert pages.file_name(url) == name
 
 
 # --- safety --------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def hostile_dir(data_dir):
-    write_file(data_dir / "evil.json", make_project([
-        make_build(1, commits=[{"message": XSS, "hash": "abc"},
-                               {"message": "\"quoted\" & 'single' \x01 \x0b", "hash": "d"}]),
-        make_build(2, timestamp=10 ** 30),
-    ], ciJob='<img src=x onerror="alert(2)">'))
+    write_file(
+        data_dir / "evil.json",
+        make_project(
+            [
+                make_build(
+                    1,
+                    commits=[
+                        {"message": XSS, "hash": "abc"},
+                        {"message": "\"quoted\" & 'single' \x01 \x0b", "hash": "d"},
+                    ],
+                ),
+                make_build(2, timestamp=10**30),
+            ],
+            ciJob='<img src=x onerror="alert(2)">',
+        ),
+    )
     return data_dir
 
 
@@ -239,8 +295,9 @@ def test_hostile_commit_messages_show_as_text(hostile_dir, client):
     assert '<span class="message">&lt;script&gt;alert(1)&lt;/script&gt;</span>' in resp.text
     # characters HTML and XML cannot carry become U+FFFD, never a 500 (a lone surrogate, the
     # other such character, is refused when the file is read)
-    assert ('<span class="message">&quot;quoted&quot; &amp; &#039;single&#039; \ufffd '
-            '\ufffd</span>') in resp.text
+    assert (
+        '<span class="message">&quot;quoted&quot; &amp; &#039;single&#039; \ufffd \ufffd</span>'
+    ) in resp.text
     # a timestamp no calendar holds is shown as it is
     assert '<span class="date">timestamp 1000000000000000000000000000000</span>' in resp.text
 
@@ -256,8 +313,10 @@ def test_pages_send_a_strict_content_security_policy(big_data_dir, client, path)
 
 # --- caching -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", PAGE_PATHS + ["/api/v2/feed?project=big",
-                                               "/static/style.css", "/static/icon.svg"])
+
+@pytest.mark.parametrize(
+    "path", PAGE_PATHS + ["/api/v2/feed?project=big", "/static/style.css", "/static/icon.svg"]
+)
 def test_pages_are_cached_like_json(big_data_dir, app, client, path):
     resp = client.get(path)
     assert resp.headers["Cache-Control"] == "public, max-age=60"
@@ -278,8 +337,11 @@ def test_a_repeated_page_request_does_no_template_work(big_data_dir, client, mon
     paths = PAGE_PATHS + ["/api/v2/feed?project=big", "/api/v2/feed?project=alpha&channel=1.21"]
     first = [client.get(path, headers={"Accept-Encoding": "gzip"}).body for path in paths]
     assert len(calls) == len(paths)
-    again = [client.get(path, headers={"Accept-Encoding": accept}).body
-             for accept in ("gzip", "identity") for path in paths]
+    again = [
+        client.get(path, headers={"Accept-Encoding": accept}).body
+        for accept in ("gzip", "identity")
+        for path in paths
+    ]
     assert len(calls) == len(paths)
     assert again == first + first
 
@@ -305,7 +367,8 @@ def test_only_the_first_pages_are_kept(client, data_dir, store, app):
     write_file(data_dir / "huge.json", make_project([make_build(n) for n in range(1, 302)]))
     for page in range(1, 8):
         assert len(numbers_shown(client.get(f"/projects/huge?page={page}"))) == (
-            50 if page < 7 else 1)
+            50 if page < 7 else 1
+        )
     kept = app.config["buildshelf.cache"].views(store.snapshot().project("huge"))
     assert sorted(key[-1] for key in kept) == [1, 2, 3, 4]
 
@@ -319,6 +382,7 @@ def test_static_files(client):
 
 # --- the feed ------------------------------------------------------------------------------------
 
+
 def feed_of(resp):
     parsed = feedparser.parse(resp.body)
     assert not parsed.bozo, parsed.get("bozo_exception")
@@ -326,12 +390,15 @@ def feed_of(resp):
     return parsed
 
 
-@pytest.mark.parametrize("query, numbers", [
-    ("project=alpha", [5, 3, 1]),
-    ("project=alpha&experimental=true", [8, 7, 5, 3, 2, 1]),
-    ("project=Alpha&channel=1.21&experimental=TRUE", [7, 5]),
-    ("project=alpha&channel=9.9", []),
-])
+@pytest.mark.parametrize(
+    "query, numbers",
+    [
+        ("project=alpha", [5, 3, 1]),
+        ("project=alpha&experimental=true", [8, 7, 5, 3, 2, 1]),
+        ("project=Alpha&channel=1.21&experimental=TRUE", [7, 5]),
+        ("project=alpha&channel=9.9", []),
+    ],
+)
 def test_the_feed_holds_the_builds_passing_the_filters(client, query, numbers):
     resp = client.get(f"/api/v2/feed?{query}")
     assert resp.content_type == "application/atom+xml"
@@ -340,15 +407,17 @@ def test_the_feed_holds_the_builds_passing_the_filters(client, query, numbers):
     api = client.get(f"/api/v2/builds?{query}").json[::-1]
     for entry, build in zip(feed.entries, api, strict=True):
         experimental = ", experimental" if build["isExperimental"] else ""
-        assert entry.title == f"Alpha #{build['buildNumber']} ({build['channelVersion']}" \
-                              f"{experimental})"
+        assert (
+            entry.title == f"Alpha #{build['buildNumber']} ({build['channelVersion']}"
+            f"{experimental})"
+        )
         assert entry.id == f"tag:buildshelf,2026:alpha/builds/{build['buildNumber']}"
         assert calendar.timegm(entry.updated_parsed) == build["timestamp"] // 1000
         assert entry.link == build["downloadUrl"]
         assert [link.href for link in entry.links if link.rel == "related"] == [build["url"]]
         assert entry.content[0].value == "\n".join(
-            f"{c['hash'][:7]} {c['message']}" for c in build["commits"]) or (
-            "No commits listed.")
+            f"{c['hash'][:7]} {c['message']}" for c in build["commits"]
+        ) or ("No commits listed.")
         assert [tag.term for tag in entry.tags] == [build["channelVersion"]]
 
 
@@ -356,25 +425,25 @@ def test_the_feed_itself(client):
     feed = feed_of(client.get("/api/v2/feed?project=alpha&channel=1.21&experimental=true"))
     assert feed.feed.id == "tag:buildshelf,2026:alpha/feed;channel=1.21;experimental"
     assert feed.feed.title == "Alpha: builds in channel 1.21"
-    assert feed.feed.author_detail == {"name": "Alpha",
-                                       "href": "https://ci.example.org/job/Alpha/"}
+    assert feed.feed.author_detail == {"name": "Alpha", "href": "https://ci.example.org/job/Alpha/"}
     assert calendar.timegm(feed.feed.updated_parsed) == (1700000000000 + 7) // 1000
     assert feed_of(client.get("/api/v2/feed?project=beta")).feed.id == (
-        "tag:buildshelf,2026:beta/feed")
-    assert feed_of(client.get("/api/v2/feed?project=alpha")).feed.title == (
-        "Alpha: stable builds")
+        "tag:buildshelf,2026:beta/feed"
+    )
+    assert feed_of(client.get("/api/v2/feed?project=alpha")).feed.title == ("Alpha: stable builds")
 
 
 def test_the_feed_holds_the_newest_50(big_data_dir, client):
     feed = feed_of(client.get("/api/v2/feed?project=big&experimental=true"))
-    assert [e.id.rsplit("/", 1)[1] for e in feed.entries] == [
-        str(n) for n in range(120, 70, -1)]
+    assert [e.id.rsplit("/", 1)[1] for e in feed.entries] == [str(n) for n in range(120, 70, -1)]
 
 
 def test_the_feed_ids_do_not_depend_on_the_host(client):
     here = client.get("/api/v2/feed?project=alpha").body
-    there = client.get("/api/v2/feed?project=alpha", extra_environ={
-        "HTTP_HOST": "builds.example.net", "wsgi.url_scheme": "https"}).body
+    there = client.get(
+        "/api/v2/feed?project=alpha",
+        extra_environ={"HTTP_HOST": "builds.example.net", "wsgi.url_scheme": "https"},
+    ).body
     assert here == there
 
 
@@ -384,13 +453,23 @@ def test_hostile_data_makes_a_well_formed_feed(hostile_dir, client):
     assert root.tag == "{http://www.w3.org/2005/Atom}feed"
     feed = feed_of(resp)
     assert feed.entries[1].content[0].value == (
-        "abc <script>alert(1)</script>\nd \"quoted\" & 'single' \ufffd \ufffd")
+        "abc <script>alert(1)</script>\nd \"quoted\" & 'single' \ufffd \ufffd"
+    )
     assert feed.entries[0].updated == "1970-01-01T00:00:00Z"  # out of any calendar
 
 
-@pytest.mark.parametrize("query", ["", "project=", "project=nope", "project=alpha&version=1",
-                                   "project=alpha&project=beta", "project=alpha%00",
-                                   "project=alpha&channel=%FF"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "",
+        "project=",
+        "project=nope",
+        "project=alpha&version=1",
+        "project=alpha&project=beta",
+        "project=alpha%00",
+        "project=alpha&channel=%FF",
+    ],
+)
 def test_the_feed_refuses_what_builds_refuses_with_the_same_json(client, query):
     feed = client.get(f"/api/v2/feed?{query}", expect_errors=True)
     builds = client.get(f"/api/v2/builds?{query}", expect_errors=True)
@@ -400,8 +479,9 @@ def test_the_feed_refuses_what_builds_refuses_with_the_same_json(client, query):
 
 # --- the stylesheet ------------------------------------------------------------------------------
 
+
 def luminance(hex_colour):
-    channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
@@ -411,10 +491,19 @@ def contrast(a, b):
     return (high + 0.05) / (low + 0.05)
 
 
-TEXT_PAIRS = [("text", "bg"), ("text", "surface"), ("muted", "bg"), ("muted", "surface"),
-              ("link", "bg"), ("link", "surface"), ("on-accent", "accent"),
-              ("on-accent", "accent-hover"), ("chip-text", "chip-bg"),
-              ("badge-text", "badge-bg"), ("text", "code-bg")]
+TEXT_PAIRS = [
+    ("text", "bg"),
+    ("text", "surface"),
+    ("muted", "bg"),
+    ("muted", "surface"),
+    ("link", "bg"),
+    ("link", "surface"),
+    ("on-accent", "accent"),
+    ("on-accent", "accent-hover"),
+    ("chip-text", "chip-bg"),
+    ("badge-text", "badge-bg"),
+    ("text", "code-bg"),
+]
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -422,8 +511,12 @@ def test_every_text_colour_meets_wcag_aa(scheme):
     with open(f"{pages.VIEWS}/style.css") as f:
         css = f.read()
     light, dark = css.split("@media (prefers-color-scheme: dark)")
-    colours = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})",
-                              light if scheme == "light" else dark[:dark.index("}\n}")]))
+    colours = dict(
+        re.findall(
+            r"--([\w-]+): (#[0-9a-f]{6})",
+            light if scheme == "light" else dark[: dark.index("}\n}")],
+        )
+    )
     assert {name for pair in TEXT_PAIRS for name in pair} <= colours.keys()
     for text, background in TEXT_PAIRS:
         assert contrast(colours[text], colours[background]) >= 4.5, (scheme, text, background)
@@ -431,25 +524,55 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 
 # --- installed without the source tree ----------------------------------------------------------
 
+
 def test_a_non_editable_install_finds_the_templates(tmp_path):
     """`pip install .` puts views/ under share/; the pages must find it from any directory."""
     root = pages.os.path.dirname(pages.os.path.dirname(pages.os.path.abspath(__file__)))
     # A copy: pip builds in the source tree and would leave build/ behind in the developer's.
     source = tmp_path / "source"
-    shutil.copytree(root, source, ignore=shutil.ignore_patterns(
-        ".*", "build", "*.egg-info", "__pycache__", "bench", "data", "docs", "tests"))
+    shutil.copytree(
+        root,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".*", "build", "*.egg-info", "__pycache__", "bench", "data", "docs", "tests"
+        ),
+    )
     # --ignore-installed: else pip would uninstall the developer's editable install
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--ignore-installed", "--no-build-isolation", "--no-index", "--prefix",
-                    str(tmp_path / "prefix"), str(source)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--ignore-installed",
+            "--no-build-isolation",
+            "--no-index",
+            "--prefix",
+            str(tmp_path / "prefix"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     [site] = (tmp_path / "prefix").glob("lib/python3*/site-packages")
-    script = ("import os, cli, pages, server, store, webtest\n"
-              "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
-              "client = webtest.TestApp(server.make_app(store.Store(cli.DEFAULT_DATA)))\n"
-              "print(pages.VIEWS)\n"
-              "print(client.get('/').status, client.get('/static/style.css').status)\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd="/", capture_output=True,
-                          text=True, timeout=60, env={"PYTHONPATH": str(site)})
+    script = (
+        "import os, cli, pages, server, store, webtest\n"
+        "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
+        "client = webtest.TestApp(server.make_app(store.Store(cli.DEFAULT_DATA)))\n"
+        "print(pages.VIEWS)\n"
+        "print(client.get('/').status, client.get('/static/style.css').status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(site)},
+    )
     assert done.returncode == 0, done.stderr
     views, statuses = done.stdout.splitlines()
     assert views == str(tmp_path / "prefix" / "share" / "buildshelf" / "views")

@@ -18,44 +18,65 @@ from conftest import write_file
 API = "/api/v2"
 CHANNELS = ["1.20", "1.21", "1.21.1-pre1", "2.0+b", "x_y"]
 
-commits = st.lists(st.fixed_dictionaries({
-    "message": st.text(max_size=30),
-    "hash": st.text("0123456789abcdefABCDEF", min_size=1, max_size=40),
-}), max_size=3)
+commits = st.lists(
+    st.fixed_dictionaries(
+        {
+            "message": st.text(max_size=30),
+            "hash": st.text("0123456789abcdefABCDEF", min_size=1, max_size=40),
+        }
+    ),
+    max_size=3,
+)
 
 
 @st.composite
 def projects(draw):
     numbers = draw(st.lists(st.integers(0, 10**12), unique=True, max_size=25))
-    builds = [{
-        "buildNumber": n,
-        "url": f"https://ci.example.org/{n}/",
-        "downloadUrl": f"http://dl.example.org/{n}.jar",
-        "channelVersion": draw(st.sampled_from(CHANNELS)),
-        "timestamp": draw(st.integers(-(2**63), 2**63)),
-        "isExperimental": draw(st.booleans()),
-        "commits": draw(commits),
-    } for n in numbers]
-    base = draw(st.sampled_from(["https://jd.example.org/p/", "https://jd.example.org/p",
-                                 "http://jd.example.org/a/b//"]))
-    return {"ciJob": draw(st.text(min_size=1, max_size=20)),
-            "ciJobUrl": "https://ci.example.org/job/p/", "javadocBaseUrl": base,
-            "builds": builds}
+    builds = [
+        {
+            "buildNumber": n,
+            "url": f"https://ci.example.org/{n}/",
+            "downloadUrl": f"http://dl.example.org/{n}.jar",
+            "channelVersion": draw(st.sampled_from(CHANNELS)),
+            "timestamp": draw(st.integers(-(2**63), 2**63)),
+            "isExperimental": draw(st.booleans()),
+            "commits": draw(commits),
+        }
+        for n in numbers
+    ]
+    base = draw(
+        st.sampled_from(
+            ["https://jd.example.org/p/", "https://jd.example.org/p", "http://jd.example.org/a/b//"]
+        )
+    )
+    return {
+        "ciJob": draw(st.text(min_size=1, max_size=20)),
+        "ciJobUrl": "https://ci.example.org/job/p/",
+        "javadocBaseUrl": base,
+        "builds": builds,
+    }
 
 
-queries = st.fixed_dictionaries({}, optional={
-    "channel": st.sampled_from(CHANNELS) | st.text(max_size=8),
-    "experimental": st.sampled_from(["true", "TRUE", "True", "false", "yes", "1", ""]),
-    "unknown": st.text(max_size=5),
-})
+queries = st.fixed_dictionaries(
+    {},
+    optional={
+        "channel": st.sampled_from(CHANNELS) | st.text(max_size=8),
+        "experimental": st.sampled_from(["true", "TRUE", "True", "false", "yes", "1", ""]),
+        "unknown": st.text(max_size=5),
+    },
+)
 
 
 def model_select(doc, query):
     """What /builds must return: written from the README's rules, not from store.py."""
     channel = query.get("channel") or None
     experimental = query.get("experimental", "").lower() == "true"
-    chosen = [b for b in doc["builds"] if (channel is None or b["channelVersion"] == channel)
-              and (experimental or not b["isExperimental"])]
+    chosen = [
+        b
+        for b in doc["builds"]
+        if (channel is None or b["channelVersion"] == channel)
+        and (experimental or not b["isExperimental"])
+    ]
     return sorted(chosen, key=lambda b: b["buildNumber"])
 
 
@@ -91,8 +112,12 @@ def check_against_the_model(client, doc, query, slug):
     if expected:
         assert latest.status_int == 200 and latest.json == expected[-1]
         assert jd.status_int == 302
-        assert jd.location == (doc["javadocBaseUrl"].rstrip("/") + "/"
-                               + expected[-1]["channelVersion"] + "-R0.1-SNAPSHOT")
+        assert jd.location == (
+            doc["javadocBaseUrl"].rstrip("/")
+            + "/"
+            + expected[-1]["channelVersion"]
+            + "-R0.1-SNAPSHOT"
+        )
     else:
         assert latest.status_int == 404 and latest.json["code"] == "no_matching_build"
         assert jd.status_int == 404 and "Location" not in jd.headers
@@ -109,25 +134,63 @@ def test_every_build_in_the_file_is_served_once_in_order(doc):
 # Placeholders that json_text() replaces with what json.dumps cannot write: an integer over
 # Python's 4,300-digit limit, and nesting deeper than the parser goes.
 HUGE, HUGE_NEGATIVE, DEEP = "\x00huge\x00", "\x00-huge\x00", "\x00deep\x00"
-UNWRITABLE = {json.dumps(HUGE): "9" * 4301, json.dumps(HUGE_NEGATIVE): "-" + "1" * 6000,
-              json.dumps(DEEP): "[" * 1200 + "]" * 1200}
+UNWRITABLE = {
+    json.dumps(HUGE): "9" * 4301,
+    json.dumps(HUGE_NEGATIVE): "-" + "1" * 6000,
+    json.dumps(DEEP): "[" * 1200 + "]" * 1200,
+}
 
 # Any text, lone surrogates included (hypothesis draws them rarely unless asked).
-any_text = st.text(st.characters(exclude_categories=())
-                   | st.sampled_from("\ud800\udbff\udc00\udfff"), max_size=12)
+any_text = st.text(
+    st.characters(exclude_categories=()) | st.sampled_from("\ud800\udbff\udc00\udfff"), max_size=12
+)
 # Values close to valid ones, so that validation gets past the first field more often.
-near_valid = st.sampled_from([
-    "https://ci.example.org/1/", "https://jd.\u212aelvin.example/", "http://a.example/?q#f",
-    "https://a.example/ä", "https:/a.example/", "1.21", "1.21/x", "0a1b", "0x1b", "", "p",
-    "Way\ud800stone", 0, 7, 12, -1, 2**64, 1.0, True, False, None, [], {}, 1e400, [[]],
-    {"message": "m", "hash": "ab"}, {"message": "m"}, {"message": "m", "hash": "ab", "x": 1},
-    [{"message": "m", "hash": "ab"}], [{"message": "m", "hash": ""}], [{"message": 1,
-                                                                       "hash": "ab"}]])
+near_valid = st.sampled_from(
+    [
+        "https://ci.example.org/1/",
+        "https://jd.\u212aelvin.example/",
+        "http://a.example/?q#f",
+        "https://a.example/ä",
+        "https:/a.example/",
+        "1.21",
+        "1.21/x",
+        "0a1b",
+        "0x1b",
+        "",
+        "p",
+        "Way\ud800stone",
+        0,
+        7,
+        12,
+        -1,
+        2**64,
+        1.0,
+        True,
+        False,
+        None,
+        [],
+        {},
+        1e400,
+        [[]],
+        {"message": "m", "hash": "ab"},
+        {"message": "m"},
+        {"message": "m", "hash": "ab", "x": 1},
+        [{"message": "m", "hash": "ab"}],
+        [{"message": "m", "hash": ""}],
+        [{"message": 1, "hash": "ab"}],
+    ]
+)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text
-    | st.sampled_from([HUGE, HUGE_NEGATIVE, DEEP]) | near_valid,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | any_text
+    | st.sampled_from([HUGE, HUGE_NEGATIVE, DEEP])
+    | near_valid,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 
 def json_text(value, indent=None):
@@ -153,9 +216,12 @@ def assert_servable(path, data):
         for experimental in (False, True):
             server.encode([server.build_json(b) for b in project.select(channel, experimental)])
             if project.latest(channel, experimental):
-                assert javadoc.javadoc_url(project.javadoc_base_url,
-                                           project.latest(channel, experimental).channel,
-                                           None, project.javadoc_page_prefix).isascii()
+                assert javadoc.javadoc_url(
+                    project.javadoc_base_url,
+                    project.latest(channel, experimental).channel,
+                    None,
+                    project.javadoc_page_prefix,
+                ).isascii()
     return project
 
 
@@ -166,9 +232,17 @@ def test_any_file_content_is_a_project_or_a_data_error(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(doc=projects(), path=st.lists(st.sampled_from(
-    ["builds", 0, "commits", "channelVersion", "buildNumber", "timestamp", "hash"]),
-    min_size=1, max_size=4), value=json_values)
+@given(
+    doc=projects(),
+    path=st.lists(
+        st.sampled_from(
+            ["builds", 0, "commits", "channelVersion", "buildNumber", "timestamp", "hash"]
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    value=json_values,
+)
 def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value):
     target = doc
     for step in path[:-1]:  # walk as far as the path goes in this document
@@ -192,21 +266,64 @@ def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value
 # --- /jd?redirect= never leaves the channel's javadoc ------------------------------------------
 
 # Pieces that have sent redirects elsewhere in other services, mixed with plain page paths.
-REDIRECT_PIECES = ["..", ".", "/", "//", "\\", ":", "@", "?", "#", "%", "%2e", "%2E", "%2f",
-                   "%2F", "%5c", "%25", "%252e", "%252F", "%23", "%3A", "%40", "%00", "%0d%0a",
-                   "http:", "https://evil.example", "evil.example", "javascript:", "\uff0e",
-                   "\u2215", " ", "+", "&redirect=x", "Foo.html", "org", "a$B", "-", "_",
-                   "#m(int[])", "<init>", "[", "]"]
+REDIRECT_PIECES = [
+    "..",
+    ".",
+    "/",
+    "//",
+    "\\",
+    ":",
+    "@",
+    "?",
+    "#",
+    "%",
+    "%2e",
+    "%2E",
+    "%2f",
+    "%2F",
+    "%5c",
+    "%25",
+    "%252e",
+    "%252F",
+    "%23",
+    "%3A",
+    "%40",
+    "%00",
+    "%0d%0a",
+    "http:",
+    "https://evil.example",
+    "evil.example",
+    "javascript:",
+    "\uff0e",
+    "\u2215",
+    " ",
+    "+",
+    "&redirect=x",
+    "Foo.html",
+    "org",
+    "a$B",
+    "-",
+    "_",
+    "#m(int[])",
+    "<init>",
+    "[",
+    "]",
+]
 page_paths = st.tuples(
     st.lists(st.from_regex(r"[A-Za-z0-9._$-]{1,6}", fullmatch=True), min_size=1, max_size=4),
     st.sampled_from(["", "#", "#m(int)", "#<init>()", "#a/b?c", "#x y", "#%41"]),
 ).map(lambda parts: "/".join(parts[0]) + parts[1])
-redirects = page_paths | st.lists(st.sampled_from(REDIRECT_PIECES) | st.text(max_size=4),
-                                  max_size=12).map("".join)
+redirects = page_paths | st.lists(
+    st.sampled_from(REDIRECT_PIECES) | st.text(max_size=4), max_size=12
+).map("".join)
 # How the value goes into the query: encoded once (safe=""), left partly raw as careless clients
 # send it, or sent raw.
-ENCODINGS = [lambda v: quote(v, safe=""), lambda v: quote(v, safe="/:@$"),
-             lambda v: quote(v, safe="/%:@$+"), lambda v: v]
+ENCODINGS = [
+    lambda v: quote(v, safe=""),
+    lambda v: quote(v, safe="/:@$"),
+    lambda v: quote(v, safe="/%:@$+"),
+    lambda v: v,
+]
 
 
 def remove_dot_segments(path):
@@ -222,15 +339,36 @@ def remove_dot_segments(path):
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(redirect=redirects, encoding=st.sampled_from(ENCODINGS),
-       base=st.sampled_from(["https://jd.example.org/p/", "https://jd.example.org/p",
-                             "http://jd.example.org:8080/a/b//"]),
-       prefix=st.sampled_from(["", ".cache/unpack"]), channel=st.sampled_from(CHANNELS))
+@given(
+    redirect=redirects,
+    encoding=st.sampled_from(ENCODINGS),
+    base=st.sampled_from(
+        [
+            "https://jd.example.org/p/",
+            "https://jd.example.org/p",
+            "http://jd.example.org:8080/a/b//",
+        ]
+    ),
+    prefix=st.sampled_from(["", ".cache/unpack"]),
+    channel=st.sampled_from(CHANNELS),
+)
 def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefix, channel):
-    doc = {"ciJob": "P", "ciJobUrl": "https://ci.example.org/job/p/", "javadocBaseUrl": base,
-           "builds": [{"buildNumber": 1, "url": "https://ci.example.org/1/",
-                       "downloadUrl": "https://ci.example.org/1.jar", "channelVersion": channel,
-                       "timestamp": 1, "isExperimental": False, "commits": []}]}
+    doc = {
+        "ciJob": "P",
+        "ciJobUrl": "https://ci.example.org/job/p/",
+        "javadocBaseUrl": base,
+        "builds": [
+            {
+                "buildNumber": 1,
+                "url": "https://ci.example.org/1/",
+                "downloadUrl": "https://ci.example.org/1.jar",
+                "channelVersion": channel,
+                "timestamp": 1,
+                "isExperimental": False,
+                "commits": [],
+            }
+        ],
+    }
     if prefix:
         doc["javadocPagePrefix"] = prefix
     target = f"{API}/jd?project=p&redirect={encoding(redirect)}"
@@ -258,13 +396,17 @@ def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefi
 
 PROJECT_FIELDS = sorted(store_module.PROJECT_KEYS) + ["other"]
 BUILD_FIELDS = sorted(store_module.BUILD_KEYS | store_module.LEGACY_BUILD_KEYS) + [
-    "gameVersion", "other"]
+    "gameVersion",
+    "other",
+]
 COMMIT_FIELDS = sorted(store_module.AUTHORED_COMMIT_KEYS) + ["other"]
 DELETE = object()
 
-places = st.one_of(st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
-                   st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
-                   st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)))
+places = st.one_of(
+    st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
+    st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
+    st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)),
+)
 mutations = st.lists(st.tuples(places, json_values | st.just(DELETE)), min_size=1, max_size=3)
 
 
@@ -279,7 +421,7 @@ def damaged(doc, changes, which):
     commit (counting round); a change whose place an earlier change removed is skipped."""
     for (level, key), value in changes:
         target = doc
-        for step in ("builds", "commits")[:("project", "build", "commit").index(level)]:
+        for step in ("builds", "commits")[: ("project", "build", "commit").index(level)]:
             inner = target.get(step) if isinstance(target, dict) else None
             target = inner[which % len(inner)] if isinstance(inner, list) and inner else None
         if not isinstance(target, dict):  # an earlier change replaced or removed it
@@ -289,4 +431,3 @@ def damaged(doc, changes, which):
         else:
             target[key] = value
     return doc
-

@@ -18,6 +18,7 @@ from conftest import ROOT, free_port, make_build, make_project, real_server, wri
 
 # --- the real thing --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def running_server(data_dir):
     with real_server(data_dir) as started:
@@ -56,8 +57,9 @@ def latest_number(port, project="alpha"):
 
 def test_the_real_server_answers_over_http(running_server, data_dir):
     port, proc = running_server
-    resp, body = request(port, "/api/v2/builds/latest?project=alpha",
-                         {"Accept": "application/json"})
+    resp, body = request(
+        port, "/api/v2/builds/latest?project=alpha", {"Accept": "application/json"}
+    )
     assert resp.status == 200 and resp.getheader("Content-Type") == "application/json"
     assert json.loads(body)["buildNumber"] == 5
     resp, body = request(port, "/api/v2/jd?project=alpha")
@@ -70,12 +72,26 @@ def test_the_real_server_answers_over_http(running_server, data_dir):
 def test_a_published_build_is_served_within_the_reload_interval(running_server, data_dir):
     port, _ = running_server
     request(port, "/api/v2/builds/latest?project=alpha")  # the server has read the files
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "publish", "alpha",
-                           "--build", "90", "--channel", "1.21", "--download-url",
-                           "https://ci.example.org/job/Alpha/90/artifact/alpha.jar", "--data",
-                           str(data_dir)], capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "published build 90 of alpha\n",
-                                                           "")
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "cli.py"),
+            "publish",
+            "alpha",
+            "--build",
+            "90",
+            "--channel",
+            "1.21",
+            "--download-url",
+            "https://ci.example.org/job/Alpha/90/artifact/alpha.jar",
+            "--data",
+            str(data_dir),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "published build 90 of alpha\n", "")
     published = time.monotonic()
     deadline = published + 5  # the interval is 1 s: the margin is for a loaded machine
     while True:
@@ -95,9 +111,12 @@ def test_a_304_and_a_204_keep_the_connection_open(running_server):
     resp = conn.getresponse()
     etag = resp.getheader("ETag")
     resp.read()
-    for method, headers, status in [("GET", {"If-None-Match": etag}, 304),
-                                    ("GET", {"If-None-Match": etag}, 304),
-                                    ("OPTIONS", {}, 204), ("GET", {}, 200)]:
+    for method, headers, status in [
+        ("GET", {"If-None-Match": etag}, 304),
+        ("GET", {"If-None-Match": etag}, 304),
+        ("OPTIONS", {}, 204),
+        ("GET", {}, 200),
+    ]:
         conn.request(method, "/api/v2/projects", headers=headers)
         assert conn.sock is sock  # http.client reconnects if the server closed it
         resp = conn.getresponse()
@@ -133,8 +152,11 @@ def access_lines(proc):
     every log line."""
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=10)
-    lines = [line for line in proc.stderr.read().splitlines(keepends=True)
-             if " buildshelf.access: " in line]
+    lines = [
+        line
+        for line in proc.stderr.read().splitlines(keepends=True)
+        if " buildshelf.access: " in line
+    ]
     assert all(re.match(ACCESS_PREFIX + r".*\n\Z", line) for line in lines), lines
     return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
 
@@ -152,14 +174,19 @@ def test_one_access_line_per_request(running_server):
     # One that waitress refuses before the app sees it: still a line.
     request(port, "/api/v2/projects", {"X-Big": "a" * 17 * 1024})
     lines = access_lines(proc)
-    expected = [rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
-                rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
-                r"GET /api/v2/builds\?project=nope 404 \d+", r"HEAD /api/v2/projects 200 0",
-                r"GET /api/v2/builds\?project=alpha 304 0", r"- - 431 \d+"]
+    expected = [
+        rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
+        rf"GET /api/v2/builds\?project=alpha 200 {len(body)}",
+        r"GET /api/v2/builds\?project=nope 404 \d+",
+        r"HEAD /api/v2/projects 200 0",
+        r"GET /api/v2/builds\?project=alpha 304 0",
+        r"- - 431 \d+",
+    ]
     assert len(lines) == len(expected), lines
     for pattern in expected:  # in any order: a line is written once its answer is sent
-        matching = [line for line in lines
-                    if re.fullmatch(rf"127\.0\.0\.1 {pattern} \d+\.\d\dms", line)]
+        matching = [
+            line for line in lines if re.fullmatch(rf"127\.0\.0\.1 {pattern} \d+\.\d\dms", line)
+        ]
         assert matching, (pattern, lines)
         lines.remove(matching[0])
 
@@ -176,6 +203,7 @@ def test_the_access_log_cannot_be_forged(running_server):
 
 def test_the_line_writer_writes_every_line_in_order_from_many_threads(tmp_path):
     import threading
+
     path = tmp_path / "access.log"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     writer = serving.LineWriter(fd, interval=0.001)
@@ -183,6 +211,7 @@ def test_the_line_writer_writes_every_line_in_order_from_many_threads(tmp_path):
     def write_many(n):
         for i in range(2000):
             writer(f"{n} {i}\n".encode())
+
     threads = [threading.Thread(target=write_many, args=(n,)) for n in range(8)]
     for thread in threads:
         thread.start()
@@ -194,16 +223,24 @@ def test_the_line_writer_writes_every_line_in_order_from_many_threads(tmp_path):
     assert len(lines) == 16000
     for n in range(8):  # nothing lost, nothing torn, each thread's lines in its order
         assert [line for line in lines if line.startswith(f"{n} ")] == [
-            f"{n} {i}" for i in range(2000)]
+            f"{n} {i}" for i in range(2000)
+        ]
 
 
 def test_warnings_are_thinned_to_one_a_minute():
     once = serving.OncePer(60)
     assert [once.due(1000.0 + t) for t in [0, 1, 59, 61, 62, 121]] == [
-        True, False, False, True, False, True]
+        True,
+        False,
+        False,
+        True,
+        False,
+        True,
+    ]
 
 
 # --- answers from memory, on the loop thread ---------------------------------------------------
+
 
 def read_responses(sock, methods):
     """The (status line, headers, body) of the answers to requests made with `methods`, in
@@ -229,16 +266,17 @@ def read_responses(sock, methods):
 
 def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running_server):
     port, _ = running_server
-    requests = [("GET", "/api/v2/builds?project=alpha", {}),
-                ("GET", "/api/v2/builds/latest?project=alpha", {}),
-                ("HEAD", "/api/v2/projects", {}),
-                ("GET", "/api/v2/projects", {"Accept-Encoding": "gzip"}),
-                ("GET", "/api/v2/nope", {}),
-                ("GET", "/api/v2/builds?project=alpha", {"If-None-Match": "*"}),
-                ("GET", "/api/v2/projects", {})]
+    requests = [
+        ("GET", "/api/v2/builds?project=alpha", {}),
+        ("GET", "/api/v2/builds/latest?project=alpha", {}),
+        ("HEAD", "/api/v2/projects", {}),
+        ("GET", "/api/v2/projects", {"Accept-Encoding": "gzip"}),
+        ("GET", "/api/v2/nope", {}),
+        ("GET", "/api/v2/builds?project=alpha", {"If-None-Match": "*"}),
+        ("GET", "/api/v2/projects", {}),
+    ]
     # Answers carry Last-Modified once their data is a second old: the same for all of them.
-    eventually(lambda: request(port, "/api/v2/builds?project=beta")[0].getheader(
-        "Last-Modified"))
+    eventually(lambda: request(port, "/api/v2/builds?project=beta")[0].getheader("Last-Modified"))
     alone = []
     for method, target, headers in requests:  # each on a connection of its own
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -251,24 +289,31 @@ def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running
     pipelined = b"".join(
         f"{method} {target} HTTP/1.1\r\nHost: x\r\n".encode()
         + b"".join(f"{name}: {value}\r\n".encode() for name, value in headers.items())
-        + b"\r\n" for method, target, headers in requests[2:] + requests[:2])
+        + b"\r\n"
+        for method, target, headers in requests[2:] + requests[:2]
+    )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(pipelined)
         answers = read_responses(sock, [method for method, _, _ in requests[2:] + requests[:2]])
     for (status, headers, body), (alone_status, alone_headers, alone_body) in zip(
-            answers, alone[2:] + alone[:2]):
+        answers, alone[2:] + alone[:2]
+    ):
         assert int(status.split()[1]) == alone_status and body == alone_body
         del headers["Date"]
         assert headers == {name: value for name, value in alone_headers if name != "Date"}
 
 
-@pytest.mark.parametrize("request_head, closes", [
-    (b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", True),
-    (b"GET /api/v2/projects HTTP/1.0\r\n\r\n", True),
-    (b"GET /api/v2/projects HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False),
-])
-def test_an_answer_from_memory_closes_the_connection_as_http_says(running_server, request_head,
-                                                                 closes):
+@pytest.mark.parametrize(
+    "request_head, closes",
+    [
+        (b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", True),
+        (b"GET /api/v2/projects HTTP/1.0\r\n\r\n", True),
+        (b"GET /api/v2/projects HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", False),
+    ],
+)
+def test_an_answer_from_memory_closes_the_connection_as_http_says(
+    running_server, request_head, closes
+):
     port, _ = running_server
     request(port, "/api/v2/projects")  # remembered from now on
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -320,8 +365,12 @@ def toy_server(tmp_path):
     script = tmp_path / "toy_server.py"
     script.write_text(TOY_SERVER)
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(script), ROOT, str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), ROOT, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline() == "listening\n"
         yield port, proc
@@ -338,8 +387,10 @@ GET = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"  # a request for the target put in {}
 
 def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
     port, _ = toy_server
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as waiting, \
-            socket.create_connection(("127.0.0.1", port), timeout=10) as other:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as waiting,
+        socket.create_connection(("127.0.0.1", port), timeout=10) as other,
+    ):
         # The only worker thread waits on this one; the /fast after it waits its turn.
         waiting.sendall((GET.format("/slow") + GET.format("/fast")).encode())
         for _ in range(3):
@@ -348,7 +399,9 @@ def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
         other.sendall(GET.format("/fast?release").encode())
         assert read_responses(other, ["GET"])[0][2] == b"fastrelease"
         assert [body for _, _, body in read_responses(waiting, ["GET", "GET"])] == [
-            b"slow", b"fast"]
+            b"slow",
+            b"fast",
+        ]
 
 
 def test_a_long_pipeline_is_answered_whole_and_in_order(toy_server):
@@ -373,6 +426,7 @@ def test_a_failing_app_gets_a_500_and_one_access_line(toy_server):
 
 # --- shutdown --------------------------------------------------------------------------------
 
+
 def read_response_head(sock):
     data = b""
     while b"\r\n\r\n" not in data:
@@ -384,8 +438,9 @@ def read_response_head(sock):
 
 def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_server):
     port, proc = running_server
-    write_file(data_dir / "huge.json", make_project([make_build(n, commit_count=3)
-                                                     for n in range(15000)]))
+    write_file(
+        data_dir / "huge.json", make_project([make_build(n, commit_count=3) for n in range(15000)])
+    )
     eventually(lambda: latest_number(port, "huge") == 14999)
     sock = socket.create_connection(("127.0.0.1", port))
     idle = socket.create_connection(("127.0.0.1", port))  # a keep-alive client, between requests
@@ -413,15 +468,14 @@ def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_
 HOSTILE_REQUESTS = [  # (raw request, status expected): what waitress refuses never reaches us
     (b"GET http://evil.example/api/v2/jd?project=alpha HTTP/1.1\r\nHost: x\r\n\r\n", 302),
     (b"GET //evil.example/api/v2/jd?project=alpha HTTP/1.1\r\nHost: x\r\n\r\n", 404),
-    (b"GET /api/v2/jd?project=alpha&channel=%2F%2Fevil.example HTTP/1.1\r\nHost: x\r\n\r\n",
-     404),
-    (b"GET /api/v2/jd?project=alpha&channel=1.21%0d%0aSet-Cookie:x HTTP/1.1\r\nHost: x\r\n\r\n",
-     400),
+    (b"GET /api/v2/jd?project=alpha&channel=%2F%2Fevil.example HTTP/1.1\r\nHost: x\r\n\r\n", 404),
+    (
+        b"GET /api/v2/jd?project=alpha&channel=1.21%0d%0aSet-Cookie:x HTTP/1.1\r\nHost: x\r\n\r\n",
+        400,
+    ),
     (b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", 413),
-    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 15000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-     200),
-    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 17000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
-     431),
+    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 15000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 200),
+    (b"GET /api/v2/builds?project=alpha&x=" + b"a" * 17000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 431),
     (b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400),
     (b"GET /api/v2/builds?project=alpha\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     (b"GET /api/v2/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -442,16 +496,21 @@ def test_hostile_requests_get_a_4xx_or_a_safe_answer(running_server):
         status_line, *headers = head.decode("latin-1").split("\r\n")
         assert int(status_line.split()[1]) == expected, raw[:70]
         locations = [h for h in headers if h.lower().startswith("location:")]
-        assert all(h == "Location: https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT"
-                   for h in locations), raw[:70]
+        assert all(
+            h == "Location: https://jd.example.org/alpha/1.21-R0.1-SNAPSHOT" for h in locations
+        ), raw[:70]
 
 
 def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
     port, proc = running_server
     moved = data_dir.with_name("moved")
     data_dir.rename(moved)
-    eventually(lambda: json.loads(request(port, "/healthz")[1])["rejectedFiles"] == [
-        {"file": ".", "error": os.strerror(2)}])
+    eventually(
+        lambda: (
+            json.loads(request(port, "/healthz")[1])["rejectedFiles"]
+            == [{"file": ".", "error": os.strerror(2)}]
+        )
+    )
     assert latest_number(port) == 5
     moved.rename(data_dir)
     write_file(data_dir / "alpha.json", make_project([make_build(61)]))
@@ -460,6 +519,7 @@ def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
 
 
 # --- clients that do not play along -----------------------------------------------------------
+
 
 @pytest.fixture
 def server_with_threads(data_dir):
@@ -470,8 +530,9 @@ def server_with_threads(data_dir):
 
 def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_threads):
     port = server_with_threads
-    write_file(data_dir / "big.json", make_project([make_build(n, commit_count=3)
-                                                    for n in range(3000)]))
+    write_file(
+        data_dir / "big.json", make_project([make_build(n, commit_count=3) for n in range(3000)])
+    )
     eventually(lambda: latest_number(port, "big") == 2999)
     request_line = b"GET /api/v2/builds?project=big HTTP/1.1\r\nHost: x\r\n\r\n"
     attackers = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
@@ -489,11 +550,14 @@ def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_thr
             sock.close()
 
 
-@pytest.mark.parametrize("raw", [
-    b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
-    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
-    b"GET /api/v2/projects HTTP/1.1\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"POST /api/v2/projects HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /api/v2/projects HTTP/1.1\r\n\r\nGET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n",
+    ],
+)
 def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_server, raw):
     port, _ = running_server
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
@@ -509,9 +573,19 @@ def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_ser
 def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(data_dir):
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data_dir), "--port",
-         str(port), "--quiet"], stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--quiet",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
+    )
     idle = []
     try:
         eventually(lambda: not refuses_connections(port))

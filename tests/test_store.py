@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 import store as store_module
-from conftest import hang_reads_of, ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
+from conftest import ALPHA_BUILDS, bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 
 def parse(doc, slug="alpha", path="data/alpha.json"):
@@ -26,19 +26,23 @@ def parse_error(doc, **kwargs):
 
 # --- parsing and queries ---------------------------------------------------------------------
 
+
 def test_builds_are_sorted_whatever_the_file_order():
     project = parse(make_project(ALPHA_BUILDS))
     assert [b.number for b in project.builds] == [1, 2, 3, 5, 7, 8]
 
 
-@pytest.mark.parametrize("channel, experimental, expected, latest", [
-    (None, False, [1, 3, 5], 5),
-    (None, True, [1, 2, 3, 5, 7, 8], 8),
-    ("1.20", False, [1, 3], 3),
-    ("1.21", True, [5, 7], 7),
-    ("1.21.1-pre1", False, [], None),
-    ("nope", True, [], None),
-])
+@pytest.mark.parametrize(
+    "channel, experimental, expected, latest",
+    [
+        (None, False, [1, 3, 5], 5),
+        (None, True, [1, 2, 3, 5, 7, 8], 8),
+        ("1.20", False, [1, 3], 3),
+        ("1.21", True, [5, 7], 7),
+        ("1.21.1-pre1", False, [], None),
+        ("nope", True, [], None),
+    ],
+)
 def test_select_and_latest(channel, experimental, expected, latest):
     project = parse(make_project(ALPHA_BUILDS))
     assert [b.number for b in project.select(channel, experimental)] == expected
@@ -49,20 +53,35 @@ def test_select_and_latest(channel, experimental, expected, latest):
 def test_a_build_keeps_every_value_of_its_file():
     project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=-5)]))
     assert project.builds[0] == store_module.Build(
-        4, "https://ci.example.org/job/Alpha/4/",
-        "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar", "1.21", -5, True,
-        (store_module.Commit("Change 4.0", "0004" + "0" * 36),
-         store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1")))
+        4,
+        "https://ci.example.org/job/Alpha/4/",
+        "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar",
+        "1.21",
+        -5,
+        True,
+        (
+            store_module.Commit("Change 4.0", "0004" + "0" * 36),
+            store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1"),
+        ),
+    )
 
 
 def test_a_commit_author_is_kept_and_empty_when_absent():
-    build = make_build(4, commit_count=0, commits=[
-        {"message": "a", "hash": "ab", "author": "Jane Doe"},
-        {"message": "b", "hash": "cd"},
-        {"message": "c", "hash": "ef", "author": ""}])
+    build = make_build(
+        4,
+        commit_count=0,
+        commits=[
+            {"message": "a", "hash": "ab", "author": "Jane Doe"},
+            {"message": "b", "hash": "cd"},
+            {"message": "c", "hash": "ef", "author": ""},
+        ],
+    )
     commits = parse(make_project([build])).builds[0].commits
-    assert commits == (store_module.Commit("a", "ab", "Jane Doe"),
-                       store_module.Commit("b", "cd", ""), store_module.Commit("c", "ef", ""))
+    assert commits == (
+        store_module.Commit("a", "ab", "Jane Doe"),
+        store_module.Commit("b", "cd", ""),
+        store_module.Commit("c", "ef", ""),
+    )
 
 
 @pytest.mark.parametrize("prefix", [".cache/unpack", "docs", "a/b.c/$d_e-f"])
@@ -75,41 +94,53 @@ def test_without_a_page_prefix_there_is_none():
     assert parse(make_project([], javadocPagePrefix="")).javadoc_page_prefix == ""
 
 
-@pytest.mark.parametrize("prefix, problem", [
-    (".cache/unpack/", "has an empty segment (a leading, trailing or doubled '/')"),
-    ("/.cache/unpack", "has an empty segment (a leading, trailing or doubled '/')"),
-    ("a//b", "has an empty segment (a leading, trailing or doubled '/')"),
-    ("../other", "has a '.' or '..' segment"),
-    ("a/./b", "has a '.' or '..' segment"),
-    ("https://evil.example", "holds ':' (a scheme?): give a path relative to the javadoc root"),
-    ("a\\b", "holds a backslash: separate segments with '/'"),
-    ("a b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
-    ("a%2Fb", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
-    ("a?b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
-    ("a#b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
-    ("a" * 513, "is too long"),
-])
+@pytest.mark.parametrize(
+    "prefix, problem",
+    [
+        (".cache/unpack/", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("/.cache/unpack", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("a//b", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("../other", "has a '.' or '..' segment"),
+        ("a/./b", "has a '.' or '..' segment"),
+        ("https://evil.example", "holds ':' (a scheme?): give a path relative to the javadoc root"),
+        ("a\\b", "holds a backslash: separate segments with '/'"),
+        ("a b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a%2Fb", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a?b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a#b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a" * 513, "is too long"),
+    ],
+)
 def test_a_bad_javadoc_page_prefix_is_refused(prefix, problem):
     assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
         f"data/alpha.json: 'javadocPagePrefix' {problem}: give a relative path such as "
-        "\".cache/unpack\"")
+        '".cache/unpack"'
+    )
 
 
 @pytest.mark.parametrize("prefix", [None, 3, [".cache"]])
 def test_a_javadoc_page_prefix_must_be_a_string(prefix):
     assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
-        "data/alpha.json: 'javadocPagePrefix' must be a string, e.g. \".cache/unpack\"")
+        "data/alpha.json: 'javadocPagePrefix' must be a string, e.g. \".cache/unpack\""
+    )
 
 
 def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
-    project = parse(make_project([make_build(1, commit={"message": "m", "hash": "ab"})],
-                                 slug="alpha"))
+    project = parse(
+        make_project([make_build(1, commit={"message": "m", "hash": "ab"})], slug="alpha")
+    )
     assert not hasattr(project.builds[0], "commit")
 
 
-@pytest.mark.parametrize("url", ["https://ci.example.org:8443/job/a%20b/1/?x=1&y=2#frag",
-                                 "http://[::1]:8080/x", "HTTPS://CI.EXAMPLE.ORG",
-                                 "https://ci.example.org/~user/(1)/a+b;c=d@e!$'*,"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ci.example.org:8443/job/a%20b/1/?x=1&y=2#frag",
+        "http://[::1]:8080/x",
+        "HTTPS://CI.EXAMPLE.ORG",
+        "https://ci.example.org/~user/(1)/a+b;c=d@e!$'*,",
+    ],
+)
 def test_urls_of_uri_characters_are_accepted(url):
     assert parse(make_project([make_build(1, url=url, downloadUrl=url)])).builds[0].url == url
 
@@ -120,21 +151,27 @@ def test_a_utf8_bom_is_accepted():
 
 # --- validation: every error names the file and where ------------------------------------------
 
+
 def test_json_syntax_errors_give_line_and_column():
     assert parse_error(b'{\n  "ciJob": "A",\n  "builds": [,]\n}') == (
-        "data/alpha.json:3:14: Expecting value")
+        "data/alpha.json:3:14: Expecting value"
+    )
 
 
 def test_invalid_utf8_gives_line_and_column():
     assert parse_error(b'{\n "ciJob": "\xff"}') == "data/alpha.json:2:12: not valid UTF-8"
     assert parse_error('{\n "ciJob": "ü€\n"ü€\xff'.encode()[:-2] + b"\xff") == (
-        "data/alpha.json:3:4: not valid UTF-8")  # columns count characters, not bytes
+        "data/alpha.json:3:4: not valid UTF-8"
+    )  # columns count characters, not bytes
 
 
-@pytest.mark.parametrize("text, message", [
-    (b'{"ciJob": NaN}', "NaN is not valid JSON"),
-    (b'{"ciJob": "a", "ciJob": "b"}', "key 'ciJob' appears twice in one object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (b'{"ciJob": NaN}', "NaN is not valid JSON"),
+        (b'{"ciJob": "a", "ciJob": "b"}', "key 'ciJob' appears twice in one object"),
+    ],
+)
 def test_json_that_python_would_accept_but_json_does_not(text, message):
     assert parse_error(text) == f"data/alpha.json: {message}"
 
@@ -143,50 +180,72 @@ def build_error(**fields):
     return parse_error(make_project([make_build(1), make_build(12, **fields)]))
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"url": "ftp://ci.example.org/1"}, "'url' " + store_module.URL_RULE),
-    ({"url": "/job/1/"}, "'url' " + store_module.URL_RULE),
-    ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + store_module.URL_RULE),
-    ({"downloadUrl": "https://"}, "'downloadUrl' " + store_module.URL_RULE),
-    ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + store_module.URL_RULE),
-    ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + store_module.URL_RULE),
-    ({"url": "https://a.example/\u00e9"}, "'url' " + store_module.URL_RULE),
-    ({"channelVersion": ""}, "'channelVersion' must be a non-empty string of letters, digits "
-                             "and . _ + -"),
-    ({"channelVersion": "1.21/../x"}, "'channelVersion' must be a non-empty string of "
-                                      "letters, digits and . _ + -"),
-    ({"channelVersion": 1.21}, "'channelVersion' must be a non-empty string of letters, "
-                               "digits and . _ + -"),
-    ({"timestamp": 1.5}, "'timestamp' must be an integer"),
-    ({"timestamp": True}, "'timestamp' must be an integer"),
-    ({"timestamp": "1700000000"}, "'timestamp' must be an integer"),
-    ({"isExperimental": "false"}, "'isExperimental' must be true or false"),
-    ({"isExperimental": 0}, "'isExperimental' must be true or false"),
-    ({"commits": {}}, "'commits' must be an array"),
-    ({"commits": None}, "'commits' must be an array"),
-    ({"gameVersion": "1.21"}, "'gameVersion' is the old name: rename it to 'channelVersion'"),
-    ({"isExperimentl": True}, "unknown key 'isExperimentl'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"url": "ftp://ci.example.org/1"}, "'url' " + store_module.URL_RULE),
+        ({"url": "/job/1/"}, "'url' " + store_module.URL_RULE),
+        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + store_module.URL_RULE),
+        ({"downloadUrl": "https://"}, "'downloadUrl' " + store_module.URL_RULE),
+        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + store_module.URL_RULE),
+        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + store_module.URL_RULE),
+        ({"url": "https://a.example/\u00e9"}, "'url' " + store_module.URL_RULE),
+        (
+            {"channelVersion": ""},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"channelVersion": "1.21/../x"},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"channelVersion": 1.21},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        ({"timestamp": 1.5}, "'timestamp' must be an integer"),
+        ({"timestamp": True}, "'timestamp' must be an integer"),
+        ({"timestamp": "1700000000"}, "'timestamp' must be an integer"),
+        ({"isExperimental": "false"}, "'isExperimental' must be true or false"),
+        ({"isExperimental": 0}, "'isExperimental' must be true or false"),
+        ({"commits": {}}, "'commits' must be an array"),
+        ({"commits": None}, "'commits' must be an array"),
+        ({"gameVersion": "1.21"}, "'gameVersion' is the old name: rename it to 'channelVersion'"),
+        ({"isExperimentl": True}, "unknown key 'isExperimentl'"),
+    ],
+)
 def test_build_field_errors_name_the_build_and_field(fields, message):
     assert build_error(**fields) == f"data/alpha.json: build 12 (builds[1]): {message}"
 
 
-@pytest.mark.parametrize("commits, message", [
-    (["abc"], "commits[0]: must be an object with 'message' and 'hash'"),
-    ([{"message": "m", "hash": "xyz"}], "commits[0]: 'hash' must be a string of hexadecimal "
-                                        "digits"),
-    ([{"message": "m", "hash": ""}], "commits[0]: 'hash' must be a string of hexadecimal "
-                                     "digits"),
-    ([{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
-     "commits[1]: 'message' must be a string"),
-    ([{"message": "m"}], "commits[0]: missing key 'hash'"),
-    ([{"message": "m", "hash": "ab", "author": "x", "email": "x@example.org"}],
-     "commits[0]: unknown key 'email'"),
-    ([{"message": "m", "hash": "ab", "author": None}], "commits[0]: 'author' must be a string"),
-    ([{"message": "m", "hash": "ab", "author": ["x"]}],
-     "commits[0]: 'author' must be a string"),
-    ([{"author": "x", "hash": "ab"}], "commits[0]: missing key 'message'"),
-])
+@pytest.mark.parametrize(
+    "commits, message",
+    [
+        (["abc"], "commits[0]: must be an object with 'message' and 'hash'"),
+        (
+            [{"message": "m", "hash": "xyz"}],
+            "commits[0]: 'hash' must be a string of hexadecimal digits",
+        ),
+        (
+            [{"message": "m", "hash": ""}],
+            "commits[0]: 'hash' must be a string of hexadecimal digits",
+        ),
+        (
+            [{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
+            "commits[1]: 'message' must be a string",
+        ),
+        ([{"message": "m"}], "commits[0]: missing key 'hash'"),
+        (
+            [{"message": "m", "hash": "ab", "author": "x", "email": "x@example.org"}],
+            "commits[0]: unknown key 'email'",
+        ),
+        ([{"message": "m", "hash": "ab", "author": None}], "commits[0]: 'author' must be a string"),
+        (
+            [{"message": "m", "hash": "ab", "author": ["x"]}],
+            "commits[0]: 'author' must be a string",
+        ),
+        ([{"author": "x", "hash": "ab"}], "commits[0]: missing key 'message'"),
+    ],
+)
 def test_commit_errors_name_the_commit(commits, message):
     assert build_error(commits=commits) == f"data/alpha.json: build 12 (builds[1]): {message}"
 
@@ -195,41 +254,57 @@ def test_a_missing_build_field_is_named():
     build = make_build(12)
     del build["downloadUrl"]
     assert parse_error(make_project([build])) == (
-        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl'")
+        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl'"
+    )
 
 
 @pytest.mark.parametrize("number", [-1, True, 1.0, "12", None])
 def test_build_number_must_be_a_whole_number(number):
     assert parse_error(make_project([make_build(1), make_build(number)])) == (
-        "data/alpha.json: builds[1]: 'buildNumber' must be an integer >= 0")
+        "data/alpha.json: builds[1]: 'buildNumber' must be an integer >= 0"
+    )
 
 
 def test_a_build_must_be_an_object():
     assert parse_error(make_project([make_build(1), 7])) == (
-        "data/alpha.json: builds[1]: must be an object")
+        "data/alpha.json: builds[1]: must be an object"
+    )
 
 
 def test_duplicate_build_numbers_are_refused():
     assert parse_error(make_project([make_build(3), make_build(1), make_build(3)])) == (
-        "data/alpha.json: build 3: buildNumber appears more than once")
+        "data/alpha.json: build 3: buildNumber appears more than once"
+    )
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
-    ({"ciJob": None}, "'ciJob' must be a non-empty string"),
-    ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + store_module.URL_RULE),
-    ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
-    ({"javadocBaseUrl": "https://jd.example.org/ä/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
-    ({"javadocBaseUrl": "https://jd.example.org/a?v=1"}, "'javadocBaseUrl' must have no query "
-                                                         "or fragment: the channel's page is "
-                                                         "added to its path"),
-    ({"javadocBaseUrl": "https://jd.example.org/a#top"}, "'javadocBaseUrl' must have no query "
-                                                         "or fragment: the channel's page is "
-                                                         "added to its path"),
-    ({"builds": {}}, "'builds' must be an array"),
-    ({"slug": "beta"}, "'slug' is 'beta' but the file name says 'alpha'"),
-    ({"name": "Alpha"}, "unknown key 'name'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
+        ({"ciJob": None}, "'ciJob' must be a non-empty string"),
+        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + store_module.URL_RULE),
+        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/ä/"},
+            "'javadocBaseUrl' " + store_module.URL_RULE,
+        ),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/a?v=1"},
+            "'javadocBaseUrl' must have no query "
+            "or fragment: the channel's page is "
+            "added to its path",
+        ),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/a#top"},
+            "'javadocBaseUrl' must have no query "
+            "or fragment: the channel's page is "
+            "added to its path",
+        ),
+        ({"builds": {}}, "'builds' must be an array"),
+        ({"slug": "beta"}, "'slug' is 'beta' but the file name says 'alpha'"),
+        ({"name": "Alpha"}, "unknown key 'name'"),
+    ],
+)
 def test_project_field_errors(fields, message):
     doc = make_project([])
     doc.update(fields)
@@ -254,9 +329,16 @@ def test_the_file_name_must_be_a_slug(slug):
 
 # --- the directory ---------------------------------------------------------------------------
 
+
 def test_only_visible_json_files_are_project_files(data_dir):
-    for name in [".alpha.json.swp", "alpha.json~", "alpha.json.tmp", ".hidden.json",
-                 "notes.txt", "4913"]:
+    for name in [
+        ".alpha.json.swp",
+        "alpha.json~",
+        "alpha.json.tmp",
+        ".hidden.json",
+        "notes.txt",
+        "4913",
+    ]:
         (data_dir / name).write_text("not json")
     assert sorted(store_module.data_files(data_dir)) == ["alpha", "beta"]
 
@@ -267,7 +349,9 @@ def test_a_json_name_that_is_not_a_regular_file_is_reported(data_dir, store, mak
     snapshot = store.refresh()
     assert list(snapshot.projects) == ["alpha", "beta"]
     assert snapshot.errors["gamma.json"].located() in (
-        "not a regular file", os.strerror(errno.ENOENT))
+        "not a regular file",
+        os.strerror(errno.ENOENT),
+    )
 
 
 def test_start_up_skips_invalid_files_and_serves_the_rest(data_dir, caplog):
@@ -297,6 +381,7 @@ def test_lookup_is_case_insensitive_for_ascii_only(store):
 
 # --- reloading -------------------------------------------------------------------------------
 
+
 def numbers(store, slug="alpha"):
     return [b.number for b in store.refresh().project(slug).builds]
 
@@ -306,8 +391,7 @@ def test_an_edit_is_seen_on_the_next_check(data_dir, store):
     assert numbers(store) == [40]
 
 
-def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_while_the_file_is_young(data_dir,
-                                                                                  store):
+def test_an_edit_that_keeps_size_mtime_and_inode_is_seen_while_the_file_is_young(data_dir, store):
     path = data_dir / "alpha.json"
     before = os.stat(path)
     data = path.read_bytes().replace(b'"buildNumber": 5,', b'"buildNumber": 6,')
@@ -350,8 +434,9 @@ def test_a_snapshot_never_changes_under_its_reader(data_dir, store):
     assert list(snapshot.projects) == ["alpha", "beta"]
 
 
-def test_an_invalid_edit_keeps_the_last_good_data_and_other_projects_update(data_dir, store,
-                                                                            caplog):
+def test_an_invalid_edit_keeps_the_last_good_data_and_other_projects_update(
+    data_dir, store, caplog
+):
     write_file(data_dir / "alpha.json", make_project([make_build(40, channelVersion="a/b")]))
     write_file(data_dir / "beta.json", make_project([make_build(41)]))
     snapshot = store.refresh()
@@ -381,7 +466,7 @@ def test_a_torn_write_is_an_invalid_file_until_complete(data_dir, store):
         f.flush()
         assert numbers(store) == [1, 2, 3, 5, 7, 8]
         assert "alpha.json" in store.refresh().errors
-        f.write(data[len(data) // 2:])
+        f.write(data[len(data) // 2 :])
     assert numbers(store) == [40, 41]
     assert store.refresh().errors == {}
 
@@ -496,16 +581,22 @@ def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
 
 # --- the fast path: plainly valid files are checked whole, anything else build by build -------
 
+
 def both_paths(text):
     """(fast result or None, the build-by-build result) for the same file text."""
     fast = store_module._fast_project("alpha", text)
-    return fast, store_module._checked_project("a.json", "alpha",
-                                               store_module.parse_json("a.json", text.encode()))
+    return fast, store_module._checked_project(
+        "a.json", "alpha", store_module.parse_json("a.json", text.encode())
+    )
 
 
 def assert_same_project(fast, checked):
     assert (fast.slug, fast.ci_job, fast.ci_job_url, fast.javadoc_base_url) == (
-        checked.slug, checked.ci_job, checked.ci_job_url, checked.javadoc_base_url)
+        checked.slug,
+        checked.ci_job,
+        checked.ci_job_url,
+        checked.javadoc_base_url,
+    )
     assert fast.builds == checked.builds and fast._selections == checked._selections
     assert all(type(c) is store_module.Commit for b in fast.builds for c in b.commits)
 
@@ -522,34 +613,48 @@ def test_both_paths_keep_one_string_per_channel():
         assert len({id(b.channel) for b in project.builds}) == 2
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
-     '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
-     '"downloadUrl": "https://a.example/1", "channelVersion": "1", "timestamp": 1, '
-     '"isExperimental": false, "commits": []}]}', "key 'url' appears twice in one object"),
-    ('{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
-     '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "downloadUrl": '
-     '"https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false, '
-     '"commits": [{"message": "m", "hash": "ab", "hash": "cd"}]}]}',
-     "key 'hash' appears twice in one object"),
-    # an escaped ':' in a string would make up for the ':' of the key written twice
-    ('{"ciJob": "A\\u003a", "ciJob": "B", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
-     '"https://a.example/", "builds": []}', "key 'ciJob' appears twice in one object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+            '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
+            '"downloadUrl": "https://a.example/1", "channelVersion": "1", "timestamp": 1, '
+            '"isExperimental": false, "commits": []}]}',
+            "key 'url' appears twice in one object",
+        ),
+        (
+            '{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+            '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "downloadUrl": '
+            '"https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false, '
+            '"commits": [{"message": "m", "hash": "ab", "hash": "cd"}]}]}',
+            "key 'hash' appears twice in one object",
+        ),
+        # an escaped ':' in a string would make up for the ':' of the key written twice
+        (
+            '{"ciJob": "A\\u003a", "ciJob": "B", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+            '"https://a.example/", "builds": []}',
+            "key 'ciJob' appears twice in one object",
+        ),
+    ],
+)
 def test_a_key_written_twice_is_found_without_the_hook(text, message):
     assert store_module._fast_project("alpha", text) is None
     assert parse_error(text.encode()) == f"data/alpha.json: {message}"
 
 
-@pytest.mark.parametrize("text", [
-    # whitespace before ':' and a ':' inside strings, escaped or not
-    '{"ciJob" : "A:b", "ciJobUrl":"https://a.example/", "javadocBaseUrl" :\n"https://a.example/",'
-    ' "builds" : [{"buildNumber" : 1, "url" : "https://a.example:8080/1", "downloadUrl":'
-    ' "https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false,'
-    ' "commits": [{"message": "x\\": y", "hash": "ab"}]}]}',
-    '{"ciJob": "A\\u003ab", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
-    '"https://a.example/", "builds": []}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # whitespace before ':' and a ':' inside strings, escaped or not
+        '{"ciJob" : "A:b", "ciJobUrl":"https://a.example/", "javadocBaseUrl" :\n"https://a.example/",'
+        ' "builds" : [{"buildNumber" : 1, "url" : "https://a.example:8080/1", "downloadUrl":'
+        ' "https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false,'
+        ' "commits": [{"message": "x\\": y", "hash": "ab"}]}]}',
+        '{"ciJob": "A\\u003ab", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+        '"https://a.example/", "builds": []}',
+    ],
+)
 def test_unusual_but_valid_files_are_read_the_same_either_way(text):
     fast, checked = both_paths(text)
     assert_same_project(fast or checked, checked)
@@ -565,16 +670,49 @@ def test_a_legacy_commit_key_and_builds_out_of_order_take_the_slow_path_and_are_
 
 
 ONE_RULE_AWAY = [
-    None, True, False, 0, 1, 8, -1, -3, 2**64, 1.5, 1e400, "", "a", "ab", "AB", "xyz", "0x1",
-    "1.21", "1.21/x", "Way\ud800stone", "https://ci.example.org/1/", "http://a.example/?q#f",
-    "https://jd.\u212aelvin.example/", "https://a.example/ä", "https:/a.example/", [], [[]], {},
-    {"message": "m", "hash": "ab"}, {"message": "m"}, [{"message": "m", "hash": "ab"}],
-    [{"message": "m", "hash": ""}], [{"message": 1, "hash": "ab"}], [{"message": "m"}],
-    [{"message": "m", "hash": "ab", "x": 1}], [{"message": "\udc00", "hash": "ab"}], "DELETE",
+    None,
+    True,
+    False,
+    0,
+    1,
+    8,
+    -1,
+    -3,
+    2**64,
+    1.5,
+    1e400,
+    "",
+    "a",
+    "ab",
+    "AB",
+    "xyz",
+    "0x1",
+    "1.21",
+    "1.21/x",
+    "Way\ud800stone",
+    "https://ci.example.org/1/",
+    "http://a.example/?q#f",
+    "https://jd.\u212aelvin.example/",
+    "https://a.example/ä",
+    "https:/a.example/",
+    [],
+    [[]],
+    {},
+    {"message": "m", "hash": "ab"},
+    {"message": "m"},
+    [{"message": "m", "hash": "ab"}],
+    [{"message": "m", "hash": ""}],
+    [{"message": 1, "hash": "ab"}],
+    [{"message": "m"}],
+    [{"message": "m", "hash": "ab", "x": 1}],
+    [{"message": "\udc00", "hash": "ab"}],
+    "DELETE",
 ]
-FIELDS = ([("project", key) for key in sorted(store_module.PROJECT_KEYS) + ["other"]]
-          + [("build", key) for key in sorted(store_module.BUILD_KEYS) + ["commit", "other"]]
-          + [("commit", key) for key in sorted(store_module.COMMIT_KEYS) + ["other"]])
+FIELDS = (
+    [("project", key) for key in sorted(store_module.PROJECT_KEYS) + ["other"]]
+    + [("build", key) for key in sorted(store_module.BUILD_KEYS) + ["commit", "other"]]
+    + [("commit", key) for key in sorted(store_module.COMMIT_KEYS) + ["other"]]
+)
 
 
 @pytest.mark.parametrize("in_order", [False, True])
@@ -584,8 +722,11 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
     for level, key in FIELDS:
         for value in ONE_RULE_AWAY:
             doc = json.loads(json.dumps(make_project(builds)))
-            target = {"project": doc, "build": doc["builds"][3],
-                      "commit": doc["builds"][3]["commits"][0]}[level]
+            target = {
+                "project": doc,
+                "build": doc["builds"][3],
+                "commit": doc["builds"][3]["commits"][0],
+            }[level]
             if value == "DELETE":
                 target.pop(key, None)
             else:

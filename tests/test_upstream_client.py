@@ -25,23 +25,35 @@ JD_PAGES = ".cache/unpack"
 
 
 def build(number, channel, experimental, commits):
-    return {"buildNumber": number, "url": f"https://ci.example.org/job/Horizon/{number}/",
-            "downloadUrl": f"https://ci.example.org/job/Horizon/{number}/artifact/"
-                           f"horizon-{number}.jar",
-            "channelVersion": channel, "timestamp": 1761000000000 + number,
-            "isExperimental": experimental, "commits": commits}
+    return {
+        "buildNumber": number,
+        "url": f"https://ci.example.org/job/Horizon/{number}/",
+        "downloadUrl": f"https://ci.example.org/job/Horizon/{number}/artifact/horizon-{number}.jar",
+        "channelVersion": channel,
+        "timestamp": 1761000000000 + number,
+        "isExperimental": experimental,
+        "commits": commits,
+    }
 
 
 HORIZON = {
-    "ciJob": "Horizon", "ciJobUrl": "https://ci.example.org/job/Horizon/",
-    "javadocBaseUrl": JD_BASE, "javadocPagePrefix": JD_PAGES,
+    "ciJob": "Horizon",
+    "ciJobUrl": "https://ci.example.org/job/Horizon/",
+    "javadocBaseUrl": JD_BASE,
+    "javadocPagePrefix": JD_PAGES,
     "builds": [
         build(73, "1.1.0", False, []),
         build(69, "1.0.0", False, [{"message": "Initial", "hash": "a1", "author": "Jane Doe"}]),
         build(70, "1.0.0", True, []),
-        build(71, CHANNEL, False, [{"message": "Fix 🚀 \"quotes\"", "hash": "b2"},
-                                   {"message": "Übersetzung", "hash": "c3",
-                                    "author": "Ünï Côdé"}]),
+        build(
+            71,
+            CHANNEL,
+            False,
+            [
+                {"message": 'Fix 🚀 "quotes"', "hash": "b2"},
+                {"message": "Übersetzung", "hash": "c3", "author": "Ünï Côdé"},
+            ],
+        ),
         build(72, CHANNEL, True, [{"message": "Try", "hash": "d4", "author": "Bob"}]),
         build(74, "1.2.0-pre", True, []),
     ],
@@ -53,12 +65,19 @@ del OTHER["javadocPagePrefix"]
 def read(number):
     """A build as the client's Build record holds it (Drive.java prints this)."""
     b = next(b for b in HORIZON["builds"] if b["buildNumber"] == number)
-    return {"buildNumber": number, "url": b["url"], "downloadUrl": b["downloadUrl"],
-            "channelVersion": b["channelVersion"], "timestamp": b["timestamp"],
-            "buildStatus": "EXPERIMENTAL" if b["isExperimental"] else "STABLE",
-            "hasChanges": bool(b["commits"]),
-            "commits": [{"message": c["message"], "hash": c["hash"],
-                         "author": c.get("author", "")} for c in b["commits"]]}
+    return {
+        "buildNumber": number,
+        "url": b["url"],
+        "downloadUrl": b["downloadUrl"],
+        "channelVersion": b["channelVersion"],
+        "timestamp": b["timestamp"],
+        "buildStatus": "EXPERIMENTAL" if b["isExperimental"] else "STABLE",
+        "hasChanges": bool(b["commits"]),
+        "commits": [
+            {"message": c["message"], "hash": c["hash"], "author": c.get("author", "")}
+            for c in b["commits"]
+        ],
+    }
 
 
 def reads(*numbers):
@@ -87,19 +106,23 @@ EXPECTED = {
     "getLatestBuild(channel, false)": read(71),
     "getLatestBuild(emptyChannel, false)": {
         "error": 'Unable to fetch CanvasMC REST API from "{base}builds/latest?project=horizon'
-                 '&channel=9.9&experimental=false"',
-        "cause": "Failed to fetch from Canvas API: 404"},
+        '&channel=9.9&experimental=false"',
+        "cause": "Failed to fetch from Canvas API: 404",
+    },
     "getJavadocUrl(Build, channel)": jd(
         f"project=horizon&channel={CHANNEL}&redirect=io/canvasmc/canvas/ClientV2.Build.html"
         "&experimental=true",
-        f"{JD_BASE}/{CHANNEL}-R0.1-SNAPSHOT/{JD_PAGES}/io/canvasmc/canvas/ClientV2.Build.html"),
+        f"{JD_BASE}/{CHANNEL}-R0.1-SNAPSHOT/{JD_PAGES}/io/canvasmc/canvas/ClientV2.Build.html",
+    ),
     'getJavadocUrl(ClientV2, "")': jd(
         "project=horizon&redirect=io/canvasmc/canvas/ClientV2.html&experimental=true",
-        f"{JD_BASE}/1.2.0-pre-R0.1-SNAPSHOT/{JD_PAGES}/io/canvasmc/canvas/ClientV2.html"),
+        f"{JD_BASE}/1.2.0-pre-R0.1-SNAPSHOT/{JD_PAGES}/io/canvasmc/canvas/ClientV2.html",
+    ),
     "switchProject(NOPE).getBuilds(true)": {
         "error": 'Unable to fetch CanvasMC REST API from "{base}builds/all?project=nope'
-                 '&experimental=true"',
-        "cause": "Failed to fetch from Canvas API: 404"},
+        '&experimental=true"',
+        "cause": "Failed to fetch from Canvas API: 404",
+    },
 }
 # What Drive.java is given: project, channel, a build number, a channel with no builds.
 ARGUMENTS = ["Horizon", CHANNEL, "72", "9.9"]
@@ -118,6 +141,7 @@ def horizon_store(tmp_path):
 
 
 # --- the client, ported line by line -------------------------------------------------------------
+
 
 class ClientFailure(Exception):
     pass
@@ -149,27 +173,44 @@ class PortedClient:
             if not isinstance(value, kind) or isinstance(value, bool) != (kind is bool):
                 raise ClientFailure(f"{name}: {value!r}")
             return value
+
         if get(obj, "result", str).upper() != "SUCCESS":
             return None
-        commits = [{"message": get(c, "message", str), "hash": get(c, "hash", str),
-                    "author": get(c, "author", str)} for c in get(obj, "commits", list)]
+        commits = [
+            {
+                "message": get(c, "message", str),
+                "hash": get(c, "hash", str),
+                "author": get(c, "author", str),
+            }
+            for c in get(obj, "commits", list)
+        ]
         experimental = get(obj, "isExperimental", bool)
-        return {"buildNumber": get(obj, "buildNumber", int), "url": get(obj, "url", str),
-                "downloadUrl": get(obj, "downloadUrl", str),
-                "channelVersion": get(obj, "channelVersion", str),
-                "timestamp": get(obj, "timestamp", int),
-                "buildStatus": "EXPERIMENTAL" if experimental else "STABLE",
-                "hasChanges": bool(commits), "commits": commits}
+        return {
+            "buildNumber": get(obj, "buildNumber", int),
+            "url": get(obj, "url", str),
+            "downloadUrl": get(obj, "downloadUrl", str),
+            "channelVersion": get(obj, "channelVersion", str),
+            "timestamp": get(obj, "timestamp", int),
+            "buildStatus": "EXPERIMENTAL" if experimental else "STABLE",
+            "hasChanges": bool(commits),
+            "commits": commits,
+        }
 
     def get_builds(self, channel, experimental):
-        url = self.construct_url_request("builds/all", "project=" + self.project, [
-            "channel=" + channel if channel else "", f"experimental={str(experimental).lower()}"])
+        url = self.construct_url_request(
+            "builds/all",
+            "project=" + self.project,
+            ["channel=" + channel if channel else "", f"experimental={str(experimental).lower()}"],
+        )
         parsed = [self.parse_build(b) for b in self.send_request(url)["builds"]]
         return [b for b in parsed if b is not None]
 
     def get_latest_build(self, channel, experimental):
-        url = self.construct_url_request("builds/latest", "project=" + self.project, [
-            "channel=" + channel if channel else "", f"experimental={str(experimental).lower()}"])
+        url = self.construct_url_request(
+            "builds/latest",
+            "project=" + self.project,
+            ["channel=" + channel if channel else "", f"experimental={str(experimental).lower()}"],
+        )
         parsed = self.parse_build(self.send_request(url))
         if parsed is None:
             raise ClientFailure("Couldn't find latest build")
@@ -177,8 +218,11 @@ class PortedClient:
 
     def get_javadoc_url(self, class_name, channel):
         path = class_name.replace(".", "/").replace("$", ".") + ".html"
-        return self.construct_url_request("jd", "project=" + self.project, [
-            "channel=" + channel if channel else "", "redirect=" + path, "experimental=true"])
+        return self.construct_url_request(
+            "jd",
+            "project=" + self.project,
+            ["channel=" + channel if channel else "", "redirect=" + path, "experimental=true"],
+        )
 
 
 def drive(app, base):
@@ -190,15 +234,23 @@ def drive(app, base):
         try:
             return {"returned": str(call())}
         except ClientFailure as error:
-            return {"error": f'Unable to fetch CanvasMC REST API from "{url_kind}"',
-                    "cause": str(error)}
+            return {
+                "error": f'Unable to fetch CanvasMC REST API from "{url_kind}"',
+                "cause": str(error),
+            }
 
     def follow(url):
         resp = app.get(url, headers={"Accept": "application/json"}, expect_errors=True)
         return {"url": url, "status": resp.status_int, "location": resp.headers.get("Location")}
 
-    out = {"getProjects()": [p["slug"] for p in client.send_request(
-        client.construct_url_request("projects", None, []))["projects"]]}
+    out = {
+        "getProjects()": [
+            p["slug"]
+            for p in client.send_request(client.construct_url_request("projects", None, []))[
+                "projects"
+            ]
+        ]
+    }
     out["getProject()"] = client.project
     out["getStableBuilds()"] = client.get_builds("", False)
     out["getBuilds(true)"] = client.get_builds("", True)
@@ -206,11 +258,14 @@ def drive(app, base):
     out["getBuilds(channel, true)"] = client.get_builds(channel, True)
     out["getBuilds(channel, false)"] = client.get_builds(channel, False)
     out["getBuilds(hasChanges)"] = [b for b in client.get_builds("", True) if b["hasChanges"]]
-    out["getBuild(number)"] = next(b for b in client.get_builds("", True)
-                                   if b["buildNumber"] == number)
+    out["getBuild(number)"] = next(
+        b for b in client.get_builds("", True) if b["buildNumber"] == number
+    )
     out["getStableBuildsNewerThan(number)"] = [
-        b for b in client.get_builds("", True)
-        if b["buildStatus"] == "STABLE" and b["buildNumber"] > number]
+        b
+        for b in client.get_builds("", True)
+        if b["buildStatus"] == "STABLE" and b["buildNumber"] > number
+    ]
     out["getLatestStableBuild()"] = client.get_latest_build("", False)
     out["getLatestBuild(true)"] = client.get_latest_build("", True)
     out["getLatestBuild(false)"] = client.get_latest_build("", False)
@@ -218,14 +273,18 @@ def drive(app, base):
     out["getLatestBuild(channel, false)"] = client.get_latest_build(channel, False)
     out["getLatestBuild(emptyChannel, false)"] = failure(
         f"{base}builds/latest?project=horizon&channel={empty}&experimental=false",
-        lambda: client.get_latest_build(empty, False))
-    out["getJavadocUrl(Build, channel)"] = follow(client.get_javadoc_url(
-        "io.canvasmc.canvas.ClientV2$Build", channel))
-    out['getJavadocUrl(ClientV2, "")'] = follow(client.get_javadoc_url(
-        "io.canvasmc.canvas.ClientV2", ""))
+        lambda: client.get_latest_build(empty, False),
+    )
+    out["getJavadocUrl(Build, channel)"] = follow(
+        client.get_javadoc_url("io.canvasmc.canvas.ClientV2$Build", channel)
+    )
+    out['getJavadocUrl(ClientV2, "")'] = follow(
+        client.get_javadoc_url("io.canvasmc.canvas.ClientV2", "")
+    )
     client.project = "NOPE".lower()
     out["switchProject(NOPE).getBuilds(true)"] = failure(
-        f"{base}builds/all?project=nope&experimental=true", lambda: client.get_builds("", True))
+        f"{base}builds/all?project=nope&experimental=true", lambda: client.get_builds("", True)
+    )
     return out
 
 
@@ -255,8 +314,10 @@ def java_tools():
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac and java and os.path.exists(GSON):
         return javac, java
-    message = ("needs javac and java 17+ and gson: apt-get install default-jdk-headless "
-               "libgoogle-gson-java")
+    message = (
+        "needs javac and java 17+ and gson: apt-get install default-jdk-headless "
+        "libgoogle-gson-java"
+    )
     if os.environ.get("BUILDSHELF_REQUIRE_JAVA") == "1":
         pytest.fail(message)
     pytest.skip(message)
@@ -273,13 +334,28 @@ def compiled_client(tmp_path):
         client = sources / "io" / "canvasmc" / "canvas" / "ClientV2.java"
         text = client.read_text()
         assert text.count(BASE_URL_LINE) == 1, "the client's BASE_URL line changed"
-        client.write_text(text.replace(BASE_URL_LINE, BASE_URL_LINE.replace(
-            "https://canvasmc.io/api/v2/", base)))
+        client.write_text(
+            text.replace(BASE_URL_LINE, BASE_URL_LINE.replace("https://canvasmc.io/api/v2/", base))
+        )
         classes = tmp_path / "classes"
-        subprocess.run([javac, "-nowarn", "-encoding", "UTF-8", "-cp", GSON, "-d", str(classes),
-                        *map(str, sources.rglob("*.java"))], check=True, capture_output=True,
-                       timeout=120)
+        subprocess.run(
+            [
+                javac,
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                GSON,
+                "-d",
+                str(classes),
+                *map(str, sources.rglob("*.java")),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         return [java, "-cp", f"{classes}{os.pathsep}{GSON}", "Drive"]
+
     return compile_for
 
 
@@ -288,8 +364,9 @@ def test_the_real_client_works_in_the_upstream_mode(horizon_store, compiled_clie
     try:
         base = f"http://127.0.0.1:{http.effective_port}/api/v2/"
         command = compiled_client(base)
-        run = subprocess.run([*command, *ARGUMENTS], capture_output=True, text=True,
-                             encoding="utf-8", timeout=120)
+        run = subprocess.run(
+            [*command, *ARGUMENTS], capture_output=True, text=True, encoding="utf-8", timeout=120
+        )
     finally:
         http.shutdown()
     assert run.returncode == 0, run.stderr

@@ -24,9 +24,21 @@ DOWNLOAD = "https://ci.example.org/job/Alpha/{}/artifact/alpha.jar"
 
 
 def publish_argv(data_dir, number, *extra, slug="alpha"):
-    return ["publish", slug, "--build", str(number), "--channel", "1.21", "--download-url",
-            DOWNLOAD.format(number), "--timestamp", "1700000000999", "--data", str(data_dir),
-            *extra]
+    return [
+        "publish",
+        slug,
+        "--build",
+        str(number),
+        "--channel",
+        "1.21",
+        "--download-url",
+        DOWNLOAD.format(number),
+        "--timestamp",
+        "1700000000999",
+        "--data",
+        str(data_dir),
+        *extra,
+    ]
 
 
 def builds_in(path):
@@ -48,54 +60,106 @@ def canonical(data_dir):
 
 # --- publish ------------------------------------------------------------------------------------
 
+
 def test_publish_adds_the_build_with_the_defaults(data_dir, capsys, monkeypatch):
     monkeypatch.setattr(cli.time, "time_ns", lambda: 1_712_000_000_123_456_789)
-    assert cli.main(["publish", "alpha", "--build", "9", "--channel", "1.22", "--download-url",
-                     DOWNLOAD.format(9), "--data", str(data_dir)]) == 0
+    assert (
+        cli.main(
+            [
+                "publish",
+                "alpha",
+                "--build",
+                "9",
+                "--channel",
+                "1.22",
+                "--download-url",
+                DOWNLOAD.format(9),
+                "--data",
+                str(data_dir),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == "published build 9 of alpha\n"
     assert builds_in(data_dir / "alpha.json")[9] == {
-        "buildNumber": 9, "url": "https://ci.example.org/job/Alpha/9/",
-        "downloadUrl": DOWNLOAD.format(9), "channelVersion": "1.22",
-        "timestamp": 1712000000123, "isExperimental": False, "commits": []}
+        "buildNumber": 9,
+        "url": "https://ci.example.org/job/Alpha/9/",
+        "downloadUrl": DOWNLOAD.format(9),
+        "channelVersion": "1.22",
+        "timestamp": 1712000000123,
+        "isExperimental": False,
+        "commits": [],
+    }
     project = store_module.Store(data_dir, check_interval=0).snapshot().project("alpha")
     assert project.latest("1.22").number == 9
 
 
 def test_publish_takes_every_field(data_dir):
-    assert cli.main(publish_argv(data_dir, 9, "--url", "https://ci.example.org/run/9/",
-                                 "--experimental", "--commit", "abc1", "Newest",
-                                 "--commit", "abc0", "Older")) == 0
+    assert (
+        cli.main(
+            publish_argv(
+                data_dir,
+                9,
+                "--url",
+                "https://ci.example.org/run/9/",
+                "--experimental",
+                "--commit",
+                "abc1",
+                "Newest",
+                "--commit",
+                "abc0",
+                "Older",
+            )
+        )
+        == 0
+    )
     assert builds_in(data_dir / "alpha.json")[9] == {
-        "buildNumber": 9, "url": "https://ci.example.org/run/9/",
-        "downloadUrl": DOWNLOAD.format(9), "channelVersion": "1.21",
-        "timestamp": 1700000000999, "isExperimental": True,
-        "commits": [{"message": "Newest", "hash": "abc1"}, {"message": "Older", "hash": "abc0"}]}
+        "buildNumber": 9,
+        "url": "https://ci.example.org/run/9/",
+        "downloadUrl": DOWNLOAD.format(9),
+        "channelVersion": "1.21",
+        "timestamp": 1700000000999,
+        "isExperimental": True,
+        "commits": [{"message": "Newest", "hash": "abc1"}, {"message": "Older", "hash": "abc0"}],
+    }
 
 
 def test_publish_takes_commits_from_git_newest_first(data_dir, tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     repo.mkdir()
-    git = ["git", "-c", "user.name=T", "-c", "user.email=t@example.org", "-c",
-           "commit.gpgsign=false"]
+    git = [
+        "git",
+        "-c",
+        "user.name=T",
+        "-c",
+        "user.email=t@example.org",
+        "-c",
+        "commit.gpgsign=false",
+    ]
     subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
     for message in ("First", "Second", "Third: with a colon"):
-        subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", message], cwd=repo,
-                       check=True)
-    hashes = subprocess.run(["git", "log", "--format=%H"], cwd=repo, capture_output=True,
-                            text=True, check=True).stdout.split()
+        subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", message], cwd=repo, check=True)
+    hashes = subprocess.run(
+        ["git", "log", "--format=%H"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.split()
     monkeypatch.chdir(repo)
     assert cli.main(publish_argv(data_dir, 9, "--git", "HEAD~2..HEAD")) == 0
     assert builds_in(data_dir / "alpha.json")[9]["commits"] == [
         {"message": "Third: with a colon", "hash": hashes[0]},
-        {"message": "Second", "hash": hashes[1]}]
+        {"message": "Second", "hash": hashes[1]},
+    ]
 
 
-@pytest.mark.parametrize("revision_range, message", [
-    ("no-such..HEAD", "git log no-such..HEAD failed: fatal: "),
-    ("--all", "--git '--all' is not a revision range (such as A..B)"),  # given as --git=--all
-])
-def test_a_bad_git_range_is_refused(data_dir, tmp_path, monkeypatch, capsys, revision_range,
-                                    message):
+@pytest.mark.parametrize(
+    "revision_range, message",
+    [
+        ("no-such..HEAD", "git log no-such..HEAD failed: fatal: "),
+        ("--all", "--git '--all' is not a revision range (such as A..B)"),  # given as --git=--all
+    ],
+)
+def test_a_bad_git_range_is_refused(
+    data_dir, tmp_path, monkeypatch, capsys, revision_range, message
+):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     monkeypatch.chdir(tmp_path)
     before = state(data_dir / "alpha.json")
@@ -113,8 +177,10 @@ def test_a_retry_changes_nothing_not_even_the_mtime(data_dir, capsys):
     # Without --timestamp the retry's "now" differs: it still matches the build there.
     assert cli.main([a for a in argv if a not in ("--timestamp", "1700000000999")]) == 0
     assert state(path) == before
-    assert capsys.readouterr().out.splitlines()[1:] == [
-        "build 9 of alpha is already there as given: nothing changed"] * 2
+    assert (
+        capsys.readouterr().out.splitlines()[1:]
+        == ["build 9 of alpha is already there as given: nothing changed"] * 2
+    )
 
 
 def test_the_same_number_with_other_fields_needs_replace(data_dir, capsys):
@@ -123,7 +189,8 @@ def test_the_same_number_with_other_fields_needs_replace(data_dir, capsys):
     assert cli.main(publish_argv(data_dir, 5, "--experimental")) == 1
     assert capsys.readouterr().err == (
         f"buildshelf publish: {path}: build 5: buildNumber appears more than once (build 5 is "
-        "already there with other values: give --replace to replace it)\n")
+        "already there with other values: give --replace to replace it)\n"
+    )
     assert state(path) == before
     assert cli.main(publish_argv(data_dir, 5, "--experimental", "--replace")) == 0
     assert capsys.readouterr().out == "replaced build 5 of alpha\n"
@@ -131,18 +198,33 @@ def test_the_same_number_with_other_fields_needs_replace(data_dir, capsys):
     assert sorted(builds_in(path)) == [1, 2, 3, 5, 7, 8]
 
 
-@pytest.mark.parametrize("change, message", [
-    (["--channel", "1.21/../x"], "build 9 (builds[6]): 'channelVersion' must be a non-empty "
-     "string of letters, digits and . _ + -"),
-    (["--download-url", "ftp://x/"], "build 9 (builds[6]): 'downloadUrl' must be an absolute "
-     "http(s) URL of ASCII letters, digits and URL punctuation"),
-    (["--url", "https://ci.example.org/a b/"], "build 9 (builds[6]): 'url' must be an absolute "
-     "http(s) URL of ASCII letters, digits and URL punctuation"),
-    (["--commit", "not-hex", "Fix"], "build 9 (builds[6]): commits[0]: 'hash' must be a "
-     "string of hexadecimal digits"),
-])
-def test_an_invalid_build_gets_the_servers_message_and_nothing_changes(data_dir, capsys,
-                                                                       change, message):
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ["--channel", "1.21/../x"],
+            "build 9 (builds[6]): 'channelVersion' must be a non-empty "
+            "string of letters, digits and . _ + -",
+        ),
+        (
+            ["--download-url", "ftp://x/"],
+            "build 9 (builds[6]): 'downloadUrl' must be an absolute "
+            "http(s) URL of ASCII letters, digits and URL punctuation",
+        ),
+        (
+            ["--url", "https://ci.example.org/a b/"],
+            "build 9 (builds[6]): 'url' must be an absolute "
+            "http(s) URL of ASCII letters, digits and URL punctuation",
+        ),
+        (
+            ["--commit", "not-hex", "Fix"],
+            "build 9 (builds[6]): commits[0]: 'hash' must be a string of hexadecimal digits",
+        ),
+    ],
+)
+def test_an_invalid_build_gets_the_servers_message_and_nothing_changes(
+    data_dir, capsys, change, message
+):
     path = data_dir / "alpha.json"
     before = state(path)
     argv = publish_argv(data_dir, 9)
@@ -150,7 +232,7 @@ def test_an_invalid_build_gets_the_servers_message_and_nothing_changes(data_dir,
         if change[i] in argv:
             argv[argv.index(change[i]) + 1] = change[i + 1]
         else:
-            argv += change[i:i + (3 if change[i] == "--commit" else 2)]
+            argv += change[i : i + (3 if change[i] == "--commit" else 2)]
     assert cli.main(argv) == 1
     assert capsys.readouterr().err == f"buildshelf publish: {path}: {message}\n"
     assert state(path) == before
@@ -163,7 +245,8 @@ def test_an_invalid_file_is_never_repaired(data_dir, capsys):
     assert cli.main(publish_argv(data_dir, 9)) == 1
     assert capsys.readouterr().err == (
         f"buildshelf publish: {path}: build 1 (builds[0]): 'channelVersion' must be a non-empty "
-        "string of letters, digits and . _ + - (it is left as it is: fix it by hand first)\n")
+        "string of letters, digits and . _ + - (it is left as it is: fix it by hand first)\n"
+    )
     write_file(path, '{"ciJob": "Alpha",')
     before = state(path)
     assert cli.main(["yank", "alpha", "1", "--data", str(data_dir)]) == 1
@@ -171,18 +254,48 @@ def test_an_invalid_file_is_never_repaired(data_dir, capsys):
     assert state(path) == before
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["publish", "nope", "--build", "1", "--channel", "1", "--download-url", "https://x/"],
-     "no project 'nope' in {data}: add it first with 'buildshelf add-project nope --ci-job ... "
-     "--ci-job-url ... --javadoc-base-url ...'"),
-    (["publish", "../alpha", "--build", "1", "--channel", "1", "--download-url", "https://x/"],
-     "'../alpha' is not a project slug: use a-z, 0-9, '.', '_' and '-', starting with a-z or "
-     "0-9"),
-    (["yank", "alpha", "4"], "project 'alpha' has no build 4: nothing yanked"),
-    (["publish", "alpha", "--build", "9", "--channel", "1", "--download-url", "https://x/",
-      "--commit", "abc", "caf\udce9"], "the text holds characters that are not valid Unicode "
-     "(such as bytes that are not UTF-8): give it as UTF-8"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["publish", "nope", "--build", "1", "--channel", "1", "--download-url", "https://x/"],
+            "no project 'nope' in {data}: add it first with 'buildshelf add-project nope --ci-job ... "
+            "--ci-job-url ... --javadoc-base-url ...'",
+        ),
+        (
+            [
+                "publish",
+                "../alpha",
+                "--build",
+                "1",
+                "--channel",
+                "1",
+                "--download-url",
+                "https://x/",
+            ],
+            "'../alpha' is not a project slug: use a-z, 0-9, '.', '_' and '-', starting with a-z or "
+            "0-9",
+        ),
+        (["yank", "alpha", "4"], "project 'alpha' has no build 4: nothing yanked"),
+        (
+            [
+                "publish",
+                "alpha",
+                "--build",
+                "9",
+                "--channel",
+                "1",
+                "--download-url",
+                "https://x/",
+                "--commit",
+                "abc",
+                "caf\udce9",
+            ],
+            "the text holds characters that are not valid Unicode "
+            "(such as bytes that are not UTF-8): give it as UTF-8",
+        ),
+    ],
+)
 def test_refusals_are_one_line_and_exit_1(data_dir, capsys, argv, message):
     before = state(data_dir / "alpha.json")
     assert cli.main(argv + ["--data", str(data_dir)]) == 1
@@ -191,25 +304,77 @@ def test_refusals_are_one_line_and_exit_1(data_dir, capsys, argv, message):
     assert state(data_dir / "alpha.json") == before
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["publish", "alpha", "--build", "x1", "--channel", "1", "--download-url", "https://x/"],
-     "argument --build: 'x1' is not a build number (a whole number, 0 or more)"),
-    (["publish", "alpha", "--build", "-1", "--channel", "1", "--download-url", "https://x/"],
-     "argument --build: '-1' is not a build number (a whole number, 0 or more)"),
-    (["publish", "alpha", "--channel", "1", "--download-url", "https://x/"],
-     "the following arguments are required: --build"),
-    (["publish", "alpha", "--build", "1", "--channel", "1", "--download-url", "https://x/",
-      "--timestamp", "soon"], "argument --timestamp: 'soon' is not a whole number"),
-    (["publish", "alpha", "--build", "1", "--channel", "1", "--download-url", "https://x/",
-      "--commit", "abc", "Fix", "--git", "A..B"], "argument --git: not allowed with argument "
-     "--commit"),
-    (["yank", "alpha"], "the following arguments are required: N"),
-    (["add-project", "gamma", "--ci-job", "G"], "the following arguments are required: "
-     "--ci-job-url, --javadoc-base-url"),
-    (["import-jenkins", "alpha"], "one of the arguments --job-json --job-url is required"),
-    (["publish", "alpha", "--build", "1", "--channel", "1", "--download-url", "https://x/",
-      "--data", "/no/such/dir"], "argument --data: '/no/such/dir' is not a directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["publish", "alpha", "--build", "x1", "--channel", "1", "--download-url", "https://x/"],
+            "argument --build: 'x1' is not a build number (a whole number, 0 or more)",
+        ),
+        (
+            ["publish", "alpha", "--build", "-1", "--channel", "1", "--download-url", "https://x/"],
+            "argument --build: '-1' is not a build number (a whole number, 0 or more)",
+        ),
+        (
+            ["publish", "alpha", "--channel", "1", "--download-url", "https://x/"],
+            "the following arguments are required: --build",
+        ),
+        (
+            [
+                "publish",
+                "alpha",
+                "--build",
+                "1",
+                "--channel",
+                "1",
+                "--download-url",
+                "https://x/",
+                "--timestamp",
+                "soon",
+            ],
+            "argument --timestamp: 'soon' is not a whole number",
+        ),
+        (
+            [
+                "publish",
+                "alpha",
+                "--build",
+                "1",
+                "--channel",
+                "1",
+                "--download-url",
+                "https://x/",
+                "--commit",
+                "abc",
+                "Fix",
+                "--git",
+                "A..B",
+            ],
+            "argument --git: not allowed with argument --commit",
+        ),
+        (["yank", "alpha"], "the following arguments are required: N"),
+        (
+            ["add-project", "gamma", "--ci-job", "G"],
+            "the following arguments are required: --ci-job-url, --javadoc-base-url",
+        ),
+        (["import-jenkins", "alpha"], "one of the arguments --job-json --job-url is required"),
+        (
+            [
+                "publish",
+                "alpha",
+                "--build",
+                "1",
+                "--channel",
+                "1",
+                "--download-url",
+                "https://x/",
+                "--data",
+                "/no/such/dir",
+            ],
+            "argument --data: '/no/such/dir' is not a directory",
+        ),
+    ],
+)
 def test_bad_usage_exits_2(data_dir, capsys, argv, message):
     with pytest.raises(SystemExit) as exited:
         cli.main(argv + ([] if "--data" in argv else ["--data", str(data_dir)]))
@@ -225,6 +390,7 @@ def test_data_defaults_to_the_variable(data_dir, monkeypatch):
 
 # --- yank and add-project -----------------------------------------------------------------------
 
+
 def test_yank_removes_a_build_that_may_come_back(data_dir, capsys):
     path = data_dir / "alpha.json"
     assert cli.main(["yank", "alpha", "5", "--data", str(data_dir)]) == 0
@@ -235,9 +401,18 @@ def test_yank_removes_a_build_that_may_come_back(data_dir, capsys):
 
 
 def test_add_project_creates_an_empty_project_once(data_dir, capsys):
-    argv = ["add-project", "gamma", "--ci-job", "Gamma", "--ci-job-url",
-            "https://ci.example.org/job/Gamma/", "--javadoc-base-url",
-            "https://jd.example.org/gamma/", "--data", str(data_dir)]
+    argv = [
+        "add-project",
+        "gamma",
+        "--ci-job",
+        "Gamma",
+        "--ci-job-url",
+        "https://ci.example.org/job/Gamma/",
+        "--javadoc-base-url",
+        "https://jd.example.org/gamma/",
+        "--data",
+        str(data_dir),
+    ]
     assert cli.main(argv) == 0
     path = data_dir / "gamma.json"
     assert path.read_text() == textwrap.dedent("""\
@@ -254,24 +429,41 @@ def test_add_project_creates_an_empty_project_once(data_dir, capsys):
     argv[argv.index("--ci-job") + 1] = "Gamma2"
     assert cli.main(argv) == 1
     assert capsys.readouterr() == (
-        f"added project gamma ({path})\nproject gamma is already there as given: nothing "
-        "changed\n", f"buildshelf add-project: project 'gamma' exists with ciJob 'Gamma', not "
-        f"'Gamma2': edit {path} to change it\n")
+        f"added project gamma ({path})\nproject gamma is already there as given: nothing changed\n",
+        f"buildshelf add-project: project 'gamma' exists with ciJob 'Gamma', not "
+        f"'Gamma2': edit {path} to change it\n",
+    )
     assert cli.main(publish_argv(data_dir, 1, slug="gamma")) == 0
     assert builds_in(path)[1]["url"] == "https://ci.example.org/job/Gamma/1/"
 
 
 def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys):
-    assert cli.main(["add-project", "gamma", "--ci-job", "G", "--ci-job-url", "ci.example.org",
-                     "--javadoc-base-url", "https://jd.example.org/", "--data",
-                     str(data_dir)]) == 1
+    assert (
+        cli.main(
+            [
+                "add-project",
+                "gamma",
+                "--ci-job",
+                "G",
+                "--ci-job-url",
+                "ci.example.org",
+                "--javadoc-base-url",
+                "https://jd.example.org/",
+                "--data",
+                str(data_dir),
+            ]
+        )
+        == 1
+    )
     assert capsys.readouterr().err == (
         f"buildshelf add-project: {data_dir / 'gamma.json'}: 'ciJobUrl' must be an absolute "
-        "http(s) URL of ASCII letters, digits and URL punctuation\n")
+        "http(s) URL of ASCII letters, digits and URL punctuation\n"
+    )
     assert not (data_dir / "gamma.json").exists()
 
 
 # --- the file's format --------------------------------------------------------------------------
+
 
 def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data_dir):
     path = data_dir / "alpha.json"
@@ -292,8 +484,13 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     build = make_build(4, commit=[{"message": "legacy", "hash": "ab"}])
     shuffled = {key: build[key] for key in reversed(list(build))}
     shuffled["commits"] = [{"hash": "ab", "message": "m"}]
-    doc = {"builds": [shuffled], "javadocBaseUrl": "https://jd.example.org/alpha/",
-           "ciJobUrl": "https://ci.example.org/job/Alpha/", "ciJob": "Alpha", "slug": "alpha"}
+    doc = {
+        "builds": [shuffled],
+        "javadocBaseUrl": "https://jd.example.org/alpha/",
+        "ciJobUrl": "https://ci.example.org/job/Alpha/",
+        "ciJob": "Alpha",
+        "slug": "alpha",
+    }
     write_file(data_dir / "alpha.json", doc)
     assert cli.main(publish_argv(data_dir, 9)) == 0
     written = json.loads((data_dir / "alpha.json").read_text())
@@ -322,14 +519,16 @@ def test_permissions_and_symlinks_are_kept(data_dir, tmp_path):
 def test_a_new_file_gets_the_umask_mode(data_dir):
     old = os.umask(0o027)
     try:
-        writer.add_project(str(data_dir), "gamma", "G", "https://ci.example.org/",
-                           "https://jd.example.org/")
+        writer.add_project(
+            str(data_dir), "gamma", "G", "https://ci.example.org/", "https://jd.example.org/"
+        )
     finally:
         os.umask(old)
     assert os.stat(data_dir / "gamma.json").st_mode & 0o7777 == 0o640
 
 
 # --- failures half-way --------------------------------------------------------------------------
+
 
 class Boom(OSError):
     pass
@@ -343,22 +542,31 @@ def failing(real, when):
         if len(calls) == when:
             raise Boom(28, "No space left on device")
         return real(*args, **kwargs)
+
     return call
 
 
-@pytest.mark.parametrize("step, when, lands", [
-    ("fchmod", 1, False),  # after the temp file is written
-    ("fsync", 1, False),  # the temp file's fsync
-    ("replace", 1, False),  # the rename
-    ("fsync", 2, True),  # the directory's fsync, after the rename
-])
-def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(data_dir, monkeypatch,
-                                                                     step, when, lands):
+@pytest.mark.parametrize(
+    "step, when, lands",
+    [
+        ("fchmod", 1, False),  # after the temp file is written
+        ("fsync", 1, False),  # the temp file's fsync
+        ("replace", 1, False),  # the rename
+        ("fsync", 2, True),  # the directory's fsync, after the rename
+    ],
+)
+def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(
+    data_dir, monkeypatch, step, when, lands
+):
     path = data_dir / "alpha.json"
     old = path.read_bytes()
     monkeypatch.setattr(writer.os, step, failing(getattr(os, step), when))
-    with pytest.raises(writer.Refused, match="may not survive a crash" if lands else
-                       r"No space left on device \(the file is as it was\)"):
+    with pytest.raises(
+        writer.Refused,
+        match="may not survive a crash"
+        if lands
+        else r"No space left on device \(the file is as it was\)",
+    ):
         writer.publish(str(data_dir), "alpha", {**make_build(9), "url": None})
     monkeypatch.undo()
     assert sorted(os.listdir(data_dir)) == [".buildshelf.lock", "alpha.json", "beta.json"]
@@ -402,25 +610,36 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(data_dir):
 
 # --- concurrency --------------------------------------------------------------------------------
 
+
 def test_twenty_publishers_at_once_lose_nothing(data_dir):
-    procs = [subprocess.Popen([sys.executable, os.path.join(ROOT, "cli.py"),
-                               *publish_argv(data_dir, 100 + n, "--commit", f"{n:x}",
-                                             f"Change {n}")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for n in range(20)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                os.path.join(ROOT, "cli.py"),
+                *publish_argv(data_dir, 100 + n, "--commit", f"{n:x}", f"Change {n}"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(20)
+    ]
     results = [(proc.wait(timeout=120), proc.communicate()) for proc in procs]
     assert [(code, err) for code, (_, err) in results] == [(0, b"")] * 20
     path = data_dir / "alpha.json"
     assert store_module.check_directory(data_dir) == []
     assert sorted(builds_in(path)) == [1, 2, 3, 5, 7, 8] + list(range(100, 120))
-    assert all(builds_in(path)[100 + n]["commits"] == [{"message": f"Change {n}",
-                                                         "hash": f"{n:x}"}] for n in range(20))
+    assert all(
+        builds_in(path)[100 + n]["commits"] == [{"message": f"Change {n}", "hash": f"{n:x}"}]
+        for n in range(20)
+    )
 
 
 def test_what_is_not_a_regular_file_is_refused_without_hanging(data_dir, capsys):
     os.unlink(data_dir / "alpha.json")
     os.mkfifo(data_dir / "alpha.json")  # opening it for reading would wait for a writer
     assert cli.main(publish_argv(data_dir, 9)) == 1
-    assert capsys.readouterr().err == (f"buildshelf publish: {data_dir / 'alpha.json'} is not a "
-                                       "regular file: it is left as it is\n")
-
+    assert capsys.readouterr().err == (
+        f"buildshelf publish: {data_dir / 'alpha.json'} is not a "
+        "regular file: it is left as it is\n"
+    )
