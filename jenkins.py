@@ -11,7 +11,7 @@ import urllib.request
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-import store
+import datafile
 
 TREE = (
     "allBuilds[number,url,displayName,result,timestamp,building,"
@@ -159,8 +159,8 @@ def _problem(doc, slug, build):
     """The server's objection to `build` in this project, or None."""
     candidate = json.dumps(dict(doc, builds=[build])).encode()
     try:
-        store.parse_project(slug + ".json", slug, candidate)
-    except store.DataError as error:
+        datafile.parse_project(slug + ".json", slug, candidate)
+    except datafile.DataError as error:
         return error.message
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
         return f"not a valid build ({error.__class__.__name__}: {error})"

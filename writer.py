@@ -12,27 +12,15 @@ a diff as the lines it changed.
 import errno
 import fcntl
 import glob
-import json
 import os
 import tempfile
 from contextlib import contextmanager, nullcontext, suppress
 
+import datafile
 import store
+from model import SLUG_PATTERN
 
 LOCK_NAME = ".buildshelf.lock"
-# The spec's order; a legacy 'commit' is kept (never served) rather than silently dropped.
-PROJECT_KEYS = ("slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds")
-BUILD_KEYS = (
-    "buildNumber",
-    "url",
-    "downloadUrl",
-    "channelVersion",
-    "timestamp",
-    "isExperimental",
-    "commits",
-    "commit",
-)
-COMMIT_KEYS = ("message", "hash")
 
 
 class Refused(Exception):
@@ -40,7 +28,7 @@ class Refused(Exception):
 
 
 def project_path(directory, slug):
-    if not store.SLUG_PATTERN.match(slug):
+    if not SLUG_PATTERN.match(slug):
         raise Refused(
             f"{slug!r} is not a project slug: use a-z, 0-9, '.', '_' and '-', "
             "starting with a-z or 0-9"
@@ -64,29 +52,10 @@ def locked(directory):
         os.close(fd)
 
 
-def _ordered(value, keys):
-    ordered = {key: value[key] for key in keys if key in value}
-    ordered.update((key, item) for key, item in value.items() if key not in ordered)
-    return ordered
-
-
 def encode(doc):
-    """A project document as bytes in the one stable format: 2-space indent, keys in the
-    spec's order, builds ascending by number, a final newline."""
-    builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
-    doc = dict(
-        doc,
-        builds=[
-            dict(
-                _ordered(build, BUILD_KEYS),
-                commits=[_ordered(commit, COMMIT_KEYS) for commit in build["commits"]],
-            )
-            for build in builds
-        ],
-    )
-    text = json.dumps(_ordered(doc, PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n"
+    """The document's bytes in the data files' one stable format (datafile.encode)."""
     try:
-        return text.encode()
+        return datafile.encode(doc)
     except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
         raise Refused(
             "the text holds characters that are not valid Unicode (such as bytes "
@@ -107,13 +76,13 @@ def _read(path, slug):
         raise Refused(f"cannot read {path}: {error.strerror}") from None
     mode = st.st_mode & 0o7777
     _validate(path, slug, data, "it is left as it is: fix it by hand first")
-    return store.parse_json(path, data), mode
+    return datafile.parse_json(path, data), mode
 
 
 def _validate(path, slug, data, advice=None):
     try:
-        store.parse_project(path, slug, data)
-    except store.DataError as error:
+        datafile.parse_project(path, slug, data)
+    except datafile.DataError as error:
         raise Refused(f"{error}" + (f" ({advice})" if advice else "")) from None
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
         raise Refused(

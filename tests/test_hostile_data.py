@@ -9,12 +9,13 @@ import pytest
 import webtest
 
 import cli
+import datafile
 import server
 import store as store_module
 from conftest import bump_mtime, make_build, make_project
 
 API = "/api/v2"
-URL_RULE = store_module.URL_RULE
+URL_RULE = datafile.URL_RULE
 CHANNEL_RULE = "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
 UNICODE_RULE = "strings must be valid Unicode"
 SLUG_RULE = (
@@ -246,7 +247,7 @@ def test_a_hostile_edit_keeps_the_last_good_version(data_dir, caplog, content, p
 
 def test_nesting_within_the_limit_is_fine_where_any_value_is_allowed():
     doc = make_project([make_build(1, commit=json.loads("[" * 90 + "]" * 90))])
-    project = store_module.parse_project("p.json", "p", json.dumps(doc).encode())
+    project = datafile.parse_project("p.json", "p", json.dumps(doc).encode())
     assert [b.number for b in project.builds] == [1]
 
 
@@ -293,7 +294,7 @@ def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(t
     ],
 )
 def test_printable_names(name, shown):
-    assert store_module.printable(name) == shown
+    assert datafile.printable(name) == shown
 
 
 def test_many_distinct_channels_each_get_their_builds():
@@ -301,7 +302,7 @@ def test_many_distinct_channels_each_get_their_builds():
     builds = [
         make_build(n, f"c{n}", experimental=n % 2 == 1, commit_count=0) for n in range(20_000)
     ]
-    project = store_module.parse_project("p.json", "p", json.dumps(make_project(builds)).encode())
+    project = datafile.parse_project("p.json", "p", json.dumps(make_project(builds)).encode())
     for n in (0, 1, 9_998, 19_999):
         assert [b.number for b in project.select(f"c{n}", True)] == [n]
         assert [b.number for b in project.select(f"c{n}", False)] == ([] if n % 2 else [n])

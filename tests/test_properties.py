@@ -10,7 +10,9 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import datafile
 import javadoc
+import model
 import server
 import store as store_module
 from conftest import write_file
@@ -205,12 +207,12 @@ def assert_servable(path, data):
     """parse_project gives a Project whose every served value encodes, or a DataError whose
     message does: nothing else, so that neither a load nor a response can fail."""
     try:
-        project = store_module.parse_project(path, "p", data)
-    except store_module.DataError as error:
+        project = datafile.parse_project(path, "p", data)
+    except datafile.DataError as error:
         assert str(error).startswith(path)
         server.encode({"file": error.name, "error": error.located()})  # what /healthz sends
         return None
-    assert isinstance(project, store_module.Project)
+    assert isinstance(project, model.Project)
     server.encode(server.project_json(project))
     for channel in {None} | {b.channel for b in project.builds}:
         for experimental in (False, True):
@@ -258,7 +260,7 @@ def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value
     # Accepted: then it must obey every rule of the format.
     for build in project.builds:
         assert type(build.number) is int and build.number >= 0
-        assert store_module.CHANNEL_PATTERN.match(build.channel)
+        assert model.CHANNEL_PATTERN.match(build.channel)
         assert type(build.timestamp) is int and type(build.is_experimental) is bool
         assert all(type(c.message) is str and c.hash for c in build.commits)
 
@@ -394,12 +396,12 @@ def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefi
     assert " " not in location and "%25" not in location
 
 
-PROJECT_FIELDS = sorted(store_module.PROJECT_KEYS) + ["other"]
-BUILD_FIELDS = sorted(store_module.BUILD_KEYS | store_module.LEGACY_BUILD_KEYS) + [
+PROJECT_FIELDS = sorted(datafile.PROJECT_KEYS) + ["other"]
+BUILD_FIELDS = sorted(datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS) + [
     "gameVersion",
     "other",
 ]
-COMMIT_FIELDS = sorted(store_module.AUTHORED_COMMIT_KEYS) + ["other"]
+COMMIT_FIELDS = sorted(datafile.AUTHORED_COMMIT_KEYS) + ["other"]
 DELETE = object()
 
 places = st.one_of(

@@ -9,17 +9,19 @@ import shutil
 
 import pytest
 
+import datafile
+import model
 import store as store_module
 from conftest import ALPHA_BUILDS, bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 
 def parse(doc, slug="alpha", path="data/alpha.json"):
     data = doc if isinstance(doc, bytes) else json.dumps(doc, indent=2).encode()
-    return store_module.parse_project(path, slug, data)
+    return datafile.parse_project(path, slug, data)
 
 
 def parse_error(doc, **kwargs):
-    with pytest.raises(store_module.DataError) as raised:
+    with pytest.raises(datafile.DataError) as raised:
         parse(doc, **kwargs)
     return str(raised.value)
 
@@ -52,7 +54,7 @@ def test_select_and_latest(channel, experimental, expected, latest):
 
 def test_a_build_keeps_every_value_of_its_file():
     project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=-5)]))
-    assert project.builds[0] == store_module.Build(
+    assert project.builds[0] == model.Build(
         4,
         "https://ci.example.org/job/Alpha/4/",
         "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar",
@@ -60,8 +62,8 @@ def test_a_build_keeps_every_value_of_its_file():
         -5,
         True,
         (
-            store_module.Commit("Change 4.0", "0004" + "0" * 36),
-            store_module.Commit("Change 4.1", "0004" + "0" * 35 + "1"),
+            model.Commit("Change 4.0", "0004" + "0" * 36),
+            model.Commit("Change 4.1", "0004" + "0" * 35 + "1"),
         ),
     )
 
@@ -78,9 +80,9 @@ def test_a_commit_author_is_kept_and_empty_when_absent():
     )
     commits = parse(make_project([build])).builds[0].commits
     assert commits == (
-        store_module.Commit("a", "ab", "Jane Doe"),
-        store_module.Commit("b", "cd", ""),
-        store_module.Commit("c", "ef", ""),
+        model.Commit("a", "ab", "Jane Doe"),
+        model.Commit("b", "cd", ""),
+        model.Commit("c", "ef", ""),
     )
 
 
@@ -183,13 +185,13 @@ def build_error(**fields):
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"url": "ftp://ci.example.org/1"}, "'url' " + store_module.URL_RULE),
-        ({"url": "/job/1/"}, "'url' " + store_module.URL_RULE),
-        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + store_module.URL_RULE),
-        ({"downloadUrl": "https://"}, "'downloadUrl' " + store_module.URL_RULE),
-        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + store_module.URL_RULE),
-        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + store_module.URL_RULE),
-        ({"url": "https://a.example/\u00e9"}, "'url' " + store_module.URL_RULE),
+        ({"url": "ftp://ci.example.org/1"}, "'url' " + datafile.URL_RULE),
+        ({"url": "/job/1/"}, "'url' " + datafile.URL_RULE),
+        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": "https://"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"url": "https://a.example/\u00e9"}, "'url' " + datafile.URL_RULE),
         (
             {"channelVersion": ""},
             "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
@@ -282,11 +284,11 @@ def test_duplicate_build_numbers_are_refused():
     [
         ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
         ({"ciJob": None}, "'ciJob' must be a non-empty string"),
-        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + store_module.URL_RULE),
-        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + store_module.URL_RULE),
+        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + datafile.URL_RULE),
+        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + datafile.URL_RULE),
         (
             {"javadocBaseUrl": "https://jd.example.org/ä/"},
-            "'javadocBaseUrl' " + store_module.URL_RULE,
+            "'javadocBaseUrl' " + datafile.URL_RULE,
         ),
         (
             {"javadocBaseUrl": "https://jd.example.org/a?v=1"},
@@ -584,9 +586,9 @@ def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
 
 def both_paths(text):
     """(fast result or None, the build-by-build result) for the same file text."""
-    fast = store_module._fast_project("alpha", text)
-    return fast, store_module._checked_project(
-        "a.json", "alpha", store_module.parse_json("a.json", text.encode())
+    fast = datafile._fast_project("alpha", text)
+    return fast, datafile._checked_project(
+        "a.json", "alpha", datafile.parse_json("a.json", text.encode())
     )
 
 
@@ -597,8 +599,8 @@ def assert_same_project(fast, checked):
         checked.ci_job_url,
         checked.javadoc_base_url,
     )
-    assert fast.builds == checked.builds and fast._selections == checked._selections
-    assert all(type(c) is store_module.Commit for b in fast.builds for c in b.commits)
+    assert fast.builds == checked.builds and fast.selections == checked.selections
+    assert all(type(c) is model.Commit for b in fast.builds for c in b.commits)
 
 
 def test_the_fast_path_gives_what_the_checks_give():
@@ -639,7 +641,7 @@ def test_both_paths_keep_one_string_per_channel():
     ],
 )
 def test_a_key_written_twice_is_found_without_the_hook(text, message):
-    assert store_module._fast_project("alpha", text) is None
+    assert datafile._fast_project("alpha", text) is None
     assert parse_error(text.encode()) == f"data/alpha.json: {message}"
 
 
@@ -709,9 +711,9 @@ ONE_RULE_AWAY = [
     "DELETE",
 ]
 FIELDS = (
-    [("project", key) for key in sorted(store_module.PROJECT_KEYS) + ["other"]]
-    + [("build", key) for key in sorted(store_module.BUILD_KEYS) + ["commit", "other"]]
-    + [("commit", key) for key in sorted(store_module.COMMIT_KEYS) + ["other"]]
+    [("project", key) for key in sorted(datafile.PROJECT_KEYS) + ["other"]]
+    + [("build", key) for key in sorted(datafile.BUILD_KEYS) + ["commit", "other"]]
+    + [("commit", key) for key in sorted(datafile.COMMIT_KEYS) + ["other"]]
 )
 
 
@@ -732,10 +734,10 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
             else:
                 target[key] = value
             text = json.dumps(doc)
-            fast = store_module._fast_project("alpha", text)
+            fast = datafile._fast_project("alpha", text)
             try:
                 checked = parse(text.encode())
-            except store_module.DataError:
+            except datafile.DataError:
                 assert fast is None, (level, key, value)
                 continue
             accepted += 1

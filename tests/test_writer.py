@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import cli
+import datafile
 import store as store_module
 import writer
 from conftest import make_build, make_project, write_file
@@ -465,6 +466,29 @@ def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys)
 # --- the file's format --------------------------------------------------------------------------
 
 
+def test_publish_keeps_every_key_of_the_file_in_the_documented_order(data_dir):
+    """A Reposilite project's javadocPagePrefix stays right after javadocBaseUrl, and the
+    optional slug first: the order of datafile.PROJECT_KEYS, which the docs give."""
+    path = data_dir / "alpha.json"
+    doc = json.loads(path.read_text())
+    write_file(
+        path,
+        {"builds": doc.pop("builds"), "javadocPagePrefix": ".cache/unpack", "slug": "alpha", **doc},
+    )
+    assert cli.main(publish_argv(data_dir, 9)) == 0
+    written = json.loads(path.read_text())
+    assert list(written) == [
+        "slug",
+        "ciJob",
+        "ciJobUrl",
+        "javadocBaseUrl",
+        "javadocPagePrefix",
+        "builds",
+    ]
+    assert list(written) == list(datafile.PROJECT_KEYS)
+    assert written["javadocPagePrefix"] == ".cache/unpack"
+
+
 def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data_dir):
     path = data_dir / "alpha.json"
     path.write_text(json.dumps(json.loads(path.read_text()), indent=4))  # hand-formatted
@@ -473,7 +497,7 @@ def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data
     assert path.read_bytes() == (json.dumps(doc, indent=2) + "\n").encode()
     assert list(doc) == ["ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
     assert [b["buildNumber"] for b in doc["builds"]] == [1, 2, 3, 5, 7, 8, 9]
-    assert all(list(b) == list(writer.BUILD_KEYS[:-1]) for b in doc["builds"])
+    assert all(list(b) == list(datafile.BUILD_KEYS) for b in doc["builds"])
     before = path.read_text().splitlines()
     assert cli.main(publish_argv(data_dir, 10, "--commit", "abc", "Fix")) == 0
     diff = list(difflib.unified_diff(before, path.read_text().splitlines(), lineterm="", n=0))
@@ -495,7 +519,7 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     assert cli.main(publish_argv(data_dir, 9)) == 0
     written = json.loads((data_dir / "alpha.json").read_text())
     assert list(written) == ["slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
-    assert list(written["builds"][0]) == list(writer.BUILD_KEYS)
+    assert list(written["builds"][0]) == list(datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS)
     assert written["builds"][0]["commit"] == [{"message": "legacy", "hash": "ab"}]
     assert list(written["builds"][0]["commits"][0]) == ["message", "hash"]
 

@@ -1,0 +1,419 @@
+"""The data files' format: one project per file, `<slug>.json`. Its keys and their order, the
+rules every value follows, the two ways a file is validated (whole and fast, or build by build
+for the message), `DataError`, the stable encoding the writer uses, and reading a file without
+ever blocking.
+
+Nothing here knows about HTTP or about reloading: `store.py` reads the directory with these,
+`writer.py` writes files these accept.
+"""
+
+import json
+import os
+import re
+from itertools import chain, islice
+from operator import attrgetter, lt
+
+import msgspec
+
+import javadoc
+import strictjson
+from model import (
+    CHANNEL_PATTERN,
+    SLUG_PATTERN,
+    URL_PATTERN,
+    Build,
+    Commit,
+    Project,
+    file_keys,
+)
+
+URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+HEX_BYTES = b"0123456789abcdefABCDEF"
+# The keys of each object, in the order files are written: the model's fields.
+PROJECT_KEYS = file_keys(Project)
+OPTIONAL_PROJECT_KEYS = ("slug", "javadocPagePrefix")
+BUILD_KEYS = file_keys(Build)
+LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
+AUTHORED_COMMIT_KEYS = file_keys(Commit)
+COMMIT_KEYS = AUTHORED_COMMIT_KEYS[:2]  # 'author' is optional
+# As sets, for the checks on every build.
+_PROJECT_KEYS, _REQUIRED_PROJECT_KEYS = (
+    set(PROJECT_KEYS),
+    set(PROJECT_KEYS) - set(OPTIONAL_PROJECT_KEYS),
+)
+_BUILD_KEYS, _ALLOWED_BUILD_KEYS = set(BUILD_KEYS), set(BUILD_KEYS + LEGACY_BUILD_KEYS)
+_COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
+# JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(name):
+    """A file name or path as one printable line, whatever bytes the file system gave.
+
+    Control characters (a newline would forge a log line), bytes that are not UTF-8 (they
+    cannot be encoded into JSON) and backslashes (so the escapes stay unambiguous) are escaped.
+    """
+    if name.isprintable() and "\\" not in name:
+        return name
+    return "".join(ch if ch.isprintable() and ch != "\\" else _escaped(ch) for ch in name)
+
+
+def _escaped(char):
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as os.fsdecode keeps it
+        return f"\\x{code - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
+
+
+class DataError(Exception):
+    """A data file that cannot be served, with where in the file the problem is."""
+
+    def __init__(self, path, message, line=None, column=None, where=None):
+        super().__init__(message)
+        self.path, self.message = path, message
+        self.line, self.column, self.where = line, column, where
+
+    @property
+    def name(self):
+        """The file's name in its directory, printable (safe in a log line and in JSON)."""
+        return printable(os.path.basename(self.path))
+
+    def __str__(self):
+        path = printable(os.fspath(self.path))
+        if self.line is not None:
+            return f"{path}:{self.line}:{self.column}: {self.message}"
+        return f"{path}: {self.located()}"
+
+    def located(self):
+        """The message with its place in the file, without the file's path."""
+        if self.line is not None:
+            return f"line {self.line}, column {self.column}: {self.message}"
+        if self.where is not None:
+            return f"{self.where}: {self.message}"
+        return self.message
+
+
+def parse_json(path, data):
+    """Decode `data` (bytes) strictly or raise DataError with line and column."""
+    return _parse(path, _text(path, data))
+
+
+def _text(path, data):
+    try:
+        return strictjson.text_of(data)
+    except strictjson.Invalid as error:
+        raise DataError(path, error.message, error.line, error.column) from None
+
+
+def _parse(path, text):
+    try:
+        return strictjson.loads(text)
+    except strictjson.Invalid as error:
+        raise DataError(path, error.message, error.line, error.column) from None
+
+
+def _unicode_problem(name, text):
+    """Why a string holding a lone surrogate cannot be served, and where it is in it."""
+    index = SURROGATE.search(text).start()
+    return (
+        f"{name!r} holds a lone surrogate ({text[index].encode('unicode_escape').decode()} "
+        f"at character {index + 1}): strings must be valid Unicode"
+    )
+
+
+def _is_url(value):
+    return type(value) is str and value.isascii() and URL_PATTERN.match(value) is not None
+
+
+class _Invalid(Exception):
+    """A problem in one build; the caller knows which build and raises a DataError."""
+
+
+def _check_keys(value, allowed, required):
+    keys = value.keys()
+    if not (required <= keys <= allowed):
+        unknown = sorted(keys - allowed)
+        if unknown:
+            raise _Invalid(f"unknown key {unknown[0]!r}")
+        raise _Invalid(f"missing key {sorted(required - keys)[0]!r}")
+
+
+def _commit_problem(value):
+    if type(value) is not dict:
+        return "must be an object with 'message' and 'hash'"
+    try:
+        _check_keys(value, _AUTHORED_COMMIT_KEYS, _COMMIT_KEYS)
+    except _Invalid as problem:
+        return str(problem)
+    if type(value["message"]) is not str:
+        return "'message' must be a string"
+    if type(value.get("author", "")) is not str:
+        return "'author' must be a string"
+    for key in ("message", "author"):
+        if SURROGATE.search(value.get(key, "")):
+            return _unicode_problem(key, value[key])
+    return "'hash' must be a string of hexadecimal digits"
+
+
+def _build(value, channels):
+    # On the path of every build at every load: exact type checks, no work for messages.
+    if type(value) is not dict:
+        raise _Invalid("must be an object")
+    number = value.get("buildNumber")
+    if not (type(number) is int and number >= 0):
+        raise _Invalid("'buildNumber' must be an integer >= 0")
+    if "gameVersion" in value:
+        raise _Invalid("'gameVersion' is the old name: rename it to 'channelVersion'")
+    if value.keys() != _BUILD_KEYS:
+        _check_keys(value, _ALLOWED_BUILD_KEYS, _BUILD_KEYS)
+    url, download_url = value["url"], value["downloadUrl"]
+    if not _is_url(url):
+        raise _Invalid(f"'url' {URL_RULE}")
+    if not _is_url(download_url):
+        raise _Invalid(f"'downloadUrl' {URL_RULE}")
+    channel = value["channelVersion"]
+    if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
+        if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
+            raise _Invalid(
+                "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
+            )
+        # Thousands of builds share a handful of channels: check each once, store it once.
+        channels[channel] = channel
+    if type(value["timestamp"]) is not int:
+        raise _Invalid("'timestamp' must be an integer")
+    if type(value["isExperimental"]) is not bool:
+        raise _Invalid("'isExperimental' must be true or false")
+    if type(value["commits"]) is not list:
+        raise _Invalid("'commits' must be an array")
+    commits = []
+    for commit in value["commits"]:
+        if type(commit) is dict and (
+            commit.keys() == _COMMIT_KEYS or commit.keys() == _AUTHORED_COMMIT_KEYS
+        ):
+            message, commit_hash = commit["message"], commit["hash"]
+            author = commit.get("author", "")
+            if (
+                type(message) is str
+                and (message.isascii() or not SURROGATE.search(message))
+                and type(commit_hash) is str
+                and commit_hash
+                and HEX_DIGITS.issuperset(commit_hash)
+                and type(author) is str
+                and (author.isascii() or not SURROGATE.search(author))
+            ):
+                commits.append(Commit(message, commit_hash, author))
+                continue
+        raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
+    return Build(
+        number,
+        url,
+        download_url,
+        channels[channel],
+        value["timestamp"],
+        value["isExperimental"],
+        tuple(commits),
+    )
+
+
+def _build_place(index, value):
+    number = value.get("buildNumber") if type(value) is dict else None
+    if type(number) is int and number >= 0:
+        return f"build {number} (builds[{index}])"
+    return f"builds[{index}]"
+
+
+def _project_problem(doc, slug):
+    """What is wrong with the file's own fields (its builds aside), or None."""
+    if not isinstance(doc, dict):
+        return "the file must hold a JSON object"
+    try:
+        _check_keys(doc, _PROJECT_KEYS, _REQUIRED_PROJECT_KEYS)
+    except _Invalid as problem:
+        return str(problem)
+    if doc.get("slug", slug) != slug:
+        return f"'slug' is {doc['slug']!r} but the file name says {slug!r}"
+    if not (isinstance(doc["ciJob"], str) and doc["ciJob"]):
+        return "'ciJob' must be a non-empty string"
+    if SURROGATE.search(doc["ciJob"]):
+        return _unicode_problem("ciJob", doc["ciJob"])
+    for key in ("ciJobUrl", "javadocBaseUrl"):
+        if not _is_url(doc[key]):
+            return f"{key!r} {URL_RULE}"
+    if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
+        return (
+            "'javadocBaseUrl' must have no query or fragment: the channel's page is added "
+            "to its path"
+        )
+    page_prefix = doc.get("javadocPagePrefix", "")
+    if not isinstance(page_prefix, str):
+        return "'javadocPagePrefix' must be a string, e.g. \".cache/unpack\""
+    problem = javadoc.path_problem(page_prefix) if page_prefix else None
+    if problem is not None or len(page_prefix) > javadoc.MAX_PAGE_LENGTH:
+        return (
+            f"'javadocPagePrefix' {problem or 'is too long'}: give a relative path such as "
+            '".cache/unpack"'
+        )
+    if not isinstance(doc["builds"], list):
+        return "'builds' must be an array"
+    return None
+
+
+def parse_project(path, slug, data, quick=True):
+    """Validate one file's bytes into a Project, or raise DataError.
+
+    `quick=False` skips the fast path: it decodes a file in one call that holds the
+    interpreter lock throughout (a second for 200 MB), which a server already answering
+    requests should not do.
+    """
+    if not SLUG_PATTERN.match(slug):
+        raise DataError(
+            path,
+            f"'{printable(slug)}' is not a project slug: name the file "
+            "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
+            "with a-z or 0-9",
+        )
+    text = _text(path, data)
+    # Nearly every file is valid: checked whole, fast. Any doubt (a problem, a legacy key, a
+    # key possibly written twice) and the file is read again, build by build, for the message.
+    return (quick and _fast_project(slug, text)) or _checked_project(path, slug, _parse(path, text))
+
+
+def _checked_project(path, slug, doc):
+    problem = _project_problem(doc, slug)
+    if problem is not None:
+        raise DataError(path, problem)
+    builds, channels = [], {}
+    for index, value in enumerate(doc["builds"]):
+        try:
+            builds.append(_build(value, channels))
+        except _Invalid as problem:
+            raise DataError(path, str(problem), where=_build_place(index, value)) from None
+    builds.sort(key=attrgetter("number"))
+    for earlier, later in zip(builds, builds[1:]):
+        if earlier.number == later.number:
+            raise DataError(
+                path, "buildNumber appears more than once", where=f"build {later.number}"
+            )
+    return Project.of(
+        tuple(builds),
+        slug=slug,
+        ci_job=doc["ciJob"],
+        ci_job_url=doc["ciJobUrl"],
+        javadoc_base_url=doc["javadocBaseUrl"],
+        javadoc_page_prefix=doc.get("javadocPagePrefix", ""),
+    )
+
+
+# --- the fast path: the same rules, checked on the whole file at once ---------------------------
+# A Python call per JSON object (the duplicate-key hook) and per build made loading take 4 times
+# as long as json.load. Here msgspec checks the shape and the types while it decodes, and the
+# remaining rules run as loops in C (map, set, join) over all builds. A file is accepted only when
+# every rule above visibly holds, so whatever this accepts, _checked_project accepts with the
+# same result; anything else (a problem, a legacy key, a key maybe written twice, an integer
+# over 64 bits) goes to _checked_project, which finds the message.
+
+
+class _File(msgspec.Struct, forbid_unknown_fields=True):
+    ciJob: str
+    ciJobUrl: str
+    javadocBaseUrl: str
+    builds: list[Build]
+    slug: str | msgspec.UnsetType = msgspec.UNSET
+
+
+_decode_file = msgspec.json.Decoder(_File).decode
+_number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
+
+
+def _fast_project(slug, text):
+    """The file's Project if it is plainly valid, else None."""
+    try:
+        doc = _decode_file(text)
+    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
+        return None
+    builds = doc.builds
+    numbers = list(map(_number, builds))
+    urls = list(map(_url, builds)) + list(map(_download_url, builds))
+    all_urls = "".join(urls)
+    commits = list(chain.from_iterable(map(attrgetter("commits"), builds)))
+    if any(map(attrgetter("author"), commits)):
+        return None  # authors are rare: the build-by-build checks take them
+    messages = "".join(map(attrgetter("message"), commits))
+    hashes = list(map(attrgetter("hash"), commits))
+    all_hashes = "".join(hashes)
+    in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
+    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
+    if not (
+        _project_problem(fields, slug) is None
+        and min(numbers, default=0) >= 0
+        and (in_order or len(set(numbers)) == len(numbers))
+        and all_urls.isascii()
+        and all(map(URL_PATTERN.match, urls))
+        and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
+        and "" not in hashes
+        and all_hashes.isascii()
+        and not all_hashes.encode().translate(None, HEX_BYTES)
+        and (messages.isascii() or not SURROGATE.search(messages))
+    ):
+        return None
+    # Duplicate keys without a hook: outside strings, JSON has one ':' per key written, so more
+    # of them than the keys read means a key written twice. An escaped ':' (\u003a) would skew
+    # the count: such a file takes the slow path.
+    keys = (
+        4
+        + (doc.slug is not msgspec.UNSET)
+        + len(builds) * len(BUILD_KEYS)
+        + len(commits) * len(COMMIT_KEYS)
+    )
+    colons = (
+        all_urls.count(":")
+        + messages.count(":")
+        + doc.ciJob.count(":")
+        + doc.ciJobUrl.count(":")
+        + doc.javadocBaseUrl.count(":")
+    )
+    if text.count(":") - colons != keys or ("\\" in text and "\\u003" in text):
+        return None
+    # Thousands of builds share a handful of channels: keep one string of each, as _build does
+    # (5 MB at 100,000 builds). The builds are new and seen by no one else yet.
+    channels = {}
+    for build in builds:
+        channel = channels.setdefault(build.channel, build.channel)
+        if channel is not build.channel:
+            msgspec.structs.force_setattr(build, "channel", channel)
+    builds = tuple(builds) if in_order else tuple(sorted(builds, key=_number))
+    return Project.of(
+        builds,
+        slug=slug,
+        ci_job=doc.ciJob,
+        ci_job_url=doc.ciJobUrl,
+        javadoc_base_url=doc.javadocBaseUrl,
+    )
+
+
+# --- the stable encoding -------------------------------------------------------------------------
+
+
+def encode(doc: dict) -> bytes:
+    """A project document as bytes in the one stable format, so that a change shows in a diff
+    as the lines it changed: 2-space indent, keys in PROJECT_KEYS' order (then any others),
+    builds ascending by number, a final newline. UnicodeEncodeError for a lone surrogate."""
+    builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
+    doc = dict(
+        doc,
+        builds=[
+            dict(
+                _ordered(build, BUILD_KEYS + LEGACY_BUILD_KEYS),
+                commits=[_ordered(commit, AUTHORED_COMMIT_KEYS) for commit in build["commits"]],
+            )
+            for build in builds
+        ],
+    )
+    return (json.dumps(_ordered(doc, PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def _ordered(value, keys):
+    ordered = {key: value[key] for key in keys if key in value}
+    ordered.update((key, item) for key, item in value.items() if key not in ordered)
+    return ordered
