@@ -6,51 +6,23 @@ write them (add-project, publish, yank, import-jenkins). All argument parsing li
 """
 
 import argparse
-import logging
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
+import accesslog
 import jenkins
 import server
-import serving
-import store as store_module
-import upstream
+import settings
+import store
 import writer
 
-log = logging.getLogger(__name__)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_DATA = os.path.join(HERE, "data")
 GIT_TIMEOUT = 60
-ABSENT = argparse.SUPPRESS  # an option not given stays out of the namespace: its variable may apply
 
 
 # --- values ------------------------------------------------------------------------------------
-
-
-def _directory(value):
-    if not os.path.isdir(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
-    return value
-
-
-def _number_in(low, high):
-    def number(value):
-        try:
-            n = int(value)
-        except ValueError:
-            n = None
-        if n is None or not low <= n <= high:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not a whole number from {low} to {high}"
-            )
-        return n
-
-    return number
 
 
 def _integer(value, pattern=re.compile(r"-?[0-9]{1,30}\Z")):
@@ -86,126 +58,11 @@ def _regex(value):
         ) from None
 
 
-def _compat_mode(value):
-    value = value or None  # BUILDSHELF_COMPAT= (empty) is the default
-    if value not in server.COMPAT_MODES:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a compat mode (the one mode is {upstream.MODE!r})"
-        )
-    return value
-
-
-# Measured (README "Performance"): with more clients than threads, 8 cost less CPU a request
-# than 4, the same at 1 and 16 clients.
-DEFAULT_THREADS = 8
-
-
-# (option's dest, environment variable, type, default): a flag wins over its variable.
-SETTINGS = [
-    ("data", "BUILDSHELF_DATA", _directory, None),
-    ("host", "BUILDSHELF_HOST", str, "127.0.0.1"),
-    ("port", "BUILDSHELF_PORT", _number_in(1, 65535), 8080),
-    ("threads", "BUILDSHELF_THREADS", _number_in(1, 256), DEFAULT_THREADS),
-    ("max_age", "BUILDSHELF_MAX_AGE", _number_in(0, 31536000), server.DEFAULT_MAX_AGE),
-    ("cache_mb", "BUILDSHELF_CACHE_MB", _number_in(1, 1 << 20), server.DEFAULT_CACHE_MB),
-    ("compat", "BUILDSHELF_COMPAT", _compat_mode, None),
-]
-SERVE_ONLY = ("host", "port", "threads", "max_age", "cache_mb", "compat", "quiet", "check")
-
-
-def default_data_dir(module_dir=HERE):
-    """data/ beside the code, which a checkout (or an editable install) has and an installed
-    copy in site-packages has not; None when it is not there."""
-    path = os.path.join(module_dir, "data")
-    return path if os.path.isdir(path) else None
-
-
-def _settle(parser, args, environ, module_dir=HERE):
-    """Fill each setting not given as a flag from its variable, then its default."""
-    for dest, variable, convert, default in SETTINGS:
-        if dest != "data" and args.func is not serve:
-            continue
-        if dest in vars(args):
-            continue
-        if variable in environ:
-            try:
-                default = convert(environ[variable])
-            except argparse.ArgumentTypeError as error:
-                parser.error(f"environment variable {variable}: {error}")
-        elif dest == "data":
-            default = default_data_dir(module_dir)
-            if default is None:
-                parser.error(
-                    f"no data directory: none given and no data/ beside "
-                    f"{module_dir} (an installed copy has none): pass --data DIR or "
-                    "set BUILDSHELF_DATA"
-                )
-        setattr(args, dest, default)
-    args.quiet, args.check = getattr(args, "quiet", False), getattr(args, "check", False)
-
-
 # --- the parser ----------------------------------------------------------------------------------
-
-DATA_HELP = (
-    "directory of <slug>.json files (BUILDSHELF_DATA; default: the data/ directory "
-    "beside the code, in a checkout)"
-)
-
-
-def _data_option():
-    options = argparse.ArgumentParser(add_help=False, argument_default=ABSENT)
-    options.add_argument("--data", type=_directory, metavar="DIR", help=DATA_HELP)
-    return options
-
-
-def _serve_options():
-    options = _data_option()
-    options.add_argument(
-        "--host", help="address to listen on (BUILDSHELF_HOST; default: 127.0.0.1)"
-    )
-    options.add_argument(
-        "--port", type=_number_in(1, 65535), help="TCP port (BUILDSHELF_PORT; default: 8080)"
-    )
-    options.add_argument(
-        "--threads",
-        type=_number_in(1, 256),
-        metavar="N",
-        help=f"worker threads (BUILDSHELF_THREADS; default: {DEFAULT_THREADS})",
-    )
-    options.add_argument(
-        "--max-age",
-        type=_number_in(0, 31536000),
-        metavar="S",
-        help="seconds clients and proxies may cache a JSON success "
-        f"(BUILDSHELF_MAX_AGE; default: {server.DEFAULT_MAX_AGE})",
-    )
-    options.add_argument(
-        "--cache-mb",
-        type=_number_in(1, 1 << 20),
-        metavar="MB",
-        help="MiB of encoded responses kept in memory, least recently used "
-        "dropped first (BUILDSHELF_CACHE_MB; default: "
-        f"{server.DEFAULT_CACHE_MB})",
-    )
-    options.add_argument(
-        "--compat",
-        type=_compat_mode,
-        metavar="MODE",
-        help="'upstream': serve the upstream Canvas API's build shapes, for "
-        "its official client (BUILDSHELF_COMPAT; default: the spec's shapes)",
-    )
-    options.add_argument("--quiet", action="store_true", help="no access log line per request")
-    options.add_argument(
-        "--check",
-        action="store_true",
-        help="validate every data file, print each problem, exit 0 if all are "
-        "valid and 1 otherwise, without serving",
-    )
-    return options
 
 
 def make_parser():
-    serve_options, data_option = _serve_options(), _data_option()
+    serve_options, data_option = settings.options(serve=True), settings.options(serve=False)
     parser = argparse.ArgumentParser(
         prog="buildshelf",
         parents=[serve_options],
@@ -216,7 +73,7 @@ def make_parser():
         "in its help; a flag on the command line wins. Exit status: 0 done, 1 refused (the "
         "message says why), 2 bad usage. 'buildshelf COMMAND --help' explains a command.",
     )
-    parser.set_defaults(func=serve, command=None)
+    parser.set_defaults(func=server.serve, command=None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     def command(name, func, help, parents=(data_option,)):
@@ -224,7 +81,7 @@ def make_parser():
         sub.set_defaults(func=func, command=name)
         return sub
 
-    command("serve", serve, "serve the API (the same as no command)", [serve_options])
+    command("serve", server.serve, "serve the API (the same as no command)", [serve_options])
     command(
         "check",
         check,
@@ -330,14 +187,12 @@ def make_parser():
 def parse_args(argv=None, environ=os.environ):
     parser = make_parser()
     args = parser.parse_args(argv)
-    if args.func is not serve:
-        given = [name for name in SERVE_ONLY if name in vars(args)]
+    serving = args.func is server.serve
+    if not serving:
+        given = [s.flag for s in settings.SETTINGS if s.serve_only and s.name in vars(args)]
         if given:
-            parser.error(
-                f"--{given[0].replace('_', '-')} is a serve flag: it does not go "
-                f"with '{args.command}'"
-            )
-    _settle(parser, args, environ)
+            parser.error(f"{given[0]} is a serve flag: it does not go with '{args.command}'")
+    settings.settle(parser, args, environ, serve=serving)
     return args
 
 
@@ -353,82 +208,9 @@ def main(argv=None):
         return 130
 
 
-# --- serve and check ---------------------------------------------------------------------------
-
-
-def _log_to_stderr():
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-
-
-def base_url(host, port):
-    """http://host:port, with an IPv6 address in brackets as URLs need."""
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
 def check(args):
-    _log_to_stderr()
-    problems = store_module.check_directory(args.data)
-    for problem in problems:
-        print(problem)
-    log.info("checked %s: %d problem(s)", args.data, len(problems))
-    return 1 if problems else 0
-
-
-def serve(args):
-    if args.check:
-        return check(args)
-    _log_to_stderr()
-    try:
-        socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (OSError, UnicodeError, ValueError) as error:
-        log.error(
-            "cannot listen on %s: it is not an address or a known host name (%s)",
-            args.host,
-            getattr(error, "strerror", None) or error,
-        )
-        return 1
-    data = store_module.Store(args.data)
-    data.start()
-    app = server.make_app(data, max_age=args.max_age, cache_mb=args.cache_mb, compat=args.compat)
-
-    def listening(waitress_server):
-        log.info(
-            "serving %d projects from %s on %s%s/projects",
-            len(data.snapshot().projects),
-            os.path.abspath(args.data),
-            base_url(waitress_server.effective_host, waitress_server.effective_port),
-            server.API,
-        )
-
-    access_log = None if args.quiet else serving.LineWriter(to_line=serving.access_line)
-    try:
-        serving.serve(
-            app,
-            args.host,
-            args.port,
-            args.threads,
-            on_listening=listening,
-            access_log=access_log,
-            recall=app.recall,
-        )
-    except (OSError, ValueError) as error:  # the address is taken, or not ours to listen on
-        log.error(
-            "cannot listen on %s port %d: %s",
-            args.host,
-            args.port,
-            getattr(error, "strerror", None) or error,
-        )
-        return 1
-    finally:
-        data.stop()
-        if access_log:
-            access_log.close()
-    log.info("stopped")
-    return 0
+    accesslog.log_to_stderr()
+    return store.check(args.data)
 
 
 # --- the commands that write -------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Rendered from the store's queries with bottle's SimpleTemplate (templates in views/) and kept
 in the app's representation cache under the data they show, like the JSON bodies: a repeated
 request renders nothing.
-The HTTP helpers (query parsing, sending with ETag and gzip) are server.py's, handed over by
-`install` so that the JSON API and these pages answer by the same rules.
+They read the query with query.py and answer with answers.py, as the JSON API does, so that
+both answer by the same rules.
 """
 
 import datetime
@@ -18,11 +18,13 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import bottle
 
+import query
+from answers import ISO_TIME, send
+from query import API
 from representation import Representation
 
 log = logging.getLogger(__name__)
 
-API = "/api/v2"
 PAGE_SIZE = 50
 FEED_SIZE = 50
 HTML = "text/html; charset=utf-8"
@@ -101,7 +103,7 @@ def build_view(build):
         url=build.url,
         download_url=build.download_url,
         file=file_name(build.download_url),
-        iso=when.strftime("%Y-%m-%dT%H:%M:%SZ") if when else None,
+        iso=when.strftime(ISO_TIME) if when else None,
         date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
         commits=[
             SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message) for c in build.commits
@@ -200,7 +202,7 @@ def error_page(status, message):
 def atom_time(timestamp):
     # RFC 4287 requires a date: a timestamp out of range shows as the epoch.
     when = utc_time(timestamp) or datetime.datetime.fromtimestamp(0, datetime.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.strftime(ISO_TIME)
 
 
 def feed_xml(project, channel, experimental):
@@ -260,12 +262,11 @@ def feed_xml(project, channel, experimental):
 # --- the routes ---------------------------------------------------------------------------------
 
 
-def install(app, store, max_age, cache, send, query, build_filter, filters):
+def install(app, store, max_age: int, cache) -> None:
     """Add the pages, the feed and their static files to `app` (made by server.make_app).
 
-    `send`, `query`, `build_filter` and `filters` are server.py's helpers: the feed takes the
-    same parameters, gives the same JSON errors and is cached like /builds, in `cache`; the
-    pages read `channel` and `experimental` as the API does.
+    The feed takes the parameters of /builds, gives the same JSON errors and is cached like
+    it, in `cache`; the pages read `channel` and `experimental` as the API does.
     """
     static = {}
     for name in STATIC:
@@ -288,7 +289,7 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
     def index():
         """Every project with its latest builds, for people."""
         try:
-            query()
+            query.build_query()
         except bottle.HTTPError as error:
             return fail_page(error)
         snapshot = store.snapshot()
@@ -306,7 +307,7 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
         """One project's builds, newest first, filtered and paged."""
         snapshot = store.snapshot()
         try:
-            project, channel, experimental, page = _page_filter(snapshot, slug, query, filters)
+            project, channel, experimental, page = _page_filter(snapshot, slug)
         except bottle.HTTPError as error:
             return fail_page(error)
 
@@ -324,7 +325,7 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
     def feed():
         """An Atom feed of a project's newest builds passing the filters."""
         snapshot = store.snapshot()
-        project, channel, experimental = build_filter(snapshot, query())
+        project, channel, experimental = query.build_filter(snapshot, query.build_query())
 
         def make():
             return Representation.of(feed_xml(project, channel, experimental), project.loaded_at)
@@ -343,13 +344,13 @@ def install(app, store, max_age, cache, send, query, build_filter, filters):
         return send(static[name], max_age, STATIC[name])
 
 
-def _page_filter(snapshot, slug, query, filters):
+def _page_filter(snapshot, slug):
     """The project, channel, experimental flag and page number a page request names."""
-    params = query()
+    params = query.build_query()
     project = snapshot.project(slug)
     if project is None:
         raise bottle.HTTPError(404, f"There is no project {slug!r} here.")
-    channel, experimental = filters(params)
+    channel, experimental = query.filters(params)
     pages = page_count(project.select(channel, experimental))
     number = params.get("page") or "1"
     if not (

@@ -93,6 +93,16 @@ def check_directory(directory):
     return problems
 
 
+def check(directory: str) -> int:
+    """Print every problem of the files in `directory`: the exit status of `buildshelf check`,
+    0 when every file is valid and 1 otherwise."""
+    problems = check_directory(directory)
+    for problem in problems:
+        print(problem)
+    log.info("checked %s: %d problem(s)", directory, len(problems))
+    return 1 if problems else 0
+
+
 def stamp(path):
     """What tells a changed file from an unchanged one without reading it (as linecache)."""
     st = os.stat(path)

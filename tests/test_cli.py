@@ -12,7 +12,10 @@ import bottle
 import pytest
 import webtest
 
+import accesslog
 import cli
+import serving
+import settings
 from conftest import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +44,7 @@ def serve_args(monkeypatch, argv, environ=None):
     """main(argv) with waitress.serve replaced: what it would have served, and how."""
     calls = []
     monkeypatch.setattr(
-        cli.serving,
+        serving,
         "serve",
         lambda app, host, port, threads, on_listening, **options: calls.append(
             (app, {"host": host, "port": port, "threads": threads, **options})
@@ -59,7 +62,7 @@ def test_defaults_serve_the_data_beside_server_py_on_localhost_8080(monkeypatch)
         monkeypatch.delenv(name, raising=False)
     app, kwargs = serve_args(monkeypatch, [])
     assert (kwargs["host"], kwargs["port"], kwargs["threads"]) == ("127.0.0.1", 8080, 8)
-    assert cli.DEFAULT_DATA == os.path.join(ROOT, "data")
+    assert settings.default_data_dir() == os.path.join(ROOT, "data")
 
 
 def test_flags_win_over_the_environment(monkeypatch, data_dir, tmp_path):
@@ -130,7 +133,7 @@ def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
     app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
     assert isinstance(app, bottle.Bottle) and kwargs["access_log"] is None
     app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir)])
-    assert isinstance(kwargs["access_log"], cli.serving.LineWriter)
+    assert isinstance(kwargs["access_log"], accesslog.LineWriter)
     assert kwargs["recall"] == app.recall  # repeats are answered from memory either way
 
 
@@ -177,7 +180,7 @@ def test_serve_flags_do_not_go_with_other_commands(data_dir, capsys):
     ],
 )
 def test_the_base_url_brackets_ipv6(host, url):
-    assert cli.base_url(host, 8080) == url
+    assert serving.base_url(host, 8080) == url
 
 
 def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplog):
@@ -185,7 +188,7 @@ def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplo
         effective_host, effective_port = "::1", 8123
 
     monkeypatch.setattr(
-        cli.serving,
+        serving,
         "serve",
         lambda app, host, port, threads, on_listening, **options: on_listening(Listening()),
     )
@@ -253,17 +256,17 @@ def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
     )
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert "ERROR cli: cannot listen on no-such-host.invalid: it is not an address" in line
+    assert "ERROR serving: cannot listen on no-such-host.invalid: it is not an address" in line
 
 
 # --- the default data directory ---------------------------------------------------------------
 
 
 def test_the_default_data_is_beside_the_code_only_when_there(tmp_path):
-    assert cli.default_data_dir(tmp_path) is None
+    assert settings.default_data_dir(tmp_path) is None
     (tmp_path / "data").mkdir()
-    assert cli.default_data_dir(tmp_path) == str(tmp_path / "data")
-    assert cli.default_data_dir() == os.path.join(ROOT, "data")
+    assert settings.default_data_dir(tmp_path) == str(tmp_path / "data")
+    assert settings.default_data_dir() == os.path.join(ROOT, "data")
 
 
 INSTALLED = [name for name in os.listdir(ROOT) if name.endswith(".py")]

@@ -14,10 +14,10 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cli
 import openapi
 import server
 import store as store_module
+from settings import default_data_dir
 
 DOCUMENT = openapi.DOCUMENT
 REGISTRY = referencing.Registry().with_resource(
@@ -114,7 +114,9 @@ def response_schema_pointer(path, status):
 
 @pytest.fixture(scope="module")
 def client():
-    return webtest.TestApp(server.make_app(store_module.Store(cli.DEFAULT_DATA, check_interval=60)))
+    return webtest.TestApp(
+        server.make_app(store_module.Store(default_data_dir(), check_interval=60))
+    )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,6 +8,8 @@ import pytest
 import webob
 import webtest
 
+import answers
+import connection
 import representation
 import server
 import store as store_module
@@ -26,8 +28,8 @@ JSON_PATHS = [
 @pytest.fixture
 def aged(store, monkeypatch):
     """Pretend the data was loaded long ago, so responses carry Last-Modified."""
-    real_time = server.time.time
-    monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
+    real_time = answers.time.time
+    monkeypatch.setattr(answers.time, "time", lambda: real_time() + 3600)
 
 
 @pytest.fixture
@@ -226,7 +228,7 @@ def test_a_repeated_request_does_no_encoding(big_data_dir, client, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("encoded again")
 
-    monkeypatch.setattr(server.json, "dumps", fail)
+    monkeypatch.setattr(answers.json, "dumps", fail)
     monkeypatch.setattr(server.Representation, "of", fail)
     for accept in ("gzip", "identity"):
         client.get(API + "/builds?project=big", headers={"Accept-Encoding": accept})
@@ -335,8 +337,8 @@ def test_a_repeat_is_answered_from_memory_exactly_as_bottle_answered(
     big_data_dir, app, path, when, monkeypatch
 ):
     if when == "dated":  # Last-Modified is sent, and If-Modified-Since is honoured
-        real_time = server.time.time
-        monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
+        real_time = answers.time.time
+        monkeypatch.setattr(answers.time, "time", lambda: real_time() + 3600)
     first = {
         (method, tuple(headers.items())): answer(app, path, method, headers)
         for method, headers in VARIANTS
@@ -389,7 +391,7 @@ def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
 def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
     client = webtest.TestApp(app)
     client.get(API + "/projects")
-    refused = webtest.TestApp(app, extra_environ={server.serving.MALFORMED: "no Host"})
+    refused = webtest.TestApp(app, extra_environ={connection.MALFORMED: "no Host"})
     assert refused.get(API + "/projects", status=400).json["code"] == "malformed_request"
 
 

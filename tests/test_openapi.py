@@ -12,7 +12,9 @@ import referencing.exceptions
 import referencing.jsonschema
 import webtest
 
+import answers
 import openapi
+import pages
 import server
 import store as store_module
 from conftest import make_build, make_project, write_file
@@ -372,8 +374,8 @@ def answering(client, data_dir, tmp_path, monkeypatch):
 
     def make(kind):
         if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
-            real_time = server.time.time
-            monkeypatch.setattr(server.time, "time", lambda: real_time() + 3600)
+            real_time = answers.time.time
+            monkeypatch.setattr(answers.time, "time", lambda: real_time() + 3600)
         elif kind == "large":  # bodies over 1 KiB, so gzip and Vary
             write_file(
                 data_dir / "big.json",
@@ -390,7 +392,8 @@ def answering(client, data_dir, tmp_path, monkeypatch):
             )
         elif kind == "failing":
             # /openapi.json reads no store: a bug in sending reaches it too.
-            monkeypatch.setattr(server, "_send", fail)
+            for module in (server, pages):
+                monkeypatch.setattr(module, "send", fail)
             return webtest.TestApp(server.make_app(FailingStore()))
         return client
 

@@ -561,7 +561,7 @@ def test_a_non_editable_install_finds_the_templates(tmp_path):
     script = (
         "import os, cli, pages, server, store, webtest\n"
         "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
-        "client = webtest.TestApp(server.make_app(store.Store(cli.DEFAULT_DATA)))\n"
+        "client = webtest.TestApp(server.make_app(store.Store(os.path.join(os.path.dirname(cli.__file__), 'data'))))\n"
         "print(pages.VIEWS)\n"
         "print(client.get('/').status, client.get('/static/style.css').status)\n"
     )

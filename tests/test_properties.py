@@ -10,10 +10,12 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import answers
 import datafile
 import javadoc
 import model
 import server
+import shapes
 import store as store_module
 from conftest import write_file
 
@@ -210,13 +212,15 @@ def assert_servable(path, data):
         project = datafile.parse_project(path, "p", data)
     except datafile.DataError as error:
         assert str(error).startswith(path)
-        server.encode({"file": error.name, "error": error.located()})  # what /healthz sends
+        answers.encode({"file": error.name, "error": error.located()})  # what /healthz sends
         return None
     assert isinstance(project, model.Project)
-    server.encode(server.project_json(project))
+    answers.encode(shapes.project_json(project))
     for channel in {None} | {b.channel for b in project.builds}:
         for experimental in (False, True):
-            server.encode([server.build_json(b) for b in project.select(channel, experimental)])
+            answers.encode(
+                [shapes.Shapes().build_json(b) for b in project.select(channel, experimental)]
+            )
             if project.latest(channel, experimental):
                 assert javadoc.javadoc_url(
                     project.javadoc_base_url,

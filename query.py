@@ -1,0 +1,148 @@
+"""What a request asks for: its query string parsed and checked, and the project, filters
+and build it names. Every refusal is an `ApiError`, which the app answers as JSON.
+
+The JSON routes (server.py) and the pages and feed (pages.py) read their parameters here, so
+that both refuse and accept the same queries.
+"""
+
+from urllib.parse import unquote_to_bytes
+
+import bottle
+
+import javadoc
+
+API = "/api/v2"
+BUILD_PARAMETERS = ("project", "channel", "experimental")
+JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
+SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
+MAX_QUERY_FIELDS = 50
+
+
+class ApiError(bottle.HTTPError):
+    """An error response: `code` is the machine-readable snake_case name of the problem."""
+
+    def __init__(self, status, code, message):
+        super().__init__(status, message)
+        self.code = code
+
+
+def _shown(text, limit=100):
+    """A client's value quoted for an error message, cut so a message stays readable."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _decode(field):
+    # '+' stays a plus sign: no value here holds a space, and real clients send the '+' of a
+    # channel such as 1.0.0+71 unencoded.
+    return unquote_to_bytes(field).decode()
+
+
+def parse():
+    """The query as (name, value) pairs, refusing bytes and characters no client means."""
+    # WSGI hands over the raw bytes as latin-1; percent-decode those bytes, then read UTF-8.
+    fields = [f for f in bottle.request.query_string.encode("latin-1").split(b"&") if f]
+    if len(fields) > MAX_QUERY_FIELDS:
+        raise ApiError(
+            400, "invalid_query", f"too many query parameters (at most {MAX_QUERY_FIELDS})"
+        )
+    try:
+        pairs = [
+            (_decode(name), _decode(value))
+            for name, _, value in (f.partition(b"=") for f in fields)
+        ]
+    except UnicodeError:
+        raise ApiError(
+            400, "invalid_query", "the query string is not valid UTF-8 once percent-decoded"
+        ) from None
+    for name, value in pairs:
+        if not (name + value).isprintable():
+            raise ApiError(
+                400,
+                "invalid_query",
+                f"parameter {_shown(name)} holds a control or "
+                "invisible character (such as NUL, CR, LF or a zero-width space)",
+            )
+    return pairs
+
+
+def build_query(once=BUILD_PARAMETERS):
+    """The parameters of a builds request as {name: value}; those in `once` given once."""
+    params = {}
+    for name, value in parse():
+        if name in SUPERSEDED_PARAMETERS:
+            raise ApiError(
+                400,
+                "superseded_parameter",
+                f"parameter {name!r} was replaced: use 'channel' instead",
+            )
+        if name in params and name in once:
+            raise ApiError(
+                400,
+                "repeated_parameter",
+                f"parameter {name!r} is given more than once: give it once",
+            )
+        params.setdefault(name, value)
+    return params
+
+
+def required(params, name):
+    value = params.get(name, "")
+    if not value:
+        raise ApiError(
+            400,
+            "missing_parameter",
+            f"the query parameter {name!r} is required, "
+            f"e.g. ?{name}=... (see {API}/projects for the projects)",
+        )
+    return value
+
+
+def flag(params, name):
+    """True only for the value 'true' in any letter case: anything else means false."""
+    return params.get(name, "").lower() == "true"
+
+
+def filters(params):
+    """The channel (None for all) and the experimental flag a request names."""
+    return params.get("channel") or None, flag(params, "experimental")
+
+
+def build_filter(snapshot, params):
+    """The project, channel (None for all) and experimental flag a builds request names."""
+    slug = required(params, "project")
+    project = snapshot.project(slug)
+    if project is None:
+        raise ApiError(
+            404,
+            "unknown_project",
+            f"no project {_shown(slug)}: see {API}/projects for the projects served",
+        )
+    return project, *filters(params)
+
+
+def latest(snapshot, params):
+    """The project, filters and latest build a request names; 404 when no build passes."""
+    project, channel, experimental = build_filter(snapshot, params)
+    build = project.latest(channel, experimental)
+    if build is None:
+        which = "build" if experimental else "stable build"
+        where = f" in channel {_shown(channel)}" if channel else ""
+        hint = "" if experimental else " (add experimental=true to include experimental builds)"
+        raise ApiError(
+            404, "no_matching_build", f"project {project.slug!r} has no {which}{where}{hint}"
+        )
+    return project, channel, experimental, build
+
+
+def javadoc_page(params):
+    """The page `redirect` names, checked; None without one (the channel's root)."""
+    page = params.get("redirect", "")
+    problem = javadoc.page_problem(page) if page else None
+    if problem is not None:
+        raise ApiError(
+            400,
+            "invalid_redirect",
+            f"parameter 'redirect' {problem}: give a page "
+            f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}",
+        )
+    return page or None

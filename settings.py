@@ -1,0 +1,195 @@
+"""The settings of the server and of the commands, each declared once: its flag, environment
+variable, default, converter and help. The argparse options, the lookup in the environment and
+the table in docs/running.md are all made from `SETTINGS`.
+"""
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import upstream
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENVIRONMENT_PREFIX = "BUILDSHELF_"
+COMPAT_MODES = (None, upstream.MODE)
+
+
+def directory(value: str) -> str:
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
+    return value
+
+
+def number_in(low: int, high: int) -> Callable[[str], int]:
+    def number(value):
+        try:
+            n = int(value)
+        except ValueError:
+            n = None
+        if n is None or not low <= n <= high:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a whole number from {low} to {high}"
+            )
+        return n
+
+    return number
+
+
+def compat_mode(value: str) -> str | None:
+    value = value or None  # BUILDSHELF_COMPAT= (empty) is the default
+    if value not in COMPAT_MODES:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a compat mode (the one mode is {upstream.MODE!r})"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting. A flag on the command line wins over its environment variable, which
+    wins over the default."""
+
+    name: str  # the argparse dest: --max-age is max_age
+    help: str
+    default: object = None
+    convert: Callable[[str], object] | None = None
+    metavar: str | None = None
+    shown_default: str | None = None  # the default as the help and the docs say it
+    from_environment: bool = True  # False for a switch (--quiet, --check)
+    serve_only: bool = True  # False: every command takes it (--data)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def variable(self) -> str | None:
+        return ENVIRONMENT_PREFIX + self.name.upper() if self.from_environment else None
+
+    @property
+    def default_text(self) -> str:
+        if self.shown_default is not None:
+            return self.shown_default
+        return "off" if self.default is None else str(self.default)
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        if not self.from_environment:
+            parser.add_argument(self.flag, action="store_true", help=self.help)
+            return
+        parser.add_argument(
+            self.flag,
+            type=self.convert,
+            metavar=self.metavar,
+            help=f"{self.help} ({self.variable}; default: {self.default_text})",
+        )
+
+
+# With more clients than threads, 8 cost less CPU a request than 4, and the same as 16
+# (docs/performance.md).
+DEFAULT_THREADS = 8
+DEFAULT_MAX_AGE = 60
+DEFAULT_CACHE_MB = 256
+
+SETTINGS = (
+    Setting(
+        "data",
+        "directory of <slug>.json files",
+        convert=directory,
+        metavar="DIR",
+        shown_default="the data/ directory beside the code, in a checkout",
+        serve_only=False,
+    ),
+    Setting(
+        "host", "address to listen on; 0.0.0.0 or :: for every interface", "127.0.0.1", str, "HOST"
+    ),
+    Setting("port", "TCP port", 8080, number_in(1, 65535), "PORT"),
+    Setting("threads", "worker threads", DEFAULT_THREADS, number_in(1, 256), "N"),
+    Setting(
+        "max_age",
+        "seconds clients and proxies may cache a JSON success",
+        DEFAULT_MAX_AGE,
+        number_in(0, 31536000),
+        "S",
+    ),
+    Setting(
+        "cache_mb",
+        "MiB of encoded responses kept in memory, least recently used dropped first",
+        DEFAULT_CACHE_MB,
+        number_in(1, 1 << 20),
+        "MB",
+    ),
+    Setting(
+        "compat",
+        "'upstream': serve the upstream Canvas API's build shapes, for its official client",
+        None,
+        compat_mode,
+        "MODE",
+        shown_default="the spec's shapes",
+    ),
+    Setting("quiet", "no access log line per request", False, from_environment=False),
+    Setting(
+        "check",
+        "validate every data file, print each problem, exit 0 if all are valid and 1 "
+        "otherwise, without serving",
+        False,
+        from_environment=False,
+    ),
+)
+BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def options(serve: bool) -> argparse.ArgumentParser:
+    """A parent parser with the settings a command takes: all of them to serve, else --data.
+    An option not given stays out of the namespace, so that its variable may apply."""
+    parser = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    for setting in SETTINGS:
+        if serve or not setting.serve_only:
+            setting.add_to(parser)
+    return parser
+
+
+def default_data_dir(module_dir: str = HERE) -> str | None:
+    """data/ beside the code, which a checkout (or an editable install) has and an installed
+    copy in site-packages has not; None when it is not there."""
+    path = os.path.join(module_dir, "data")
+    return path if os.path.isdir(path) else None
+
+
+def settle(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    environ: dict,
+    serve: bool,
+    module_dir: str = HERE,
+) -> None:
+    """Fill each setting of the command not given as a flag from its variable, then its
+    default; a bad value is parser.error() naming the variable."""
+    for setting in SETTINGS:
+        if setting.name in vars(args) or not (serve or not setting.serve_only):
+            continue
+        value = setting.default
+        if setting.variable is not None and setting.variable in environ:
+            try:
+                value = setting.convert(environ[setting.variable])
+            except argparse.ArgumentTypeError as error:
+                parser.error(f"environment variable {setting.variable}: {error}")
+        elif setting.name == "data":
+            value = default_data_dir(module_dir)
+            if value is None:
+                parser.error(
+                    f"no data directory: none given and no data/ beside {module_dir} (an "
+                    "installed copy has none): pass --data DIR or set BUILDSHELF_DATA"
+                )
+        setattr(args, setting.name, value)
+
+
+def docs_table() -> str:
+    """The Markdown table of the settings, as docs/running.md has it."""
+    rows = ["| flag | environment | default | what it does |", "|---|---|---|---|"]
+    for setting in SETTINGS:
+        flag = f"`{setting.flag} {setting.metavar}`" if setting.metavar else f"`{setting.flag}`"
+        variable = f"`{setting.variable}`" if setting.variable else ""
+        default = f"`{setting.default_text}`" if setting.from_environment else ""
+        rows.append(f"| {flag} | {variable} | {default} | {setting.help} |")
+    return "\n".join(rows) + "\n"
