@@ -82,8 +82,7 @@ class Commit(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
 
 
 class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
-    """A build, with exactly these fields in this order. The deprecated `commit` field is
-    never served: use `commits`."""
+    """A build, with exactly these fields in this order; the deprecated `commit` is not served."""
 
     number: _described(int, "The build's number, unique in its project.", minimum=0) = (
         msgspec.field(name="buildNumber")

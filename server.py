@@ -26,7 +26,7 @@ from answers import JSON, encode, iso_time, redirect, send
 from connection import MALFORMED
 from query import API, ApiError
 from representation import Representation, RepresentationCache
-from shapes import Shapes, project_json
+from shapes import Health, RejectedFile, Shapes, StalledRead, health_json, project_json
 from store import Store, check
 
 log = logging.getLogger(__name__)
@@ -136,22 +136,22 @@ def make_app(
         late = stalled or (checking_for or 0) > 2 * store.read_wait
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
-        return encode(
-            {
-                "status": "no_data" if not snapshot.projects else "stalled" if late else "ok",
-                "projects": len(snapshot.projects),
-                "lastReload": iso_time(snapshot.loaded_at),
-                "lastCheck": iso_time(store.last_check),
-                "checkRunningFor": None if checking_for is None else round(checking_for, 1),
-                "rejectedFiles": [
-                    {"file": name, "error": error.located()}
+        return health_json(
+            Health(
+                status="no_data" if not snapshot.projects else "stalled" if late else "ok",
+                projects=len(snapshot.projects),
+                last_reload=iso_time(snapshot.loaded_at),
+                last_check=iso_time(store.last_check),
+                check_running_for=None if checking_for is None else round(checking_for, 1),
+                rejected_files=[
+                    RejectedFile(name, error.located())
                     for name, error in sorted(snapshot.errors.items())
                 ],
-                "stalledReads": [
-                    {"file": name, "seconds": round(seconds, 1)}
+                stalled_reads=[
+                    StalledRead(name, round(seconds, 1))
                     for name, seconds in sorted(stalled.items())
                 ],
-            }
+            )
         )
 
     pages.install(app, store, max_age, cache)
@@ -198,13 +198,17 @@ def serve(args: argparse.Namespace) -> int:
         data.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python server.py [flags]`: `buildshelf serve [flags]` from a checkout."""
-    parser = argparse.ArgumentParser(
-        prog="server.py",
+def make_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="python server.py",
         parents=[settings.options(serve=True)],
         description="Serve the build-distribution API (v2): 'buildshelf serve' from a checkout.",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python server.py [flags]`: `buildshelf serve [flags]` from a checkout."""
+    parser = make_parser()
     args = parser.parse_args(argv)
     settings.settle(parser, args, os.environ, serve=True)
     return serve(args)

@@ -8,6 +8,7 @@ import typing
 from operator import attrgetter
 
 import msgspec
+from msgspec import Meta
 
 import upstream
 from answers import encode
@@ -82,19 +83,96 @@ class Shapes:
         return out.getvalue()
 
 
+# /healthz: what the server serves, and what it does not serve as it is on disk.
+_ISO_TIME = Meta(
+    extra_json_schema={
+        "format": "date-time",
+        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
+    }
+)
+
+
+def _text(description, **schema):
+    return typing.Annotated[str, Meta(description=description, extra_json_schema=schema)]
+
+
+class RejectedFile(msgspec.Struct):
+    """A data file not served as it is on disk. A project whose file broke keeps serving its
+    last good version."""
+
+    file: _text("The file's name in the data directory; `.` for the directory itself.", minLength=1)
+    error: _text("The problem and where in the file it is.", minLength=1)
+
+
+class StalledRead(msgspec.Struct):
+    """A read that has lasted longer than a check waits."""
+
+    file: str
+    seconds: typing.Annotated[float, Meta(ge=0)]
+
+
+class Health(msgspec.Struct, rename="camel"):
+    """What the server serves."""
+
+    status: _text(
+        "`no_data` when no project at all is served (status 503); `stalled` when a file has "
+        "been read for longer than a check waits, or a check takes too long: the data served "
+        "may be out of date.",
+        enum=["ok", "stalled", "no_data"],
+    )
+    projects: typing.Annotated[int, Meta(ge=0, description="How many projects are served.")]
+    last_reload: typing.Annotated[
+        str, _ISO_TIME, Meta(description="When the served data last changed, UTC.")
+    ]
+    last_check: typing.Annotated[
+        str,
+        _ISO_TIME,
+        Meta(
+            description="When the data files were last checked for changes, UTC (about every second)."
+        ),
+    ]
+    check_running_for: typing.Annotated[
+        float | None,
+        Meta(
+            description="Seconds the check under way has taken, or null.",
+            extra_json_schema={"minimum": 0},
+        ),
+    ]
+    rejected_files: typing.Annotated[
+        list[RejectedFile], Meta(description="Every data file not served as it is on disk.")
+    ]
+    stalled_reads: typing.Annotated[
+        list[StalledRead],
+        Meta(
+            description="Files (or `.`, the directory listing) whose read has lasted longer "
+            "than a check waits, with how long; each keeps its last good version meanwhile."
+        ),
+    ]
+
+
+def health_json(health: Health) -> bytes:
+    return encode(msgspec.to_builtins(health))
+
+
 def schemas(mode: str | None = None) -> dict:
-    """The OpenAPI schemas of Project, Build and Commit as `mode` serves them: every served
-    field required, no other field allowed."""
-    _, components = msgspec.json.schema_components((Project, Build), ref_template=SCHEMA_REF)
-    for name, struct in (("Project", Project), ("Build", Build), ("Commit", Commit)):
-        schema = components[name]
-        served = [field.encode_name for field in served_fields(struct, mode)]
+    """The OpenAPI schemas of what the API serves, as `mode` serves it: Project, Build and
+    Commit with the fields served in `mode`, and the health report. Every field is required,
+    no other field allowed."""
+    _, components = msgspec.json.schema_components(
+        (Project, Build, Health), ref_template=SCHEMA_REF
+    )
+    for name, schema in components.items():
         schema.pop("title", None)
-        schema["properties"] = {key: schema["properties"][key] for key in served}
+        if "description" in schema:  # a docstring, its lines joined
+            schema["description"] = " ".join(schema["description"].split())
+        struct = {"Project": Project, "Build": Build, "Commit": Commit}.get(name)
+        if struct is not None:
+            keys = [field.encode_name for field in served_fields(struct, mode)]
+            schema["properties"] = {key: schema["properties"][key] for key in keys}
         for prop in schema["properties"].values():
             prop.pop("default", None)
         if name == "Build" and mode:
             schema["properties"] = {**upstream.BUILD_FIELD_SCHEMAS, **schema["properties"]}
         schema["required"] = list(schema["properties"])
         schema["additionalProperties"] = False
-    return {name: components[name] for name in ("Project", "Build", "Commit")}
+    return components
