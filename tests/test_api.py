@@ -4,9 +4,9 @@ import json
 
 import pytest
 import webtest
+from helpers import make_build, make_project, write_file
 
 import server
-from conftest import make_build, make_project, write_file
 
 API = "/api/v2"
 
@@ -16,7 +16,7 @@ def numbers(resp):
 
 
 def build_body(number, channel, experimental, commits):
-    """What the API must serve for conftest's make_build(number, ...): written out by hand."""
+    """What the API must serve for helpers.make_build(number, ...): written out by hand."""
     return {
         "buildNumber": number,
         "url": f"https://ci.example.org/job/Alpha/{number}/",

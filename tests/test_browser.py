@@ -15,8 +15,7 @@ import shutil
 import urllib.request
 
 import pytest
-
-from conftest import ROOT, make_build, make_project, real_server, write_file
+from helpers import ROOT, make_build, make_project, real_server, write_file
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

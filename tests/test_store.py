@@ -8,11 +8,11 @@ import re
 import shutil
 
 import pytest
+from helpers import ALPHA_BUILDS, bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 import datafile
 import model
 import store as store_module
-from conftest import ALPHA_BUILDS, bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 
 def parse(doc, slug="alpha", path="data/alpha.json"):

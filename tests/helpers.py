@@ -1,0 +1,139 @@
+"""Helpers for the tests: data files written the way editors and deploy tools write them,
+and the real server over a data directory."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+import store as store_module
+
+
+def make_build(number, channel="1.21", experimental=False, commit_count=1, **fields):
+    n = number if isinstance(number, int) else 0  # so invalid numbers can be tested too
+    build = {
+        "buildNumber": number,
+        "url": f"https://ci.example.org/job/Alpha/{number}/",
+        "downloadUrl": f"https://ci.example.org/job/Alpha/{number}/artifact/alpha-{number}.jar",
+        "channelVersion": channel,
+        "timestamp": 1700000000000 + n,
+        "isExperimental": experimental,
+        "commits": [
+            {"message": f"Change {number}.{i}", "hash": f"{n:04x}{i:036x}"}
+            for i in range(commit_count)
+        ],
+    }
+    build.update(fields)
+    return build
+
+
+def make_project(builds, **fields):
+    project = {
+        "ciJob": "Alpha",
+        "ciJobUrl": "https://ci.example.org/job/Alpha/",
+        "javadocBaseUrl": "https://jd.example.org/alpha/",
+        "builds": builds,
+    }
+    project.update(fields)
+    return project
+
+
+ALPHA_BUILDS = [
+    make_build(3, "1.20", commit_count=0),
+    make_build(1, "1.20"),  # out of order on purpose: hand-edited files are
+    make_build(2, "1.20", experimental=True),
+    make_build(5, "1.21", commit_count=3),
+    make_build(7, "1.21", experimental=True),
+    make_build(8, "1.21.1-pre1", experimental=True),
+]
+
+
+def write_file(path, content):
+    """Write atomically, as editors and deploy tools do; dicts and lists become JSON."""
+    if not isinstance(content, (str, bytes)):
+        content = json.dumps(content, indent=2)
+    if isinstance(content, str):
+        content = content.encode()
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(content)
+    os.replace(tmp, path)
+    return path
+
+
+def bump_mtime(path, seconds=10):
+    """Move the file's mtime, as a later edit would, without sleeping."""
+    t = os.stat(path).st_mtime_ns + seconds * 1_000_000_000
+    os.utime(path, ns=(t, t))
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def real_server(data, *flags):
+    """`python server.py` over `data` on a free port, once it accepts connections: (port,
+    process, whose stderr is a text pipe). Stopped with SIGINT at the end."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "server.py"),
+            "--data",
+            str(data),
+            "--port",
+            str(port),
+            *flags,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    proc.kill()
+                    pytest.fail(f"server did not start: {proc.communicate()[1]}")
+                time.sleep(0.05)
+        yield port, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stderr.close()
+
+
+def hang_reads_of(name, monkeypatch):
+    """Make reads of the data file `name` hang, as on a hung network mount, until the Event
+    returned is set."""
+    release = threading.Event()
+    read = store_module.read_regular_file
+
+    def hanging(path):
+        if os.path.basename(path) == name:
+            release.wait(30)
+        return read(path)
+
+    monkeypatch.setattr(store_module, "read_regular_file", hanging)
+    return release
