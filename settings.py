@@ -56,6 +56,7 @@ class Setting:
     convert: Callable[[str], object] | None = None
     metavar: str | None = None
     shown_default: str | None = None  # the default as the help and the docs say it
+    more: str = ""  # said in the docs' table only (Markdown)
     from_environment: bool = True  # False for a switch (--quiet, --check)
     serve_only: bool = True  # False: every command takes it (--data)
 
@@ -94,7 +95,7 @@ DEFAULT_CACHE_MB = 256
 SETTINGS = (
     Setting(
         "data",
-        "directory of <slug>.json files",
+        "directory of the project files, SLUG.json",
         convert=directory,
         metavar="DIR",
         shown_default="the data/ directory beside the code, in a checkout",
@@ -104,7 +105,14 @@ SETTINGS = (
         "host", "address to listen on; 0.0.0.0 or :: for every interface", "127.0.0.1", str, "HOST"
     ),
     Setting("port", "TCP port", 8080, number_in(1, 65535), "PORT"),
-    Setting("threads", "worker threads", DEFAULT_THREADS, number_in(1, 256), "N"),
+    Setting(
+        "threads",
+        "worker threads",
+        DEFAULT_THREADS,
+        number_in(1, 256),
+        "N",
+        more="why 8: see [performance.md](performance.md#threads)",
+    ),
     Setting(
         "max_age",
         "seconds clients and proxies may cache a JSON success",
@@ -118,6 +126,7 @@ SETTINGS = (
         DEFAULT_CACHE_MB,
         number_in(1, 1 << 20),
         "MB",
+        more="it holds JSON, pages and feeds; answers that show the same thing share one entry",
     ),
     Setting(
         "compat",
@@ -126,6 +135,7 @@ SETTINGS = (
         compat_mode,
         "MODE",
         shown_default="the spec's shapes",
+        more="see [upstream.md](upstream.md)",
     ),
     Setting("quiet", "no access log line per request", False, from_environment=False),
     Setting(
@@ -191,5 +201,6 @@ def docs_table() -> str:
         flag = f"`{setting.flag} {setting.metavar}`" if setting.metavar else f"`{setting.flag}`"
         variable = f"`{setting.variable}`" if setting.variable else ""
         default = f"`{setting.default_text}`" if setting.from_environment else ""
-        rows.append(f"| {flag} | {variable} | {default} | {setting.help} |")
+        more = f"; {setting.more}" if setting.more else ""
+        rows.append(f"| {flag} | {variable} | {default} | {setting.help}{more} |")
     return "\n".join(rows) + "\n"
