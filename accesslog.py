@@ -71,7 +71,7 @@ class LineWriter:
     The thread that answered a request only appends its item. Through the logging module,
     each waited for the handler's lock, and with one os.write each, for a system call that
     hands the interpreter lock to another thread; either way the threads queued behind each
-    other (README "Performance"). Formatting a batch together here also costs less than a
+    other (docs/performance.md). Formatting a batch together here also costs less than a
     line at a time in each. Lines reach the file within `interval` seconds: a short one, since
     formatting holds the interpreter lock for as long as the batch takes.
     """

@@ -13,6 +13,7 @@ import bottle
 
 from connection import BY_REFERENCE_BYTES, MALFORMED
 from query import API, ApiError
+from representation import Representation
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def iso_time(seconds: float) -> str:
     return time.strftime(ISO_TIME, time.gmtime(seconds))
 
 
-def redirect(location, max_age):
+def redirect(location: str, max_age: int) -> bytes:
     """A 302 to `location`, which must come from validated data only."""
     # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
     # does not parse (such as '[') made it fail with a 500.
@@ -54,7 +55,9 @@ def redirect(location, max_age):
     return b""
 
 
-def send(representation, max_age, content_type=JSON, shown=None):
+def send(
+    representation: Representation, max_age: int, content_type: str = JSON, shown=None
+) -> bytes | io.BytesIO:
     """Answer with `representation`, gzipped if the client takes it, or 304 if it has it.
 
     `shown`: the data version (snapshot) the answer shows, when nothing but the request

@@ -153,7 +153,7 @@ class GuardedChannel(HTTPChannel):
         """Answer the first request if the server's recall() knows the answer; True if so.
 
         A worker thread would cost more than the answer: waking it, handing the interpreter
-        lock back and forth, and waking the loop to send what it wrote (README "Performance").
+        lock back and forth, and waking the loop to send what it wrote (docs/performance.md).
         """
         request = self.requests[0]
         if request.error or request.problem or not self.connected:

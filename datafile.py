@@ -48,7 +48,7 @@ _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def printable(name):
+def printable(name: str) -> str:
     """A file name or path as one printable line, whatever bytes the file system gave.
 
     Control characters (a newline would forge a log line), bytes that are not UTF-8 (they
@@ -94,7 +94,7 @@ class DataError(Exception):
         return self.message
 
 
-def parse_json(path, data):
+def parse_json(path: str, data: bytes):
     """Decode `data` (bytes) strictly or raise DataError with line and column."""
     return _parse(path, _text(path, data))
 
@@ -259,12 +259,12 @@ def _project_problem(doc, slug):
     return None
 
 
-def parse_project(path, slug, data, quick=True):
+def parse_project(path: str, slug: str, data: bytes, quick: bool = True) -> Project:
     """Validate one file's bytes into a Project, or raise DataError.
 
     `quick=False` skips the fast path: it decodes a file in one call that holds the
-    interpreter lock throughout (a second for 200 MB), which a server already answering
-    requests should not do.
+    interpreter lock throughout, which a server already answering requests should not do for
+    a large file (store.QUICK_RELOAD_BYTES).
     """
     if not SLUG_PATTERN.match(slug):
         raise DataError(

@@ -66,7 +66,7 @@ def _described(kind, description, served=True, **schema):
 
 # Builds and commits are msgspec structs: a large data directory holds hundreds of thousands of
 # them, and msgspec decodes a file straight into them, types checked, without a dict per JSON
-# object (four times faster than json.loads alone). Field names are the files' keys, in the
+# object (docs/performance.md, "Why loading is fast"). Field names are the files' keys, in the
 # order the API serves them. They hold no reference cycles, so the garbage collector need not
 # track them (gc=False: less memory).
 class Commit(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):

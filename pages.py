@@ -42,7 +42,7 @@ STATIC = {"style.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 MAX_PAGE_DIGITS = 6
 # Pages kept per filter: people read the newest builds; a crawler walking a 2,000-build
-# history would otherwise keep every page of every channel (renders take ~15 ms each).
+# history would otherwise keep every page of every channel (docs/pages.md: what a render costs).
 KEPT_PAGES = 4
 
 

@@ -10,6 +10,7 @@ from urllib.parse import unquote_to_bytes
 import bottle
 
 import javadoc
+from model import Build, Project
 
 API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
@@ -37,7 +38,7 @@ def _decode(field):
     return unquote_to_bytes(field).decode()
 
 
-def parse():
+def parse() -> list[tuple[str, str]]:
     """The query as (name, value) pairs, refusing bytes and characters no client means."""
     # WSGI hands over the raw bytes as latin-1; percent-decode those bytes, then read UTF-8.
     fields = [f for f in bottle.request.query_string.encode("latin-1").split(b"&") if f]
@@ -65,7 +66,7 @@ def parse():
     return pairs
 
 
-def build_query(once=BUILD_PARAMETERS):
+def build_query(once: tuple[str, ...] = BUILD_PARAMETERS) -> dict[str, str]:
     """The parameters of a builds request as {name: value}; those in `once` given once."""
     params = {}
     for name, value in parse():
@@ -102,12 +103,12 @@ def flag(params, name):
     return params.get(name, "").lower() == "true"
 
 
-def filters(params):
+def filters(params: dict[str, str]) -> tuple[str | None, bool]:
     """The channel (None for all) and the experimental flag a request names."""
     return params.get("channel") or None, flag(params, "experimental")
 
 
-def build_filter(snapshot, params):
+def build_filter(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool]:
     """The project, channel (None for all) and experimental flag a builds request names."""
     slug = required(params, "project")
     project = snapshot.project(slug)
@@ -120,7 +121,7 @@ def build_filter(snapshot, params):
     return project, *filters(params)
 
 
-def latest(snapshot, params):
+def latest(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool, Build]:
     """The project, filters and latest build a request names; 404 when no build passes."""
     project, channel, experimental = build_filter(snapshot, params)
     build = project.latest(channel, experimental)
@@ -134,7 +135,7 @@ def latest(snapshot, params):
     return project, channel, experimental, build
 
 
-def javadoc_page(params):
+def javadoc_page(params: dict[str, str]) -> str | None:
     """The page `redirect` names, checked; None without one (the channel's root)."""
     page = params.get("redirect", "")
     problem = javadoc.page_problem(page) if page else None

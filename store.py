@@ -30,13 +30,13 @@ MAX_FILE_BYTES = 1 << 30
 class Snapshot:
     """Everything served at one moment. Never changed: a reload builds a new one."""
 
-    projects: dict  # slug -> Project, in slug order
+    projects: dict[str, Project]  # by slug, in slug order
     # name in the data directory ('.' for the directory itself) -> DataError: what is not
     # served as it is on disk
-    errors: dict = field(default_factory=dict)
+    errors: dict[str, DataError] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.time)  # when this snapshot replaced the last
 
-    def project(self, slug):
+    def project(self, slug: str) -> Project | None:
         """The project named `slug` (any letter case), or None."""
         if not slug.isascii():  # str.lower() maps some non-ASCII letters onto ASCII ones
             return None
@@ -46,7 +46,7 @@ class Snapshot:
 # --- the directory ---------------------------------------------------------------------------
 
 
-def data_files(directory):
+def data_files(directory: str) -> dict[str, str]:
     """{slug: path} of the project files in `directory`: names ending in .json, not hidden.
 
     Whatever kind of file a name is (FIFO, directory, dangling link), it is listed here and
@@ -60,7 +60,7 @@ def data_files(directory):
     return files
 
 
-def read_regular_file(path):
+def read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
     """The bytes and stat of the regular file at `path`; never blocks on a FIFO or device."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
@@ -80,7 +80,7 @@ def read_regular_file(path):
         os.close(fd)
 
 
-def check_directory(directory):
+def check_directory(directory: str) -> list[DataError]:
     """Every DataError in `directory`, in file order: the --check command."""
     problems = []
     for slug, path in sorted(data_files(directory).items()):
@@ -120,9 +120,10 @@ READ_WAIT = 1.0
 STARTUP_WAIT = 60.0
 READER_THREADS = 1
 # While requests are served, a larger file is parsed by the path that lets other threads run
-# (parse_project's quick=False). The quick path holds the interpreter lock about 5 ms a MiB,
-# so this bounds that pause to half a second; the other path costs more memory (its parse
-# leaves the heap fragmented), so it is kept for the files that need it.
+# (parse_project's quick=False), so that the pause of the quick path, which holds the
+# interpreter lock for the whole file, stays short (docs/performance.md); the other path
+# costs more memory (its parse leaves the heap fragmented), so it is kept for the files that
+# need it.
 QUICK_RELOAD_BYTES = 100 << 20
 
 
@@ -169,22 +170,22 @@ class Store:
             self._refresh_locked(startup_wait)
         self._serving = True
 
-    def snapshot(self):
+    def snapshot(self) -> Snapshot:
         """The current snapshot: never waits, never touches a file."""
         return self._snapshot
 
-    def refresh(self):
+    def refresh(self) -> Snapshot:
         """Check the files now and reload what changed; returns the current snapshot."""
         with self._reload_lock:
             self._refresh_locked(self.read_wait)
         return self._snapshot
 
-    def start(self):
+    def start(self) -> None:
         """Check the files every `check_interval` seconds on a thread of its own."""
         self._watcher = threading.Thread(target=self._watch, name="buildshelf-reload", daemon=True)
         self._watcher.start()
 
-    def stop(self):
+    def stop(self) -> None:
         self._stopping.set()
         if self._watcher:
             self._watcher.join()
@@ -197,7 +198,7 @@ class Store:
             except Exception:  # a bug here must not end reloading for good
                 log.exception("checking the data files failed; trying again")
 
-    def progress(self):
+    def progress(self) -> tuple[float | None, dict[str, float]]:
         """(seconds the check under way has taken, or None; {file name: seconds} of the reads
         that have outlasted `read_wait`)."""
         now = time.monotonic()

@@ -14,6 +14,7 @@ import fcntl
 import glob
 import os
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 
 import datafile
@@ -27,7 +28,7 @@ class Refused(Exception):
     """A change not made: the message says why and what to do. Nothing was written."""
 
 
-def project_path(directory, slug):
+def project_path(directory: str, slug: str) -> str:
     if not SLUG_PATTERN.match(slug):
         raise Refused(
             f"{slug!r} is not a project slug: use a-z, 0-9, '.', '_' and '-', "
@@ -52,7 +53,7 @@ def locked(directory):
         os.close(fd)
 
 
-def encode(doc):
+def encode(doc: dict) -> bytes:
     """The document's bytes in the data files' one stable format (datafile.encode)."""
     try:
         return datafile.encode(doc)
@@ -105,7 +106,7 @@ def _fsync_directory(directory):
         os.close(fd)
 
 
-def replace_file(path, data, mode):
+def replace_file(path: str, data: bytes, mode: int) -> None:
     """Put `data` at `path` whole: temp file beside it, fsync, rename over, fsync the
     directory. Interrupted anywhere, `path` holds its old content or the new one."""
     directory, name = os.path.split(path)
@@ -134,7 +135,9 @@ def replace_file(path, data, mode):
         ) from None
 
 
-def update(directory, slug, change, dry_run=False):
+def update(
+    directory: str, slug: str, change: Callable[[dict | None], dict | None], dry_run: bool = False
+) -> bool:
     """Apply `change` to project `slug`'s document under the lock and write the result.
 
     `change(doc)` gets the current document (None when the file does not exist) and returns
@@ -165,7 +168,9 @@ def update(directory, slug, change, dry_run=False):
 # --- the changes the commands make ------------------------------------------------------------
 
 
-def add_project(directory, slug, ci_job, ci_job_url, javadoc_base_url):
+def add_project(
+    directory: str, slug: str, ci_job: str, ci_job_url: str, javadoc_base_url: str
+) -> bool:
     """Create project `slug` with no builds; True if created, False if already there as given."""
     fields = {"ciJob": ci_job, "ciJobUrl": ci_job_url, "javadocBaseUrl": javadoc_base_url}
 
@@ -193,12 +198,14 @@ def _existing_project(doc, directory, slug):
     return doc
 
 
-def job_run_url(ci_job_url, number):
+def job_run_url(ci_job_url: str, number: int) -> str:
     """A Jenkins job run's address: the job's, then the number."""
     return ci_job_url.rstrip("/") + f"/{number}/"
 
 
-def publish(directory, slug, build, replace=False, any_timestamp=False):
+def publish(
+    directory: str, slug: str, build: dict, replace: bool = False, any_timestamp: bool = False
+) -> str:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
     Returns "added", "replaced" or "unchanged" (the same build is already there: with
@@ -236,7 +243,7 @@ def publish(directory, slug, build, replace=False, any_timestamp=False):
     return outcome[-1]
 
 
-def yank(directory, slug, number):
+def yank(directory: str, slug: str, number: int) -> None:
     """Remove build `number` from project `slug`; its number may be published again."""
 
     def change(doc):
@@ -249,7 +256,9 @@ def yank(directory, slug, number):
     update(directory, slug, change)
 
 
-def add_builds(directory, slug, new_builds, dry_run=False):
+def add_builds(
+    directory: str, slug: str, new_builds: Callable[[dict], list], dry_run: bool = False
+) -> None:
     """Add the builds `new_builds(doc)` returns for project `slug`'s document; the builds
     already there stay exactly as they are."""
 

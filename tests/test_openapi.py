@@ -207,7 +207,7 @@ def test_every_route_of_the_app_is_documented_and_nothing_else(app):
     documented = set()
     for route in app.routes:
         if route.rule in ("/", "/projects/<slug>", "/static/<name>"):
-            continue  # HTML for people, not the API (README "The pages and the feed")
+            continue  # HTML for people, not the API (docs/pages.md)
         documented |= {"/api/v1", "/api/v1/{rest}"} if route.rule == v1_rule else {route.rule}
     assert set(DOCUMENT["paths"]) == documented
 
