@@ -52,7 +52,6 @@ import time
 from dataclasses import dataclass, field
 
 import soak
-
 import synthetic
 
 sys.path.insert(0, soak.ROOT)

@@ -47,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import synthetic  # noqa: E402
 from run import (  # noqa: E402
     PROJECT_SIZES,
     cpu_seconds,
@@ -57,8 +58,6 @@ from run import (  # noqa: E402
     stop_servers_on_sigterm,
     wrk,
 )
-
-import synthetic  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")

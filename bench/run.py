@@ -400,7 +400,6 @@ def measure_app_cost(work, data_dir, bodies, rows):
     """The part of a request that is Buildshelf's own, measured in process: precise where
     the loaded servers are noisy. Also: the same request beside 19 other projects and alone."""
     import bare
-
     import server
 
     print("\nIn process (the WSGI app called directly, no server, no access log), CPU a call:")

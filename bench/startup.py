@@ -31,7 +31,6 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import run  # noqa: E402  (free_port, start, stop, cpu_seconds)
-
 import synthetic  # noqa: E402
 
 JSON_ONLY = """

@@ -2,11 +2,11 @@
 
 import pytest
 import webtest
-from helpers import ALPHA_BUILDS, make_build, make_project, write_file
 from hypothesis import settings
 
 import server
 import store as store_module
+from helpers import ALPHA_BUILDS, make_build, make_project, write_file
 
 # The same examples on every run, so CI never fails one run in ten: a property test found a
 # crash on its own that way, and a test that fails at random is no test. To look for new

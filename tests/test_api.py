@@ -4,9 +4,9 @@ import json
 
 import pytest
 import webtest
-from helpers import make_build, make_project, write_file
 
 import server
+from helpers import make_build, make_project, write_file
 
 API = "/api/v2"
 

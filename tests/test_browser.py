@@ -15,6 +15,7 @@ import shutil
 import urllib.request
 
 import pytest
+
 from helpers import ROOT, make_build, make_project, real_server, write_file
 
 CHROMIUM = "/usr/bin/chromium"

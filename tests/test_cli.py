@@ -11,12 +11,12 @@ import sys
 import bottle
 import pytest
 import webtest
-from helpers import make_build, make_project, write_file
 
 import accesslog
 import cli
 import serving
 import settings
+from helpers import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

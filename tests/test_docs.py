@@ -10,11 +10,11 @@ import shutil
 import subprocess
 
 import pytest
-from helpers import ROOT, real_server
 
 import cli
 import server
 import settings
+from helpers import ROOT, real_server
 
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(
     os.path.join(ROOT, "docs", name)

@@ -7,12 +7,12 @@ import os
 
 import pytest
 import webtest
-from helpers import bump_mtime, make_build, make_project
 
 import cli
 import datafile
 import server
 import store as store_module
+from helpers import bump_mtime, make_build, make_project
 
 API = "/api/v2"
 URL_RULE = datafile.URL_RULE

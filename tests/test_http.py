@@ -7,13 +7,13 @@ import os
 import pytest
 import webob
 import webtest
-from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 import answers
 import connection
 import representation
 import server
 import store as store_module
+from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 API = "/api/v2"
 JSON_PATHS = [

@@ -11,13 +11,13 @@ import pytest
 import referencing.exceptions
 import referencing.jsonschema
 import webtest
-from helpers import make_build, make_project, write_file
 
 import answers
 import openapi
 import pages
 import server
 import store as store_module
+from helpers import make_build, make_project, write_file
 
 DOCUMENT = openapi.DOCUMENT
 # The document is registered under a URI of its own so that "#/components/..." in any of its

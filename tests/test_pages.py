@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 import feedparser
 import pytest
 import webob
-from helpers import make_build, make_project, write_file
 
 import pages
+from helpers import make_build, make_project, write_file
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "

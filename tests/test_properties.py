@@ -7,7 +7,6 @@ from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 import webtest
-from helpers import write_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ import model
 import server
 import shapes
 import store as store_module
+from helpers import write_file
 
 API = "/api/v2"
 CHANNELS = ["1.20", "1.21", "1.21.1-pre1", "2.0+b", "x_y"]

@@ -12,9 +12,9 @@ import sys
 import time
 
 import pytest
-from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
 
 import serving
+from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
 
 # --- the real thing --------------------------------------------------------------------------
 

@@ -6,10 +6,10 @@ import jsonschema
 import pytest
 import referencing
 import webtest
-from helpers import make_build, make_project, write_file
 
 import openapi
 import server
+from helpers import make_build, make_project, write_file
 
 API = "/api/v2"
 

@@ -13,11 +13,11 @@ import subprocess
 
 import pytest
 import webtest
-from helpers import write_file
 from webtest.http import StopableWSGIServer
 
 import server
 import store as store_module
+from helpers import write_file
 
 CHANNEL = "1.0.0+71"  # the case that failed: the client sends the '+' raw
 JD_BASE = "https://repo.example.org/javadoc/releases/io/canvasmc/horizon/core"

@@ -13,12 +13,12 @@ import sys
 import textwrap
 
 import pytest
-from helpers import make_build, make_project, write_file
 
 import cli
 import datafile
 import store as store_module
 import writer
+from helpers import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOWNLOAD = "https://ci.example.org/job/Alpha/{}/artifact/alpha.jar"

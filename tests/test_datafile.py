@@ -1,0 +1,489 @@
+"""The data files' format without HTTP: parsing, every rule and its message, both paths."""
+
+import json
+
+import pytest
+
+import datafile
+import model
+from helpers import ALPHA_BUILDS, make_build, make_project
+
+
+def parse(doc, slug="alpha", path="data/alpha.json"):
+    data = doc if isinstance(doc, bytes) else json.dumps(doc, indent=2).encode()
+    return datafile.parse_project(path, slug, data)
+
+
+def parse_error(doc, **kwargs):
+    with pytest.raises(datafile.DataError) as raised:
+        parse(doc, **kwargs)
+    return str(raised.value)
+
+
+# --- parsing and queries ---------------------------------------------------------------------
+
+
+def test_builds_are_sorted_whatever_the_file_order():
+    project = parse(make_project(ALPHA_BUILDS))
+    assert [b.number for b in project.builds] == [1, 2, 3, 5, 7, 8]
+
+
+@pytest.mark.parametrize(
+    "channel, experimental, expected, latest",
+    [
+        (None, False, [1, 3, 5], 5),
+        (None, True, [1, 2, 3, 5, 7, 8], 8),
+        ("1.20", False, [1, 3], 3),
+        ("1.21", True, [5, 7], 7),
+        ("1.21.1-pre1", False, [], None),
+        ("nope", True, [], None),
+    ],
+)
+def test_select_and_latest(channel, experimental, expected, latest):
+    project = parse(make_project(ALPHA_BUILDS))
+    assert [b.number for b in project.select(channel, experimental)] == expected
+    found = project.latest(channel, experimental)
+    assert (found and found.number) == latest
+
+
+def test_a_build_keeps_every_value_of_its_file():
+    project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=-5)]))
+    assert project.builds[0] == model.Build(
+        4,
+        "https://ci.example.org/job/Alpha/4/",
+        "https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar",
+        "1.21",
+        -5,
+        True,
+        (
+            model.Commit("Change 4.0", "0004" + "0" * 36),
+            model.Commit("Change 4.1", "0004" + "0" * 35 + "1"),
+        ),
+    )
+
+
+def test_a_commit_author_is_kept_and_empty_when_absent():
+    build = make_build(
+        4,
+        commit_count=0,
+        commits=[
+            {"message": "a", "hash": "ab", "author": "Jane Doe"},
+            {"message": "b", "hash": "cd"},
+            {"message": "c", "hash": "ef", "author": ""},
+        ],
+    )
+    commits = parse(make_project([build])).builds[0].commits
+    assert commits == (
+        model.Commit("a", "ab", "Jane Doe"),
+        model.Commit("b", "cd", ""),
+        model.Commit("c", "ef", ""),
+    )
+
+
+@pytest.mark.parametrize("prefix", [".cache/unpack", "docs", "a/b.c/$d_e-f"])
+def test_a_javadoc_page_prefix_is_kept(prefix):
+    assert parse(make_project([], javadocPagePrefix=prefix)).javadoc_page_prefix == prefix
+
+
+def test_without_a_page_prefix_there_is_none():
+    assert parse(make_project([])).javadoc_page_prefix == ""
+    assert parse(make_project([], javadocPagePrefix="")).javadoc_page_prefix == ""
+
+
+@pytest.mark.parametrize(
+    "prefix, problem",
+    [
+        (".cache/unpack/", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("/.cache/unpack", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("a//b", "has an empty segment (a leading, trailing or doubled '/')"),
+        ("../other", "has a '.' or '..' segment"),
+        ("a/./b", "has a '.' or '..' segment"),
+        ("https://evil.example", "holds ':' (a scheme?): give a path relative to the javadoc root"),
+        ("a\\b", "holds a backslash: separate segments with '/'"),
+        ("a b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a%2Fb", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a?b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a#b", "may hold only letters, digits, '.', '_', '$', '-' and '/'"),
+        ("a" * 513, "is too long"),
+    ],
+)
+def test_a_bad_javadoc_page_prefix_is_refused(prefix, problem):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        f"data/alpha.json: 'javadocPagePrefix' {problem}: give a relative path such as "
+        '".cache/unpack"'
+    )
+
+
+@pytest.mark.parametrize("prefix", [None, 3, [".cache"]])
+def test_a_javadoc_page_prefix_must_be_a_string(prefix):
+    assert parse_error(make_project([], javadocPagePrefix=prefix)) == (
+        "data/alpha.json: 'javadocPagePrefix' must be a string, e.g. \".cache/unpack\""
+    )
+
+
+def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
+    project = parse(
+        make_project([make_build(1, commit={"message": "m", "hash": "ab"})], slug="alpha")
+    )
+    assert not hasattr(project.builds[0], "commit")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ci.example.org:8443/job/a%20b/1/?x=1&y=2#frag",
+        "http://[::1]:8080/x",
+        "HTTPS://CI.EXAMPLE.ORG",
+        "https://ci.example.org/~user/(1)/a+b;c=d@e!$'*,",
+    ],
+)
+def test_urls_of_uri_characters_are_accepted(url):
+    assert parse(make_project([make_build(1, url=url, downloadUrl=url)])).builds[0].url == url
+
+
+def test_a_utf8_bom_is_accepted():
+    assert parse(b"\xef\xbb\xbf" + json.dumps(make_project([])).encode()).builds == ()
+
+
+# --- validation: every error names the file and where ------------------------------------------
+
+
+def test_json_syntax_errors_give_line_and_column():
+    assert parse_error(b'{\n  "ciJob": "A",\n  "builds": [,]\n}') == (
+        "data/alpha.json:3:14: Expecting value"
+    )
+
+
+def test_invalid_utf8_gives_line_and_column():
+    assert parse_error(b'{\n "ciJob": "\xff"}') == "data/alpha.json:2:12: not valid UTF-8"
+    assert parse_error('{\n "ciJob": "ü€\n"ü€\xff'.encode()[:-2] + b"\xff") == (
+        "data/alpha.json:3:4: not valid UTF-8"
+    )  # columns count characters, not bytes
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (b'{"ciJob": NaN}', "NaN is not valid JSON"),
+        (b'{"ciJob": "a", "ciJob": "b"}', "key 'ciJob' appears twice in one object"),
+    ],
+)
+def test_json_that_python_would_accept_but_json_does_not(text, message):
+    assert parse_error(text) == f"data/alpha.json: {message}"
+
+
+def build_error(**fields):
+    return parse_error(make_project([make_build(1), make_build(12, **fields)]))
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"url": "ftp://ci.example.org/1"}, "'url' " + datafile.URL_RULE),
+        ({"url": "/job/1/"}, "'url' " + datafile.URL_RULE),
+        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": "https://"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + datafile.URL_RULE),
+        ({"url": "https://a.example/\u00e9"}, "'url' " + datafile.URL_RULE),
+        (
+            {"channelVersion": ""},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"channelVersion": "1.21/../x"},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"channelVersion": 1.21},
+            "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        ({"timestamp": 1.5}, "'timestamp' must be an integer"),
+        ({"timestamp": True}, "'timestamp' must be an integer"),
+        ({"timestamp": "1700000000"}, "'timestamp' must be an integer"),
+        ({"isExperimental": "false"}, "'isExperimental' must be true or false"),
+        ({"isExperimental": 0}, "'isExperimental' must be true or false"),
+        ({"commits": {}}, "'commits' must be an array"),
+        ({"commits": None}, "'commits' must be an array"),
+        ({"gameVersion": "1.21"}, "'gameVersion' is the old name: rename it to 'channelVersion'"),
+        ({"isExperimentl": True}, "unknown key 'isExperimentl'"),
+    ],
+)
+def test_build_field_errors_name_the_build_and_field(fields, message):
+    assert build_error(**fields) == f"data/alpha.json: build 12 (builds[1]): {message}"
+
+
+@pytest.mark.parametrize(
+    "commits, message",
+    [
+        (["abc"], "commits[0]: must be an object with 'message' and 'hash'"),
+        (
+            [{"message": "m", "hash": "xyz"}],
+            "commits[0]: 'hash' must be a string of hexadecimal digits",
+        ),
+        (
+            [{"message": "m", "hash": ""}],
+            "commits[0]: 'hash' must be a string of hexadecimal digits",
+        ),
+        (
+            [{"message": "m", "hash": "ab"}, {"message": 3, "hash": "ab"}],
+            "commits[1]: 'message' must be a string",
+        ),
+        ([{"message": "m"}], "commits[0]: missing key 'hash'"),
+        (
+            [{"message": "m", "hash": "ab", "author": "x", "email": "x@example.org"}],
+            "commits[0]: unknown key 'email'",
+        ),
+        ([{"message": "m", "hash": "ab", "author": None}], "commits[0]: 'author' must be a string"),
+        (
+            [{"message": "m", "hash": "ab", "author": ["x"]}],
+            "commits[0]: 'author' must be a string",
+        ),
+        ([{"author": "x", "hash": "ab"}], "commits[0]: missing key 'message'"),
+    ],
+)
+def test_commit_errors_name_the_commit(commits, message):
+    assert build_error(commits=commits) == f"data/alpha.json: build 12 (builds[1]): {message}"
+
+
+def test_a_missing_build_field_is_named():
+    build = make_build(12)
+    del build["downloadUrl"]
+    assert parse_error(make_project([build])) == (
+        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl'"
+    )
+
+
+@pytest.mark.parametrize("number", [-1, True, 1.0, "12", None])
+def test_build_number_must_be_a_whole_number(number):
+    assert parse_error(make_project([make_build(1), make_build(number)])) == (
+        "data/alpha.json: builds[1]: 'buildNumber' must be an integer >= 0"
+    )
+
+
+def test_a_build_must_be_an_object():
+    assert parse_error(make_project([make_build(1), 7])) == (
+        "data/alpha.json: builds[1]: must be an object"
+    )
+
+
+def test_duplicate_build_numbers_are_refused():
+    assert parse_error(make_project([make_build(3), make_build(1), make_build(3)])) == (
+        "data/alpha.json: build 3: buildNumber appears more than once"
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
+        ({"ciJob": None}, "'ciJob' must be a non-empty string"),
+        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + datafile.URL_RULE),
+        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + datafile.URL_RULE),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/ä/"},
+            "'javadocBaseUrl' " + datafile.URL_RULE,
+        ),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/a?v=1"},
+            "'javadocBaseUrl' must have no query "
+            "or fragment: the channel's page is "
+            "added to its path",
+        ),
+        (
+            {"javadocBaseUrl": "https://jd.example.org/a#top"},
+            "'javadocBaseUrl' must have no query "
+            "or fragment: the channel's page is "
+            "added to its path",
+        ),
+        ({"builds": {}}, "'builds' must be an array"),
+        ({"slug": "beta"}, "'slug' is 'beta' but the file name says 'alpha'"),
+        ({"name": "Alpha"}, "unknown key 'name'"),
+    ],
+)
+def test_project_field_errors(fields, message):
+    doc = make_project([])
+    doc.update(fields)
+    assert parse_error(doc) == f"data/alpha.json: {message}"
+
+
+def test_a_missing_project_field_is_named():
+    doc = make_project([])
+    del doc["javadocBaseUrl"]
+    assert parse_error(doc) == "data/alpha.json: missing key 'javadocBaseUrl'"
+
+
+@pytest.mark.parametrize("doc", [[], "alpha", 3, None])
+def test_the_file_must_hold_an_object(doc):
+    assert parse_error(doc) == "data/alpha.json: the file must hold a JSON object"
+
+
+@pytest.mark.parametrize("slug", ["Alpha", "my project", "-x", "_x", "ünï"])
+def test_the_file_name_must_be_a_slug(slug):
+    assert f"{slug!r} is not a project slug" in parse_error(make_project([]), slug=slug)
+
+
+# --- the fast path: plainly valid files are checked whole, anything else build by build -------
+
+
+def both_paths(text):
+    """(fast result or None, the build-by-build result) for the same file text."""
+    fast = datafile._fast_project("alpha", text)
+    return fast, datafile._checked_project(
+        "a.json", "alpha", datafile.parse_json("a.json", text.encode())
+    )
+
+
+def assert_same_project(fast, checked):
+    assert (fast.slug, fast.ci_job, fast.ci_job_url, fast.javadoc_base_url) == (
+        checked.slug,
+        checked.ci_job,
+        checked.ci_job_url,
+        checked.javadoc_base_url,
+    )
+    assert fast.builds == checked.builds and fast.selections == checked.selections
+    assert all(type(c) is model.Commit for b in fast.builds for c in b.commits)
+
+
+def test_the_fast_path_gives_what_the_checks_give():
+    fast, checked = both_paths(json.dumps(make_project(ALPHA_BUILDS), indent=2))
+    assert fast is not None
+    assert_same_project(fast, checked)
+
+
+def test_both_paths_keep_one_string_per_channel():
+    builds = [make_build(n, "1.21" if n % 3 else "1.20") for n in range(1, 31)]
+    for project in both_paths(json.dumps(make_project(builds))):
+        assert len({id(b.channel) for b in project.builds}) == 2
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+            '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
+            '"downloadUrl": "https://a.example/1", "channelVersion": "1", "timestamp": 1, '
+            '"isExperimental": false, "commits": []}]}',
+            "key 'url' appears twice in one object",
+        ),
+        (
+            '{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
+            '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "downloadUrl": '
+            '"https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false, '
+            '"commits": [{"message": "m", "hash": "ab", "hash": "cd"}]}]}',
+            "key 'hash' appears twice in one object",
+        ),
+        # an escaped ':' in a string would make up for the ':' of the key written twice
+        (
+            '{"ciJob": "A\\u003a", "ciJob": "B", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+            '"https://a.example/", "builds": []}',
+            "key 'ciJob' appears twice in one object",
+        ),
+    ],
+)
+def test_a_key_written_twice_is_found_without_the_hook(text, message):
+    assert datafile._fast_project("alpha", text) is None
+    assert parse_error(text.encode()) == f"data/alpha.json: {message}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # whitespace before ':' and a ':' inside strings, escaped or not
+        '{"ciJob" : "A:b", "ciJobUrl":"https://a.example/", "javadocBaseUrl" :\n"https://a.example/",'
+        ' "builds" : [{"buildNumber" : 1, "url" : "https://a.example:8080/1", "downloadUrl":'
+        ' "https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false,'
+        ' "commits": [{"message": "x\\": y", "hash": "ab"}]}]}',
+        '{"ciJob": "A\\u003ab", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+        '"https://a.example/", "builds": []}',
+    ],
+)
+def test_unusual_but_valid_files_are_read_the_same_either_way(text):
+    fast, checked = both_paths(text)
+    assert_same_project(fast or checked, checked)
+
+
+def test_a_legacy_commit_key_and_builds_out_of_order_take_the_slow_path_and_are_served():
+    text = json.dumps(make_project([make_build(2), make_build(1, commit={"a": ":"})]))
+    fast, checked = both_paths(text)
+    assert fast is None and [b.number for b in checked.builds] == [1, 2]
+    fast, checked = both_paths(json.dumps(make_project([make_build(2), make_build(1)])))
+    assert_same_project(fast, checked)
+    assert [b.number for b in fast.builds] == [1, 2]
+
+
+ONE_RULE_AWAY = [
+    None,
+    True,
+    False,
+    0,
+    1,
+    8,
+    -1,
+    -3,
+    2**64,
+    1.5,
+    1e400,
+    "",
+    "a",
+    "ab",
+    "AB",
+    "xyz",
+    "0x1",
+    "1.21",
+    "1.21/x",
+    "Way\ud800stone",
+    "https://ci.example.org/1/",
+    "http://a.example/?q#f",
+    "https://jd.\u212aelvin.example/",
+    "https://a.example/ä",
+    "https:/a.example/",
+    [],
+    [[]],
+    {},
+    {"message": "m", "hash": "ab"},
+    {"message": "m"},
+    [{"message": "m", "hash": "ab"}],
+    [{"message": "m", "hash": ""}],
+    [{"message": 1, "hash": "ab"}],
+    [{"message": "m"}],
+    [{"message": "m", "hash": "ab", "x": 1}],
+    [{"message": "\udc00", "hash": "ab"}],
+    "DELETE",
+]
+FIELDS = (
+    [("project", key) for key in sorted(datafile.PROJECT_KEYS) + ["other"]]
+    + [("build", key) for key in sorted(datafile.BUILD_KEYS) + ["commit", "other"]]
+    + [("commit", key) for key in sorted(datafile.COMMIT_KEYS) + ["other"]]
+)
+
+
+@pytest.mark.parametrize("in_order", [False, True])
+def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
+    builds = sorted(ALPHA_BUILDS, key=lambda b: b["buildNumber"]) if in_order else ALPHA_BUILDS
+    accepted = 0
+    for level, key in FIELDS:
+        for value in ONE_RULE_AWAY:
+            doc = json.loads(json.dumps(make_project(builds)))
+            target = {
+                "project": doc,
+                "build": doc["builds"][3],
+                "commit": doc["builds"][3]["commits"][0],
+            }[level]
+            if value == "DELETE":
+                target.pop(key, None)
+            else:
+                target[key] = value
+            text = json.dumps(doc)
+            fast = datafile._fast_project("alpha", text)
+            try:
+                checked = parse(text.encode())
+            except datafile.DataError:
+                assert fast is None, (level, key, value)
+                continue
+            accepted += 1
+            if fast is not None:
+                assert_same_project(fast, checked)
+    # The changes that keep the file valid (counted by hand: 94, and 9 javadocPagePrefix paths)
+    assert accepted == 103
