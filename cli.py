@@ -1,5 +1,6 @@
 """The `buildshelf` command line: serve the API, check the data files, and the commands that
-write them (add-project, publish, yank, import-jenkins). All argument parsing lives here.
+write them (add-project, publish, yank, import-jenkins): every command and its arguments,
+the settings' options made by settings.py.
 
 `buildshelf [flags]` with no command serves, as `python server.py [flags]` does. Exit status:
 0 done, 1 refused (one line on stderr saying why), 2 bad usage (argparse's own).

@@ -23,7 +23,8 @@ def json_maker(struct: type, mode: str | None = None) -> typing.Callable[[object
     under their JSON names, in order; a field of structs holds their JSON objects."""
     fields = served_fields(struct, mode)
     keys = tuple(field.encode_name for field in fields)
-    values = attrgetter(*(field.name for field in fields))
+    names = [field.name for field in fields]
+    values = attrgetter(*names) if len(names) > 1 else lambda value: (getattr(value, names[0]),)
     nested = {
         field.encode_name: json_maker(item, mode)
         for field in fields

@@ -83,21 +83,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def server_argv(data, *flags):
+    """The command line of `python server.py` over `data`, with these flags."""
+    return [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data), *flags]
+
+
 @contextmanager
 def real_server(data, *flags):
     """`python server.py` over `data` on a free port, once it accepts connections: (port,
     process, whose stderr is a text pipe). Stopped with SIGINT at the end."""
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "server.py"),
-            "--data",
-            str(data),
-            "--port",
-            str(port),
-            *flags,
-        ],
+        server_argv(data, "--port", str(port), *flags),
         stderr=subprocess.PIPE,
         text=True,
     )

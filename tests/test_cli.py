@@ -16,7 +16,7 @@ import accesslog
 import cli
 import serving
 import settings
-from helpers import make_build, make_project, write_file
+from helpers import make_build, make_project, server_argv, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -242,14 +242,7 @@ def test_an_unresolvable_host_is_one_line_and_exit_1(monkeypatch, data_dir, capl
 
 def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
     done = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "server.py"),
-            "--data",
-            str(data_dir),
-            "--host",
-            "no-such-host.invalid",
-        ],
+        server_argv(data_dir, "--host", "no-such-host.invalid"),
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import serving
-from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
+from helpers import ROOT, free_port, make_build, make_project, real_server, server_argv, write_file
 
 # --- the real thing --------------------------------------------------------------------------
 
@@ -573,15 +573,7 @@ def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_ser
 def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(data_dir):
     port = free_port()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "server.py"),
-            "--data",
-            str(data_dir),
-            "--port",
-            str(port),
-            "--quiet",
-        ],
+        server_argv(data_dir, "--port", str(port), "--quiet"),
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
