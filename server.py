@@ -29,7 +29,8 @@ from representation import Representation, RepresentationCache
 from shapes import Health, RejectedFile, Shapes, StalledRead, health_json, project_json
 from store import Store, check
 
-log = logging.getLogger(__name__)
+# By name: run as `python server.py`, this module is __main__, not a name for a log line.
+log = logging.getLogger("server")
 
 DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 

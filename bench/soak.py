@@ -924,7 +924,7 @@ def log_kind(record):
         and message.startswith("requests waited for a worker thread")
     ):
         return "queue depth warnings"  # more clients than threads: once a minute at most
-    if logger in ("cli", "serving") and level == "INFO":  # cli logs the start-up line
+    if logger in ("server", "serving") and level == "INFO":  # server logs the start-up line
         return "start and stop"
     return "unexpected"
 
