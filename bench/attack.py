@@ -55,7 +55,7 @@ import soak
 import synthetic
 
 sys.path.insert(0, soak.ROOT)
-import server as server_module  # noqa: E402  (for its defaults)
+import settings  # noqa: E402  (for its defaults)
 
 REQUEST_CAP = 5.0  # seconds: a normal request unanswered by then failed
 NORMAL_INTERVAL = 0.075  # seconds between two normal requests (one at a time)
@@ -1300,7 +1300,7 @@ def memory(run):
         + (f" (e.g. {failures[0]})" if failures else ""),
         answered == views,
     )
-    bound = loaded_rss + (server_module.DEFAULT_CACHE_MB << 20) + MEMORY_SLACK
+    bound = loaded_rss + (settings.DEFAULT_CACHE_MB << 20) + MEMORY_SLACK
     run.check(
         phase,
         "RSS after every view",
