@@ -60,6 +60,10 @@ class Setting:
     from_environment: bool = True  # False for a switch (--quiet, --check)
     serve_only: bool = True  # False: every command takes it (--data)
 
+    def taken(self, serve: bool) -> bool:
+        """Whether a command takes this setting: serving takes all, the others --data only."""
+        return serve or not self.serve_only
+
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
@@ -154,7 +158,7 @@ def options(serve: bool) -> argparse.ArgumentParser:
     An option not given stays out of the namespace, so that its variable may apply."""
     parser = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     for setting in SETTINGS:
-        if serve or not setting.serve_only:
+        if setting.taken(serve):
             setting.add_to(parser)
     return parser
 
@@ -176,7 +180,7 @@ def settle(
     """Fill each setting of the command not given as a flag from its variable, then its
     default; a bad value is parser.error() naming the variable."""
     for setting in SETTINGS:
-        if setting.name in vars(args) or not (serve or not setting.serve_only):
+        if setting.name in vars(args) or not setting.taken(serve):
             continue
         value = setting.default
         if setting.variable is not None and setting.variable in environ:
