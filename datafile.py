@@ -19,6 +19,9 @@ import javadoc
 import strictjson
 from model import (
     CHANNEL_PATTERN,
+    FILE_NAME_PATTERN,
+    FILE_NAME_RULE,
+    SHA256_PATTERN,
     SLUG_PATTERN,
     URL_PATTERN,
     Build,
@@ -42,7 +45,12 @@ _PROJECT_KEYS, _REQUIRED_PROJECT_KEYS = (
     set(PROJECT_KEYS),
     set(PROJECT_KEYS) - set(OPTIONAL_PROJECT_KEYS),
 )
-_BUILD_KEYS, _ALLOWED_BUILD_KEYS = set(BUILD_KEYS), set(BUILD_KEYS + LEGACY_BUILD_KEYS)
+# The spec's seven: nearly every build has exactly these. The others are integrity data and,
+# for a file Buildshelf keeps, its name (which replaces downloadUrl).
+PLAIN_BUILD_KEYS = BUILD_KEYS[:7]
+_PLAIN_BUILD_KEYS = set(PLAIN_BUILD_KEYS)
+_REQUIRED_BUILD_KEYS = _PLAIN_BUILD_KEYS - {"downloadUrl"}
+_ALLOWED_BUILD_KEYS = set(BUILD_KEYS + LEGACY_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
@@ -165,12 +173,14 @@ def _build(value, channels):
         raise _Invalid("'buildNumber' must be an integer >= 0")
     if "gameVersion" in value:
         raise _Invalid("'gameVersion' is the old name: rename it to 'channelVersion'")
-    if value.keys() != _BUILD_KEYS:
-        _check_keys(value, _ALLOWED_BUILD_KEYS, _BUILD_KEYS)
-    url, download_url = value["url"], value["downloadUrl"]
+    integrity = {}
+    if value.keys() != _PLAIN_BUILD_KEYS:
+        _check_keys(value, _ALLOWED_BUILD_KEYS, _REQUIRED_BUILD_KEYS)
+        integrity = _integrity(value)
+    url, download_url = value["url"], value.get("downloadUrl", "")
     if not _is_url(url):
         raise _Invalid(f"'url' {URL_RULE}")
-    if not _is_url(download_url):
+    if "file" not in integrity and not _is_url(download_url):
         raise _Invalid(f"'downloadUrl' {URL_RULE}")
     channel = value["channelVersion"]
     if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
@@ -213,7 +223,35 @@ def _build(value, channels):
         value["timestamp"],
         value["isExperimental"],
         tuple(commits),
+        **integrity,
     )
+
+
+def _integrity(value):
+    """A build's sha256, size and file, as Build's keyword arguments, checked."""
+    sha256, size = value.get("sha256", msgspec.UNSET), value.get("size", msgspec.UNSET)
+    if (sha256 is msgspec.UNSET) != (size is msgspec.UNSET):
+        raise _Invalid("'sha256' and 'size' go together: give both or neither")
+    if sha256 is not msgspec.UNSET:
+        if not (type(sha256) is str and SHA256_PATTERN.match(sha256)):
+            raise _Invalid("'sha256' must be 64 lowercase hexadecimal digits")
+        if not (type(size) is int and size >= 0):
+            raise _Invalid("'size' must be a whole number of bytes, 0 or more")
+    checked = {"sha256": sha256, "size": size}
+    if "file" in value:
+        name = value["file"]
+        if not (type(name) is str and FILE_NAME_PATTERN.match(name)):
+            raise _Invalid(f"'file' {FILE_NAME_RULE}")
+        if sha256 is msgspec.UNSET:
+            raise _Invalid("'file' needs 'sha256' and 'size': they name its stored object")
+        if "downloadUrl" in value:
+            raise _Invalid(
+                "give 'downloadUrl' or 'file', not both: the server makes a kept file's address"
+            )
+        checked["file"] = name
+    elif "downloadUrl" not in value:
+        raise _Invalid("missing key 'downloadUrl' (or 'file', for a file Buildshelf keeps)")
+    return checked
 
 
 def _build_place(index, value):
@@ -323,6 +361,8 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _decode_file = msgspec.json.Decoder(_File).decode
+_integrity_of = attrgetter("sha256", "size", "file")
+_NO_INTEGRITY = (msgspec.UNSET,) * 3
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 
 
@@ -333,6 +373,8 @@ def _fast_project(slug, text):
     except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
         return None
     builds = doc.builds
+    if set(map(_integrity_of, builds)) - {_NO_INTEGRITY}:
+        return None  # integrity data and kept files: the build-by-build checks take them
     numbers = list(map(_number, builds))
     urls = list(map(_url, builds)) + list(map(_download_url, builds))
     all_urls = "".join(urls)
@@ -363,7 +405,7 @@ def _fast_project(slug, text):
     keys = (
         4
         + (doc.slug is not msgspec.UNSET)
-        + len(builds) * len(BUILD_KEYS)
+        + len(builds) * len(PLAIN_BUILD_KEYS)
         + len(commits) * len(COMMIT_KEYS)
     )
     colons = (

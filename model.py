@@ -16,6 +16,12 @@ SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 # A channel becomes a path segment of the javadoc redirect, so it may hold no '/', '%', '?'...
 CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
 HASH_PATTERN = re.compile(r"[0-9a-fA-F]+\Z")
+SHA256_PATTERN = re.compile(r"[0-9a-f]{64}\Z")
+# A hosted file's name: it ends its download URL and names the file clients save.
+FILE_NAME_PATTERN = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}\Z")
+FILE_NAME_RULE = (
+    "must be ASCII letters, digits and . _ + -, not start with a dot, and be at most 200 characters"
+)
 # Absolute http(s) URLs of URI characters only (RFC 3986): they are served as they are and
 # javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
 # Both letter cases spelled out: IGNORECASE would let the Kelvin sign match 'k' (and long s
@@ -106,6 +112,23 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
         msgspec.field(name="isExperimental")
     )
     commits: _described(tuple[Commit, ...], "The commits in the build; may be empty.")
+    # Integrity data: both or neither; a hosted build has them and its file's name instead of
+    # a downloadUrl in its file (the server makes its downloadUrl).
+    sha256: _described(
+        str | msgspec.UnsetType,
+        "The artifact's SHA-256, 64 lowercase hexadecimal digits; with `size`, only on builds "
+        "that have integrity data.",
+        pattern=json_pattern(SHA256_PATTERN),
+    ) = msgspec.UNSET
+    size: _described(
+        int | msgspec.UnsetType, "The artifact's size in bytes; with `sha256`.", minimum=0
+    ) = msgspec.UNSET
+    file: Annotated[str | msgspec.UnsetType, NOT_SERVED] = msgspec.UNSET
+
+    @property
+    def hosted(self) -> bool:
+        """Whether Buildshelf keeps this build's file (its artifact store has the bytes)."""
+        return self.file is not msgspec.UNSET
 
 
 class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True):

@@ -404,7 +404,9 @@ def document(compat: str | None = None) -> dict:
     """The document describing the shapes of the mode served (None: the spec's)."""
     schemas = {**SCHEMAS, **shapes.schemas(compat)}
     schemas["Project"]["examples"] = [shapes.project_json(EXAMPLE_PROJECT)]
-    schemas["Build"]["examples"] = [shapes.Shapes(compat).build_json(EXAMPLE_BUILD)]
+    schemas["Build"]["examples"] = [
+        shapes.Shapes(compat).build_json(EXAMPLE_PROJECT, EXAMPLE_BUILD)
+    ]
     schemas["Health"]["examples"] = [msgspec.to_builtins(EXAMPLE_HEALTH)]
     info = {"title": "Buildshelf", "version": "2",
              "summary": "Projects and their builds, read-only JSON over HTTP.",

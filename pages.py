@@ -94,15 +94,17 @@ def file_name(url):
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
 
 
-def build_view(build):
+def build_view(project, build, shapes):
     when = utc_time(build.timestamp)
     return SimpleNamespace(
         number=build.number,
         channel=build.channel,
         experimental=build.is_experimental,
         url=build.url,
-        download_url=build.download_url,
-        file=file_name(build.download_url),
+        download_url=shapes.download_url(project, build),
+        file=build.file if build.hosted else file_name(build.download_url),
+        sha256=build.sha256 or None,
+        size=build.size if build.hosted or build.sha256 else None,
         iso=when.strftime(ISO_TIME) if when else None,
         date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
         commits=[
@@ -126,7 +128,7 @@ def feed_link(project, channel=None, experimental=False):
     )
 
 
-def project_view(project):
+def project_view(project, shapes):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
     return SimpleNamespace(
@@ -137,8 +139,10 @@ def project_view(project):
         feed=feed_link(project),
         javadoc=link(API + "/jd", project=project.slug) if stable else None,
         json=link(API + "/builds", project=project.slug),
-        stable=build_view(stable) if stable else None,
-        experimental=build_view(newest) if newest and newest is not stable else None,
+        stable=build_view(project, stable, shapes) if stable else None,
+        experimental=(
+            build_view(project, newest, shapes) if newest and newest is not stable else None
+        ),
         build_count=len(project.builds),
     )
 
@@ -151,8 +155,8 @@ def channels(project):
     return sorted(newest, key=newest.get, reverse=True)
 
 
-def index_page(snapshot):
-    views = [project_view(p) for p in snapshot.projects.values()]
+def index_page(snapshot, shapes):
+    views = [project_view(p, shapes) for p in snapshot.projects.values()]
     return render(
         "index",
         title="Buildshelf: downloads",
@@ -165,7 +169,7 @@ def page_count(builds):
     return max(1, -(-len(builds) // PAGE_SIZE))
 
 
-def project_page(project, channel, experimental, page):
+def project_page(project, channel, experimental, page, shapes):
     builds = project.select(channel, experimental)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
@@ -175,8 +179,8 @@ def project_page(project, channel, experimental, page):
     return render(
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
-        project=project_view(project),
-        builds=[build_view(b) for b in newest_first],
+        project=project_view(project, shapes),
+        builds=[build_view(project, b, shapes) for b in newest_first],
         total=len(builds),
         channels=channels(project),
         channel=channel,
@@ -205,7 +209,7 @@ def atom_time(timestamp):
     return when.strftime(ISO_TIME)
 
 
-def feed_xml(project, channel, experimental):
+def feed_xml(project, channel, experimental, shapes):
     """The Atom document of the newest FEED_SIZE builds passing the filters, as bytes."""
     builds = project.select(channel, experimental)[::-1][:FEED_SIZE]
     ET.register_namespace("", ATOM_NS)
@@ -244,8 +248,8 @@ def feed_xml(project, channel, experimental):
             entry,
             "link",
             rel="alternate",
-            href=build.download_url,
-            title=file_name(build.download_url),
+            href=shapes.download_url(project, build),
+            title=build.file if build.hosted else file_name(build.download_url),
         )
         add(entry, "link", rel="related", type="text/html", href=build.url, title="CI run")
         add(entry, "category", term=build.channel)
@@ -262,7 +266,7 @@ def feed_xml(project, channel, experimental):
 # --- the routes ---------------------------------------------------------------------------------
 
 
-def install(app, store, max_age: int, cache) -> None:
+def install(app, store, max_age: int, cache, shapes) -> None:
     """Add the pages, the feed and their static files to `app` (made by server.make_app).
 
     The feed takes the parameters of /builds, gives the same JSON errors and is cached like
@@ -297,7 +301,7 @@ def install(app, store, max_age: int, cache) -> None:
             cache.get(
                 snapshot,
                 "page:index",
-                lambda: Representation.of(index_page(snapshot), snapshot.loaded_at),
+                lambda: Representation.of(index_page(snapshot, shapes), snapshot.loaded_at),
             ),
             snapshot,
         )
@@ -313,7 +317,7 @@ def install(app, store, max_age: int, cache) -> None:
 
         def make():
             return Representation.of(
-                project_page(project, channel, experimental, page), project.loaded_at
+                project_page(project, channel, experimental, page, shapes), project.loaded_at
             )
 
         # Any client may send any channel: keep only those that select builds.
@@ -328,7 +332,9 @@ def install(app, store, max_age: int, cache) -> None:
         project, channel, experimental = query.build_filter(snapshot, query.build_query())
 
         def make():
-            return Representation.of(feed_xml(project, channel, experimental), project.loaded_at)
+            return Representation.of(
+                feed_xml(project, channel, experimental, shapes), project.loaded_at
+            )
 
         if not project.select(channel, experimental):
             return send(make(), max_age, ATOM, shown=snapshot)

@@ -26,13 +26,11 @@ from answers import JSON, encode, iso_time, redirect, send
 from connection import MALFORMED
 from query import API, ApiError
 from representation import Representation, RepresentationCache
-from shapes import Health, RejectedFile, Shapes, StalledRead, health_json, project_json
+from shapes import DOWNLOADS, Health, RejectedFile, Shapes, StalledRead, health_json, project_json
 from store import Store, check
 
 # By name: run as `python server.py`, this module is __main__, not a name for a log line.
 log = logging.getLogger("server")
-
-DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix
 
 
 def make_app(
@@ -40,17 +38,21 @@ def make_app(
     max_age: int = settings.DEFAULT_MAX_AGE,
     cache_mb: int = settings.DEFAULT_CACHE_MB,
     compat: str | None = None,
+    public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
+    artifacts: str | None = None,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
 
     At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
-    upstream Canvas API's build shapes instead of the spec's.
+    upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
+    served at addresses on `public_url`, from `artifacts` (by default the store in the data
+    directory).
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
     cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
-    shapes = Shapes(compat)
+    shapes = Shapes(compat, public_url)
 
     def send_json(data, view, make_body, shown):
         """The JSON `make_body()` makes of `data`, made once per data version (`view` names
@@ -98,7 +100,9 @@ def make_app(
         """The highest-numbered build passing the filters."""
         snapshot = store.snapshot()
         project, _, _, build = query.latest(snapshot, query.build_query())
-        return send_json(project, ("latest", id(build)), lambda: shapes.build(build), snapshot)
+        return send_json(
+            project, ("latest", id(build)), lambda: shapes.build(project, build), snapshot
+        )
 
     @app.get(API + "/jd")
     def javadoc_redirect():
@@ -117,8 +121,8 @@ def make_app(
     @app.get(DOWNLOADS + "/latest")
     def latest_download():
         """A redirect to the artifact of the build /builds/latest would answer with."""
-        *_, build = query.latest(store.snapshot(), query.build_query())
-        return redirect(build.download_url, max_age)
+        project, *_, build = query.latest(store.snapshot(), query.build_query())
+        return redirect(shapes.download_url(project, build), max_age)
 
     openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
@@ -155,7 +159,7 @@ def make_app(
             )
         )
 
-    pages.install(app, store, max_age, cache)
+    pages.install(app, store, max_age, cache, shapes)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):
@@ -184,10 +188,24 @@ def serve(args: argparse.Namespace) -> int:
         return check(args.data)
     if not serving.resolves(args.host, args.port):
         return 1
+    if args.public_url is None and args.host in ("0.0.0.0", "::", ""):
+        log.warning(
+            "listening on every interface without --public-url: the kept files' downloadUrl "
+            "will name %s, which other machines may not reach (set --public-url or "
+            "BUILDSHELF_PUBLIC_URL)",
+            serving.base_url(args.host, args.port),
+        )
     data = Store(args.data)
     data.start()
     try:
-        app = make_app(data, max_age=args.max_age, cache_mb=args.cache_mb, compat=args.compat)
+        app = make_app(
+            data,
+            max_age=args.max_age,
+            cache_mb=args.cache_mb,
+            compat=args.compat,
+            public_url=args.public_url or serving.base_url(args.host, args.port),
+            artifacts=args.artifacts,
+        )
 
         def listening(base_url):
             count = len(data.snapshot().projects)

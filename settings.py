@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import upstream
+from model import URL_PATTERN
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENVIRONMENT_PREFIX = "BUILDSHELF_"
@@ -95,6 +96,19 @@ class Setting:
 DEFAULT_THREADS = 8
 DEFAULT_MAX_AGE = 60
 DEFAULT_CACHE_MB = 256
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+ARTIFACTS = "artifacts"  # the artifact store's default place, inside the data directory
+
+
+def public_url(value: str) -> str:
+    """An absolute http(s) URL, maybe with a path prefix, without a trailing '/'."""
+    if not (URL_PATTERN.match(value) and "?" not in value and "#" not in value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an absolute http:// or https:// URL without ?query or #fragment"
+        )
+    return value.rstrip("/")
+
 
 SETTINGS = (
     Setting(
@@ -106,9 +120,27 @@ SETTINGS = (
         serve_only=False,
     ),
     Setting(
-        "host", "address to listen on; 0.0.0.0 or :: for every interface", "127.0.0.1", str, "HOST"
+        "host", "address to listen on; 0.0.0.0 or :: for every interface", DEFAULT_HOST, str, "HOST"
     ),
-    Setting("port", "TCP port", 8080, number_in(1, 65535), "PORT"),
+    Setting("port", "TCP port", DEFAULT_PORT, number_in(1, 65535), "PORT"),
+    Setting(
+        "public_url",
+        "absolute base of the kept files' downloadUrl, path prefix allowed (never taken from "
+        "a request's Host)",
+        None,
+        public_url,
+        "URL",
+        shown_default="the listener's own address, http://HOST:PORT",
+    ),
+    Setting(
+        "artifacts",
+        "directory of the artifact store (the files Buildshelf keeps)",
+        None,
+        str,  # made when the first file is kept
+        "DIR",
+        shown_default=f"{ARTIFACTS}/ inside the data directory",
+        serve_only=False,
+    ),
     Setting(
         "threads",
         "worker threads",
@@ -196,6 +228,8 @@ def settle(
                     "installed copy has none): pass --data DIR or set BUILDSHELF_DATA"
                 )
         setattr(args, setting.name, value)
+    if getattr(args, "artifacts", False) is None:
+        args.artifacts = os.path.join(args.data, ARTIFACTS)
 
 
 def docs_table() -> str:

@@ -31,8 +31,12 @@ def json_maker(struct: type, mode: str | None = None) -> typing.Callable[[object
         if (item := _struct_items(field.type)) is not None
     }
 
+    optional = any(field.default is msgspec.UNSET for field in fields)
+
     def to_json(value):
         obj = dict(zip(keys, values(value)))
+        if optional:  # a field a value does not have is left out
+            obj = {key: item for key, item in obj.items() if item is not msgspec.UNSET}
         for key, make in nested.items():
             obj[key] = [make(item) for item in obj[key]]
         return obj
@@ -51,26 +55,44 @@ def _struct_items(kind):
 
 
 project_json = json_maker(Project)
+DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix; kept files live under it
+
+
+def hosted_path(project: Project, build: Build) -> str:
+    """Where a kept file is served: named by its project, build and bytes, and ending with
+    its name, so that a URL's bytes never change and clients save it under its name."""
+    return f"{DOWNLOADS}/{project.slug}/{build.number}/{build.sha256}/{build.file}"
 
 
 class Shapes:
-    """The JSON of builds in one mode: None (the spec's) or upstream.MODE."""
+    """The JSON of builds in one mode, None (the spec's) or upstream.MODE; a kept file's
+    downloadUrl is on `public_url`."""
 
-    def __init__(self, mode: str | None = None):
-        self.mode = mode
-        fields = json_maker(Build, mode)
-        extra = upstream.BUILD_FIELDS if mode else {}
-        self.build_json = (lambda build: {**extra, **fields(build)}) if extra else fields
+    def __init__(self, mode: str | None = None, public_url: str = ""):
+        self.mode, self.public_url = mode, public_url
+        self._fields = json_maker(Build, mode)
+        self._extra = upstream.BUILD_FIELDS if mode else {}
 
-    def build(self, build: Build) -> bytes:
-        return encode(self.build_json(build))
+    def build_json(self, project: Project, build: Build) -> dict:
+        obj = self._fields(build)
+        if build.hosted:
+            obj["downloadUrl"] = self.download_url(project, build)
+        return {**self._extra, **obj} if self._extra else obj
+
+    def download_url(self, project: Project, build: Build) -> str:
+        return self.public_url + hosted_path(project, build) if build.hosted else build.download_url
+
+    def build(self, project: Project, build: Build) -> bytes:
+        return encode(self.build_json(project, build))
 
     def build_list(self, project: Project, builds: tuple, with_project: bool) -> bytes:
         """The JSON of `builds`: an array, or the upstream's envelope (with the project's slug
         when `with_project`)."""
         if self.mode:
             return encode(
-                upstream.envelope(project, [self.build_json(b) for b in builds], with_project)
+                upstream.envelope(
+                    project, [self.build_json(project, b) for b in builds], with_project
+                )
             )
         # A slice at a time: one long call into the C encoder would hold the interpreter
         # lock, and every other request with it, for a list of a million.
@@ -79,7 +101,8 @@ class Shapes:
         for i in range(0, len(builds), ENCODE_SLICE):
             if i:
                 out.write(b",")
-            out.write(encode([self.build_json(b) for b in builds[i : i + ENCODE_SLICE]])[1:-1])
+            chunk = [self.build_json(project, b) for b in builds[i : i + ENCODE_SLICE]]
+            out.write(encode(chunk)[1:-1])
         out.write(b"]")
         return out.getvalue()
 
@@ -174,6 +197,13 @@ def schemas(mode: str | None = None) -> dict:
             prop.pop("default", None)
         if name == "Build" and mode:
             schema["properties"] = {**upstream.BUILD_FIELD_SCHEMAS, **schema["properties"]}
-        schema["required"] = list(schema["properties"])
+        fields = msgspec.structs.fields(struct) if struct else ()
+        optional = {f.encode_name for f in fields if f.default is msgspec.UNSET}
+        optional &= schema["properties"].keys()
+        schema["required"] = [key for key in schema["properties"] if key not in optional]
+        if optional:  # served together or not at all
+            schema["dependentRequired"] = {
+                key: sorted(optional - {key}) for key in sorted(optional)
+            }
         schema["additionalProperties"] = False
     return components

@@ -250,7 +250,8 @@ def test_a_missing_build_field_is_named():
     build = make_build(12)
     del build["downloadUrl"]
     assert parse_error(make_project([build])) == (
-        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl'"
+        "data/alpha.json: build 12 (builds[0]): missing key 'downloadUrl' (or 'file', for a file "
+        "Buildshelf keeps)"
     )
 
 
@@ -485,5 +486,71 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
             accepted += 1
             if fast is not None:
                 assert_same_project(fast, checked)
-    # The changes that keep the file valid (counted by hand: 94, and 9 javadocPagePrefix paths)
-    assert accepted == 103
+    # The changes that keep the file valid (counted by hand: 94, 9 javadocPagePrefix paths, and
+    # deleting sha256, size or file, which the build does not have)
+    assert accepted == 106
+
+
+# --- integrity data and kept files ------------------------------------------------------------
+
+SHA = "4c7b68ce5c0be31b0767eb687d1cbee97723d7b74c7b68ce5c0be31b0767eb68"
+
+
+def test_integrity_data_and_a_kept_file_are_read():
+    external = make_build(1, sha256=SHA, size=10)
+    kept = make_build(2, sha256=SHA, size=10, file="alpha-2.jar")
+    del kept["downloadUrl"]
+    first, second = parse(make_project([external, kept])).builds
+    assert (first.sha256, first.size, first.hosted) == (SHA, 10, False)
+    assert (second.sha256, second.size, second.file, second.hosted) == (
+        SHA,
+        10,
+        "alpha-2.jar",
+        True,
+    )
+    assert second.download_url == ""
+
+
+@pytest.mark.parametrize(
+    "fields, drop_url, message",
+    [
+        ({"sha256": SHA}, False, "'sha256' and 'size' go together: give both or neither"),
+        ({"size": 1}, False, "'sha256' and 'size' go together: give both or neither"),
+        (
+            {"sha256": SHA.upper(), "size": 1},
+            False,
+            "'sha256' must be 64 lowercase hexadecimal digits",
+        ),
+        (
+            {"sha256": SHA[:63], "size": 1},
+            False,
+            "'sha256' must be 64 lowercase hexadecimal digits",
+        ),
+        ({"sha256": SHA, "size": -1}, False, "'size' must be a whole number of bytes, 0 or more"),
+        ({"sha256": SHA, "size": True}, False, "'size' must be a whole number of bytes, 0 or more"),
+        ({"sha256": SHA, "size": 1.5}, False, "'size' must be a whole number of bytes, 0 or more"),
+        ({"file": "a.jar"}, True, "'file' needs 'sha256' and 'size': they name its stored object"),
+        (
+            {"file": "a.jar", "sha256": SHA, "size": 1},
+            False,
+            "give 'downloadUrl' or 'file', not both: the server makes a kept file's address",
+        ),
+        ({"file": ".a.jar", "sha256": SHA, "size": 1}, True, "'file' " + model.FILE_NAME_RULE),
+        ({"file": "a b.jar", "sha256": SHA, "size": 1}, True, "'file' " + model.FILE_NAME_RULE),
+        ({"file": "../a.jar", "sha256": SHA, "size": 1}, True, "'file' " + model.FILE_NAME_RULE),
+        ({"file": "é.jar", "sha256": SHA, "size": 1}, True, "'file' " + model.FILE_NAME_RULE),
+        ({"file": "a" * 201, "sha256": SHA, "size": 1}, True, "'file' " + model.FILE_NAME_RULE),
+        ({}, True, "missing key 'downloadUrl' (or 'file', for a file Buildshelf keeps)"),
+    ],
+)
+def test_integrity_rules_name_the_build_and_field(fields, drop_url, message):
+    build = make_build(12, **fields)
+    if drop_url:
+        del build["downloadUrl"]
+    assert parse_error(make_project([build])) == f"data/alpha.json: build 12 (builds[0]): {message}"
+
+
+def test_a_file_name_of_200_characters_is_accepted():
+    build = make_build(12, sha256=SHA, size=1, file="a" * 196 + ".jar")
+    del build["downloadUrl"]
+    assert parse(make_project([build])).builds[0].file == "a" * 196 + ".jar"

@@ -219,7 +219,10 @@ def assert_servable(path, data):
     for channel in {None} | {b.channel for b in project.builds}:
         for experimental in (False, True):
             answers.encode(
-                [shapes.Shapes().build_json(b) for b in project.select(channel, experimental)]
+                [
+                    shapes.Shapes().build_json(project, b)
+                    for b in project.select(channel, experimental)
+                ]
             )
             if project.latest(channel, experimental):
                 assert javadoc.javadoc_url(

@@ -497,7 +497,7 @@ def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data
     assert path.read_bytes() == (json.dumps(doc, indent=2) + "\n").encode()
     assert list(doc) == ["ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
     assert [b["buildNumber"] for b in doc["builds"]] == [1, 2, 3, 5, 7, 8, 9]
-    assert all(list(b) == list(datafile.BUILD_KEYS) for b in doc["builds"])
+    assert all(list(b) == list(datafile.PLAIN_BUILD_KEYS) for b in doc["builds"])
     before = path.read_text().splitlines()
     assert cli.main(publish_argv(data_dir, 10, "--commit", "abc", "Fix")) == 0
     diff = list(difflib.unified_diff(before, path.read_text().splitlines(), lineterm="", n=0))
@@ -519,7 +519,9 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     assert cli.main(publish_argv(data_dir, 9)) == 0
     written = json.loads((data_dir / "alpha.json").read_text())
     assert list(written) == ["slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
-    assert list(written["builds"][0]) == list(datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS)
+    assert list(written["builds"][0]) == list(
+        datafile.PLAIN_BUILD_KEYS + datafile.LEGACY_BUILD_KEYS
+    )
     assert written["builds"][0]["commit"] == [{"message": "legacy", "hash": "ab"}]
     assert list(written["builds"][0]["commits"][0]) == ["message", "hash"]
 
