@@ -1,0 +1,233 @@
+"""One stored file sent over HTTP, as nginx's static module sends it (RFC 9110).
+
+`answer(download, environ)` gives a GET or HEAD of a `Download` its status line, headers and
+body: the validators, a 304 to a conditional request, one byte range (206 or 416), and the open
+file for the WSGI server to send. Where files live and which method reaches here is the
+caller's business; `Unavailable` tells it the file on disk is not the one recorded.
+"""
+
+import base64
+import os
+import re
+import stat
+from dataclasses import dataclass
+from datetime import UTC
+from email.utils import formatdate, parsedate_to_datetime
+
+CHUNK_BYTES = 64 * 1024
+# The URL of a stored file names its bytes, which never change: cache it for a year, and do
+# not even revalidate it on reload.
+CACHE_CONTROL = "public, max-age=31536000, immutable"
+CONTENT_TYPES = {".jar": "application/java-archive"}
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+# An entity tag in a list (RFC 9110 8.8.3): the quoted part is the opaque tag.
+_ENTITY_TAG = re.compile(r'(W/)?("[^"]*")')
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
+_UNSATISFIABLE = "unsatisfiable"
+
+
+@dataclass(frozen=True)
+class Download:
+    path: str  # the object's file on disk
+    name: str  # the file name clients save it as (ASCII letters, digits, . _ + -)
+    sha256: str  # 64 lowercase hex digits: the strong validator
+    size: int  # bytes, as recorded when it was stored
+    modified: int  # Last-Modified, epoch seconds (the build's timestamp)
+
+
+class Unavailable(Exception):
+    """The file is not there as recorded: the caller answers 503. The message names why."""
+
+
+def answer(download: Download, environ: dict) -> tuple[str, list[tuple[str, str]], object]:
+    """(status line, headers, body) for a GET or HEAD of `download`; body is an iterable for
+    WSGI. Raises Unavailable, whatever the answer, when the file is not as recorded."""
+    status, headers, start, length = _decided(download, environ)
+    fd = _opened(download)  # also for a 304: a broken store should not go unnoticed
+    if environ.get("REQUEST_METHOD") == "HEAD" or length == 0:
+        os.close(fd)
+        return status, headers, []
+    file = os.fdopen(fd, "rb")
+    file.seek(start)
+    wrapper = environ.get("wsgi.file_wrapper")
+    if wrapper is not None:
+        # waitress's sends from its loop thread, and at most Content-Length bytes from here.
+        return status, headers, wrapper(file, CHUNK_BYTES)
+    return status, headers, _Chunks(file, length)
+
+
+def checksum_line(download: Download) -> bytes:
+    """The file's line in a SHA256SUMS file, as `sha256sum -c` reads it."""
+    return f"{download.sha256}  {download.name}\n".encode("ascii")
+
+
+def _opened(download):
+    """A descriptor of the download's file, checked to be the regular file recorded."""
+    try:
+        # Non-blocking, so that a FIFO put in the file's place cannot hang a worker on open.
+        fd = os.open(download.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Unavailable("missing") from None
+    except OSError as e:
+        raise Unavailable(f"cannot be opened: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "something else")
+            raise Unavailable(f"is {kind}, not a regular file")
+        if st.st_size != download.size:
+            raise Unavailable(f"is {st.st_size} bytes, expected {download.size}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _decided(download, environ):
+    """(status line, headers, first byte, byte count) of the answer, in RFC 9110's order:
+    If-None-Match (or else If-Modified-Since), then If-Range, then Range."""
+    if _not_modified(download, environ):
+        return "304 Not Modified", _validators(download), 0, 0
+    byte_range = None
+    range_value = environ.get("HTTP_RANGE")
+    if range_value is not None and _if_range_holds(environ.get("HTTP_IF_RANGE"), download):
+        byte_range = _byte_range(range_value, download.size)
+    if byte_range is None:
+        return "200 OK", _headers(download, download.size), 0, download.size
+    if byte_range == _UNSATISFIABLE:
+        headers = [("Content-Range", f"bytes */{download.size}"), ("Content-Length", "0")]
+        return "416 Range Not Satisfiable", headers, 0, 0
+    start, end = byte_range
+    length = end - start + 1
+    headers = _headers(download, length)
+    headers.append(("Content-Range", f"bytes {start}-{end}/{download.size}"))
+    return "206 Partial Content", headers, start, length
+
+
+def _not_modified(download, environ):
+    if_none_match = environ.get("HTTP_IF_NONE_MATCH")
+    if if_none_match is not None:  # then If-Modified-Since is ignored (RFC 9110 13.1.3)
+        if if_none_match.strip() == "*":
+            return True
+        # Weak comparison (RFC 9110 8.8.3.2): W/ or not, the same opaque tag matches.
+        return any(tag == _etag(download) for _, tag in _ENTITY_TAG.findall(if_none_match))
+    since = _http_date(environ.get("HTTP_IF_MODIFIED_SINCE"))
+    return since is not None and since >= download.modified
+
+
+def _if_range_holds(if_range, download):
+    """Whether to honour Range: no If-Range, or one naming this very representation."""
+    if if_range is None:
+        return True
+    value = if_range.strip()
+    if value.startswith(('"', "W/")):
+        return value == _etag(download)  # strong comparison: a weak tag never matches
+    return _http_date(value) == download.modified
+
+
+def _byte_range(value, size):
+    """(first, last) byte of the one range `value` asks for; _UNSATISFIABLE when none of it
+    lies in the file; None when the header is to be ignored (another unit, a malformed value,
+    several ranges: for these the whole file is the answer, as RFC 9110 14.2 allows)."""
+    unit, equals, ranges = value.partition("=")
+    if not equals or unit.strip().lower() != "bytes":
+        return None
+    specs = [spec.strip() for spec in ranges.split(",") if spec.strip()]
+    if len(specs) != 1:
+        return None
+    first, dash, last = specs[0].partition("-")
+    first, last = first.strip(), last.strip()
+    if not dash or not all(_DIGITS.fullmatch(n) for n in (first, last) if n) or not (first or last):
+        return None
+    try:
+        first_pos = int(first) if first else None
+        last_pos = int(last) if last else None
+    except ValueError:  # more digits than int() converts: no file is that large anyway
+        return None
+    if first_pos is None:  # a suffix: the last `last_pos` bytes
+        if last_pos == 0 or size == 0:
+            return _UNSATISFIABLE
+        return max(size - last_pos, 0), size - 1
+    if last_pos is not None and last_pos < first_pos:
+        return None  # invalid (RFC 9110 14.1.1), so the header is ignored
+    if first_pos >= size:
+        return _UNSATISFIABLE
+    return first_pos, size - 1 if last_pos is None else min(last_pos, size - 1)
+
+
+def _headers(download, length):
+    """The headers of a 200, a 206 (which adds Content-Range) and a HEAD."""
+    name = download.name.replace("\\", "\\\\").replace('"', '\\"')
+    digest = base64.b64encode(bytes.fromhex(download.sha256)).decode("ascii")
+    return [
+        ("Content-Type", _content_type(download.name)),
+        ("Content-Length", str(length)),
+        ("Content-Disposition", f'attachment; filename="{name}"'),
+        *_validators(download),
+        ("Accept-Ranges", "bytes"),
+        # The whole file's digest (RFC 9530), so also on a 206: a client checks what it joined.
+        ("Repr-Digest", f"sha-256=:{digest}:"),
+        # Stored files are served from the service's own origin: never let a browser run one.
+        ("X-Content-Type-Options", "nosniff"),
+        ("Content-Security-Policy", "sandbox"),
+    ]
+
+
+def _validators(download):
+    """The headers a 304 repeats from the 200 it stands for."""
+    return [
+        ("ETag", _etag(download)),
+        ("Last-Modified", formatdate(download.modified, usegmt=True)),
+        ("Cache-Control", CACHE_CONTROL),
+    ]
+
+
+def _etag(download):
+    return f'"{download.sha256}"'
+
+
+def _content_type(name):
+    return CONTENT_TYPES.get(os.path.splitext(name)[1].lower(), DEFAULT_CONTENT_TYPE)
+
+
+def _http_date(value):
+    """Epoch seconds of an HTTP date, or None for a missing or invalid one (then ignored,
+    RFC 9110 13.1.3)."""
+    if value is None:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # "-0000" gives no zone; HTTP dates are all in GMT anyway
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+class _Chunks:
+    """The next `length` bytes of `file`, 64 KiB at a time, when the server has no
+    wsgi.file_wrapper. A class, not a generator: close() must close the file even when the
+    server closes the body without iterating it, where a generator's finally would not run."""
+
+    def __init__(self, file, length):
+        self.file = file
+        self.length = length
+
+    def __iter__(self):
+        remaining = self.length
+        while remaining > 0:
+            chunk = self.file.read(min(CHUNK_BYTES, remaining))
+            if not chunk:
+                return  # shorter than it was: the server sees a short body and drops the line
+            remaining -= len(chunk)
+            yield chunk
+
+    def close(self):
+        self.file.close()
