@@ -1,0 +1,312 @@
+"""The content-addressed artifact store: files copied into a directory under their sha256, so
+that identical bytes are stored once and an object, once written, never changes.
+
+An object lives at `<store>/<sha256[:2]>/<sha256>` (lowercase hex). It is written as a data
+file is (writer.py): copied to a hidden temporary file in the store, hashed while copying,
+fsynced, renamed to its place, and the directory fsynced. A writer killed at any point leaves
+no object or a whole one, and at most a temporary file that a later writer removes.
+"""
+
+import errno
+import hashlib
+import os
+import re
+import stat
+import tempfile
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+
+MAX_BYTES_DEFAULT = 1 << 30
+NAME_RULE = (
+    "a file name must be ASCII letters, digits and . _ + -, not start with a dot, "
+    "and be at most 200 characters"
+)
+CHUNK_BYTES = 1 << 20
+TEMP_PREFIX = ".incoming-"
+TEMP_SUFFIX = ".tmp"
+# A temporary file this old belongs to a writer that was killed: a live one writes it
+# at least once a chunk, and younger ones may belong to a writer still copying.
+STALE_TEMP_SECONDS = 3600
+
+_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_PREFIX = re.compile(r"[0-9a-f]{2}")
+
+# Objects are read-only (they never change) and readable as the umask allows, so that a
+# server running as another user can send them. Read once, at import: reading the umask
+# means setting it, which would race with other threads creating files.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+OBJECT_MODE = 0o444 & ~_UMASK
+
+
+class Refused(Exception):
+    """A file not stored: the one-line message says what is wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    """An object in the store; `created` is False when identical bytes were already there."""
+
+    sha256: str
+    size: int
+    path: str
+    created: bool
+
+
+def check_name(name: str) -> str:
+    """`name` if it may name an artifact file (see NAME_RULE), else Refused."""
+    if not _NAME.fullmatch(name):
+        raise Refused(f"{name!r} is not a valid file name: {NAME_RULE}")
+    return name
+
+
+def object_path(store: str, sha256: str) -> str:
+    """Where the object with this sha256 (64 lowercase hex digits) lives in `store`."""
+    if not _SHA256.fullmatch(sha256):
+        # Checked here, so that no sha256 from a data file can name a path outside the store.
+        raise ValueError(f"{sha256!r} is not a sha256: 64 lowercase hex digits")
+    return os.path.join(store, sha256[:2], sha256)
+
+
+def store_file(
+    store: str,
+    source: str,
+    max_bytes: int = MAX_BYTES_DEFAULT,
+    expected_sha256: str | None = None,
+) -> Stored:
+    """Copy the regular file `source` into `store` as an object and return it.
+
+    Refused (with nothing left behind) when `source` is not a readable regular file, is
+    larger than `max_bytes`, does not hash to `expected_sha256`, or the store cannot take it.
+    """
+    expected = None
+    if expected_sha256 is not None:
+        expected = expected_sha256.lower()
+        if not _SHA256.fullmatch(expected):
+            raise Refused(f"--sha256 {expected_sha256!r} is not a sha256: give 64 hex digits")
+    _remove_stale_temp_files(store)
+    fd = _open_source(source, max_bytes)
+    try:
+        return _store(store, source, fd, max_bytes, expected)
+    finally:
+        os.close(fd)
+
+
+def verify(store: str, sha256: str, size: int) -> str | None:
+    """None if the object is in `store` with `size` bytes, else what is wrong with it."""
+    try:
+        st = os.lstat(object_path(store, sha256))
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return f"cannot stat it: {error.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_size != size:
+        return f"is {st.st_size} bytes, expected {size}"
+    return None
+
+
+def rehash(store: str, sha256: str) -> str | None:
+    """None if the object's bytes hash to `sha256`, else what is wrong (reads in chunks)."""
+    try:
+        fd = os.open(
+            object_path(store, sha256), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+        )
+    except FileNotFoundError:
+        return "missing"
+    except OSError as error:
+        return "not a regular file" if error.errno == errno.ELOOP else error.strerror
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "not a regular file"
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
+    return None if actual == sha256 else f"its bytes hash to {actual}"
+
+
+def objects(store: str) -> dict[str, int]:
+    """Every object in `store`: sha256 -> size on disk. Temporary files, and anything not
+    named and placed as an object is, are left out."""
+    found = {}
+    try:
+        prefixes = sorted(e.name for e in os.scandir(store) if _PREFIX.fullmatch(e.name))
+    except FileNotFoundError:
+        return found
+    for prefix in prefixes:
+        directory = os.path.join(store, prefix)
+        if not os.path.isdir(directory) or os.path.islink(directory):
+            continue
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if (
+                    _SHA256.fullmatch(entry.name)
+                    and entry.name.startswith(prefix)
+                    and entry.is_file(follow_symlinks=False)
+                ):
+                    found[entry.name] = entry.stat(follow_symlinks=False).st_size
+    return dict(sorted(found.items()))
+
+
+def remove_unused(store: str, used: set[str]) -> list[str]:
+    """Delete every object whose sha256 is not in `used`; return their sha256s, sorted.
+
+    The caller keeps writers out meanwhile: an object stored while this runs, and not in
+    `used`, may be deleted.
+    """
+    removed, directories = [], set()
+    for sha256 in objects(store):
+        if sha256 in used:
+            continue
+        path = object_path(store, sha256)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:  # removed meanwhile by someone else
+            continue
+        removed.append(sha256)
+        directories.add(os.path.dirname(path))
+    # So that the deletions survive a crash, as the renames that made the objects do.
+    for directory in sorted(directories):
+        _fsync_directory(directory)
+    return removed
+
+
+# --- storing ------------------------------------------------------------------------------
+
+
+def _open_source(source, max_bytes):
+    """An open descriptor on `source`, checked to be a regular file within the limit."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise Refused(f"cannot read {source}: {error.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"{source} is {_kind(st.st_mode)}, not a regular file: give a file")
+        if st.st_size > max_bytes:
+            raise _too_large(source, max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode):
+    kinds = {
+        stat.S_IFDIR: "a directory",
+        stat.S_IFIFO: "a FIFO",
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+        stat.S_IFSOCK: "a socket",
+    }
+    return kinds.get(stat.S_IFMT(mode), "not a file")
+
+
+def _too_large(source, max_bytes):
+    return Refused(
+        f"{source} is larger than {max_bytes / (1 << 20):g} MiB: give --max-file-mb "
+        "to raise the limit (nothing was stored)"
+    )
+
+
+def _store(store, source, fd, max_bytes, expected):
+    try:
+        _make_directories(store)
+        out, tmp = tempfile.mkstemp(dir=store, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+    except OSError as error:
+        raise _cannot_store(source, store, error) from None
+    try:
+        try:
+            sha256, size = _copy(fd, out, source, max_bytes)
+            os.fchmod(out, OBJECT_MODE)
+            os.fsync(out)
+        finally:
+            os.close(out)
+        if expected is not None and sha256 != expected:
+            raise Refused(f"sha256 mismatch: the file hashes to {sha256}, --sha256 says {expected}")
+        path = object_path(store, sha256)
+        directory = os.path.dirname(path)
+        _make_directories(directory)
+        # Identical bytes are stored once; an object of the wrong size is damaged and is
+        # replaced. Two writers of the same bytes may both rename: either copy is the object.
+        created = verify(store, sha256, size) is not None
+        if created:
+            os.replace(tmp, path)
+        else:
+            os.unlink(tmp)
+    except BaseException as error:
+        with suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(error, OSError):
+            raise _cannot_store(source, store, error) from None
+        raise
+    try:
+        _fsync_directory(directory)
+    except OSError as error:
+        raise Refused(
+            f"stored {source} as {path} but could not fsync its directory: {error.strerror} "
+            "(it may not survive a crash)"
+        ) from None
+    return Stored(sha256, size, path, created)
+
+
+def _cannot_store(source, store, error):
+    return Refused(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
+
+
+def _copy(source_fd, out, source, max_bytes):
+    """Copy in chunks, hashing as it goes: memory stays bounded at any size."""
+    digest, size = hashlib.sha256(), 0
+    while True:
+        try:
+            chunk = os.read(source_fd, CHUNK_BYTES)
+        except OSError as error:
+            raise Refused(f"cannot read {source}: {error.strerror} (nothing was stored)") from None
+        if not chunk:
+            return digest.hexdigest(), size
+        size += len(chunk)
+        if size > max_bytes:  # again: the file may have grown since its fstat
+            raise _too_large(source, max_bytes)
+        digest.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(out, view) :]
+
+
+def _remove_stale_temp_files(store):
+    """Remove the temporary files of writers killed before their rename."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    try:
+        entries = list(os.scandir(store))
+    except OSError:  # no store yet: nothing to remove
+        return
+    for entry in entries:
+        if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX):
+            # A read-only store, or another writer removing it first, is no reason to refuse.
+            with suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+
+
+def _make_directories(path):
+    """Create `path` and its missing parents, fsyncing each parent so that they survive."""
+    missing = []
+    path = os.path.abspath(path)
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        with suppress(FileExistsError):  # made meanwhile by a concurrent writer
+            os.mkdir(directory)
+        _fsync_directory(os.path.dirname(directory))
+
+
+def _fsync_directory(directory):
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
