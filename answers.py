@@ -23,7 +23,7 @@ ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
 REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
-ERROR_STATUSES = (400, 404, 405, 410, 500)
+ERROR_STATUSES = (400, 404, 405, 410, 500, 503)
 ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answer repeats
 COMMON_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),

@@ -17,11 +17,10 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
+from model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN
+
 MAX_BYTES_DEFAULT = 1 << 30
-NAME_RULE = (
-    "a file name must be ASCII letters, digits and . _ + -, not start with a dot, "
-    "and be at most 200 characters"
-)
+NAME_RULE = "a file name " + FILE_NAME_RULE
 CHUNK_BYTES = 1 << 20
 TEMP_PREFIX = ".incoming-"
 TEMP_SUFFIX = ".tmp"
@@ -29,8 +28,6 @@ TEMP_SUFFIX = ".tmp"
 # at least once a chunk, and younger ones may belong to a writer still copying.
 STALE_TEMP_SECONDS = 3600
 
-_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 _PREFIX = re.compile(r"[0-9a-f]{2}")
 
 # Objects are read-only (they never change) and readable as the umask allows, so that a
@@ -57,14 +54,14 @@ class Stored:
 
 def check_name(name: str) -> str:
     """`name` if it may name an artifact file (see NAME_RULE), else Refused."""
-    if not _NAME.fullmatch(name):
+    if not FILE_NAME_PATTERN.match(name):
         raise Refused(f"{name!r} is not a valid file name: {NAME_RULE}")
     return name
 
 
 def object_path(store: str, sha256: str) -> str:
     """Where the object with this sha256 (64 lowercase hex digits) lives in `store`."""
-    if not _SHA256.fullmatch(sha256):
+    if not SHA256_PATTERN.match(sha256):
         # Checked here, so that no sha256 from a data file can name a path outside the store.
         raise ValueError(f"{sha256!r} is not a sha256: 64 lowercase hex digits")
     return os.path.join(store, sha256[:2], sha256)
@@ -84,7 +81,7 @@ def store_file(
     expected = None
     if expected_sha256 is not None:
         expected = expected_sha256.lower()
-        if not _SHA256.fullmatch(expected):
+        if not SHA256_PATTERN.match(expected):
             raise Refused(f"--sha256 {expected_sha256!r} is not a sha256: give 64 hex digits")
     _remove_stale_temp_files(store)
     fd = _open_source(source, max_bytes)
@@ -141,7 +138,7 @@ def objects(store: str) -> dict[str, int]:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if (
-                    _SHA256.fullmatch(entry.name)
+                    SHA256_PATTERN.match(entry.name)
                     and entry.name.startswith(prefix)
                     and entry.is_file(follow_symlinks=False)
                 ):

@@ -14,11 +14,13 @@ import sys
 import time
 
 import accesslog
+import artifacts
 import jenkins
 import server
 import settings
 import store
 import writer
+from model import SHA256_PATTERN
 
 GIT_TIMEOUT = 60
 
@@ -37,6 +39,18 @@ def _build_number(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a build number (a whole number, 0 or more)"
         )
+    return int(value)
+
+
+def _sha256(value):
+    if not SHA256_PATTERN.match(value.lower()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a SHA-256 (64 hexadecimal digits)")
+    return value.lower()
+
+
+def _size(value):
+    if not (value.isascii() and value.isdigit() and len(value) <= 30):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size in bytes (a whole number)")
     return int(value)
 
 
@@ -83,10 +97,14 @@ def make_parser():
         return sub
 
     command("serve", server.serve, "serve the API (the same as no command)", [serve_options])
-    command(
+    sub = command(
         "check",
         check,
-        "validate every data file, print each problem, exit 0 if all are valid and 1 otherwise",
+        "validate every data file and the kept files they name, print each problem, exit 0 if "
+        "all are valid and 1 otherwise",
+    )
+    sub.add_argument(
+        "--verify", action="store_true", help="hash every kept file again: its bytes unchanged"
     )
 
     sub = command("add-project", add_project, "add a project with no builds")
@@ -108,7 +126,28 @@ def make_parser():
         "--build", required=True, type=_build_number, metavar="N", help="the build number"
     )
     sub.add_argument("--channel", required=True, metavar="VERSION", help="its channel version")
-    sub.add_argument("--download-url", required=True, metavar="URL", help="address of its artifact")
+    artifact = sub.add_mutually_exclusive_group(required=True)
+    artifact.add_argument(
+        "--file", metavar="PATH", help="its artifact, kept in the artifact store (see --artifacts)"
+    )
+    artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
+    sub.add_argument(
+        "--sha256",
+        type=_sha256,
+        metavar="HEX",
+        help="the artifact's SHA-256: with --file, what it must hash to; with --download-url, "
+        "recorded with --size",
+    )
+    sub.add_argument(
+        "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
+    )
+    sub.add_argument(
+        "--max-file-mb",
+        type=settings.number_in(1, 1 << 20),
+        default=artifacts.MAX_BYTES_DEFAULT >> 20,
+        metavar="MB",
+        help="the largest --file kept (default: %(default)s)",
+    )
     sub.add_argument(
         "--url", metavar="URL", help="address of its job run (default: the project's ciJobUrl + N/)"
     )
@@ -193,6 +232,11 @@ def parse_args(argv=None, environ=os.environ):
         given = [s.flag for s in settings.SETTINGS if s.serve_only and s.name in vars(args)]
         if given:
             parser.error(f"{given[0]} is a serve flag: it does not go with '{args.command}'")
+    if args.command == "publish":
+        if args.size is not None and args.file is not None:
+            parser.error("--size goes with --download-url: a kept file's size is measured")
+        if args.file is None and (args.sha256 is None) != (args.size is None):
+            parser.error("--sha256 and --size go together with --download-url: both or neither")
     settings.settle(parser, args, environ, serve=serving)
     return args
 
@@ -211,7 +255,7 @@ def main(argv=None):
 
 def check(args):
     accesslog.log_to_stderr()
-    return store.check(args.data)
+    return store.check(args.data, args.artifacts, args.verify)
 
 
 # --- the commands that write -------------------------------------------------------------------
@@ -268,8 +312,20 @@ def publish(args):
         "isExperimental": args.experimental,
         "commits": commits,
     }
+    keep = None
+    if args.file is not None:
+        del build["downloadUrl"]  # the server makes a kept file's address
+        keep = writer.Keep(args.artifacts, args.file, args.max_file_mb << 20, args.sha256)
+    elif args.sha256 is not None:
+        build.update(sha256=args.sha256, size=args.size)
     outcome = writer.publish(
-        args.data, args.slug, build, replace=args.replace, any_timestamp=args.timestamp is None
+        args.data,
+        args.slug,
+        build,
+        replace=args.replace,
+        any_timestamp=args.timestamp is None,
+        keep=keep,
+        store_dir=args.artifacts,
     )
     print(
         {
@@ -283,7 +339,7 @@ def publish(args):
 
 
 def yank(args):
-    writer.yank(args.data, args.slug, args.number)
+    writer.yank(args.data, args.slug, args.number, args.artifacts)
     print(f"yanked build {args.number} of {args.slug}")
     return 0
 

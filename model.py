@@ -6,8 +6,10 @@ Each type is declared once here and read in three ways: the data files decode in
 from the same declaration (`shapes.py`). A field's description is the schema's.
 """
 
+import bisect
 import re
 import time
+from operator import attrgetter
 from typing import Annotated
 
 import msgspec
@@ -166,10 +168,25 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
         """The builds passing the filters, ascending by number."""
         return self.selections.get((channel, bool(experimental)), ())
 
+    def build(self, number: int) -> Build | None:
+        """The build numbered `number`, or None."""
+        index = bisect.bisect_left(self.builds, number, key=_number)
+        found = self.builds[index] if index < len(self.builds) else None
+        return found if found is not None and found.number == number else None
+
     def latest(self, channel: str | None = None, experimental: bool = False) -> Build | None:
         """The highest-numbered build passing the filters, or None."""
         selected = self.select(channel, experimental)
         return selected[-1] if selected else None
+
+
+_number = attrgetter("number")
+
+
+def epoch_seconds(timestamp: int) -> float:
+    """A build's timestamp in seconds: files give epoch milliseconds (the Jenkins convention),
+    or seconds, which are told apart by size (below 10^11 is seconds: before 1973 in ms)."""
+    return timestamp if abs(timestamp) < 10**11 else timestamp / 1000
 
 
 def index_builds(builds: tuple[Build, ...]) -> dict:

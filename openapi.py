@@ -12,39 +12,18 @@ import msgspec
 
 import shapes
 from model import URL_PATTERN, Build, Commit, Project, json_pattern
+from openapi_parts import (
+    FILE_HEADERS,
+    FILE_TYPES,
+    HEADERS,
+    LOADED,
+    PARAMETERS,
+    RESPONSES,
+    cacheable,
+    ref,
+)
 from query import API
-
-
-def ref(kind: str, name: str) -> dict:
-    return {"$ref": f"#/components/{kind}/{name}"}
-
-
-def _error(description, *codes, cache_control="CacheControlNoStore", headers=None):
-    """An error response: the Error schema narrowed to the codes this response may carry."""
-    code = {"const": codes[0]} if len(codes) == 1 else {"enum": list(codes)}
-    return {
-        "description": description,
-        "headers": {**(headers or {}), "Cache-Control": ref("headers", cache_control)},
-        "content": {
-            "application/json": {
-                "schema": {**ref("schemas", "Error"), "properties": {"code": code}}
-            }
-        },
-    }
-
-
-CACHEABLE_HEADERS = {"ETag": "ETag", "Last-Modified": "LastModified",
-                     "Cache-Control": "CacheControlPublic", "Vary": "Vary",
-                     "Content-Encoding": "ContentEncoding"}  # fmt: skip
-
-
-def _cacheable(description, schema, media_type="application/json"):
-    """A success (JSON unless said otherwise) with its validators and caching headers."""
-    return {
-        "description": description,
-        "headers": {name: ref("headers", header) for name, header in CACHEABLE_HEADERS.items()},
-        "content": {media_type: {"schema": ref("schemas", schema)}},
-    }
+from shapes import DOWNLOADS
 
 
 def _redirect(description):
@@ -72,6 +51,20 @@ def _health(description, status, projects):
     }
 
 
+def _path(name, description):
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": {"type": "string"}}  # fmt: skip
+
+
+def _file(description, status):
+    headers = {name: ref("headers", header) for name, header in FILE_HEADERS.items()}
+    if status == "206":
+        headers["Content-Range"] = ref("headers", "ContentRange")
+    schema = {"schema": {"type": "string"}}
+    return {"description": description, "headers": headers,
+            "content": dict.fromkeys(FILE_TYPES, schema)}  # fmt: skip
+
+
 def _operation(tag, operation_id, summary, parameters, responses, description=None, **more):
     """One GET operation; a parameter or response given by name is one of the components."""
     operation = {"tags": [tag], "operationId": operation_id, "summary": summary}
@@ -90,7 +83,6 @@ def _operation(tag, operation_id, summary, parameters, responses, description=No
 
 CONDITIONAL = ("IfNoneMatch", "IfModifiedSince")
 FILTERS = ("Project", "Channel", "Experimental")
-LOADED = "`Last-Modified` is when this server loaded the project's file."
 # /builds and /builds/all are one operation under two names.
 BUILD_LIST = {"200": "Builds", "304": "NotModified", "400": "BadQuery", "404": "UnknownProject", "500": "InternalError"}  # fmt: skip
 NO_PARAMETERS = {"304": "NotModified", "400": "InvalidQuery", "500": "InternalError"}
@@ -101,7 +93,7 @@ REMOVED = "Answers `410` to any method."
 PATHS = {
     f"{API}/projects": _operation(
         "projects", "listProjects", "Every project served", CONDITIONAL,
-        {"200": _cacheable("The projects. `Last-Modified` is when this server loaded the data "
+        {"200": cacheable("The projects. `Last-Modified` is when this server loaded the data "
                            "shown.", "ProjectList"), **NO_PARAMETERS},
         "Projects come in slug order."),
     f"{API}/builds": _operation(
@@ -114,7 +106,7 @@ PATHS = {
         "Another name of `/api/v2/builds`: same parameters, byte-identical bodies."),
     f"{API}/builds/latest": _operation(
         "builds", "getLatestBuild", "The latest build passing the filters", FILTERS + CONDITIONAL,
-        {"200": _cacheable(f"The latest build. {LOADED}", "Build"), "304": "NotModified",
+        {"200": cacheable(f"The latest build. {LOADED}", "Build"), "304": "NotModified",
          **ONE_BUILD},
         "The build with the highest `buildNumber` among those that pass the filters: one "
         "object, not an array."),
@@ -140,13 +132,13 @@ PATHS = {
     f"{API}/feed": _operation(
         "builds", "getBuildFeed", "An Atom feed of a project's newest builds passing the filters",
         FILTERS + CONDITIONAL,
-        {**BUILD_LIST, "200": _cacheable(f"The feed. {LOADED}", "AtomFeed",
+        {**BUILD_LIST, "200": cacheable(f"The feed. {LOADED}", "AtomFeed",
                                          "application/atom+xml")},
         "The newest 50 builds passing the filters, newest first, as an Atom (RFC 4287) "
         "document. Same parameters, validation and errors as `/api/v2/builds`."),
     f"{API}/openapi.json": _operation(
         "service", "getOpenApiDocument", "This document", CONDITIONAL,
-        {"200": _cacheable("The OpenAPI 3.1 description of this API, errors included.",
+        {"200": cacheable("The OpenAPI 3.1 description of this API, errors included.",
                            "OpenApiDocument"), **NO_PARAMETERS}),
     "/healthz": _operation(
         "service", "getHealth", "Whether data is served, and which files are rejected", (),
@@ -155,6 +147,30 @@ PATHS = {
          "503": _health("No project at all is served.", "no_data", {"const": 0}),
          "500": "InternalError"},
         "For load balancers and monitoring; never cached."),
+    f"{API}/builds/check": _operation(
+        "builds", "checkForUpdate", "Whether a build is the latest passing the filters",
+        FILTERS + ("Build", "Sha256") + CONDITIONAL,
+        {"200": cacheable(f"The answer. {LOADED}", "UpdateCheck"), "304": "NotModified",
+         "400": "BadCheckQuery", "404": "UnknownProjectArtifactOrNoBuild",
+         "500": "InternalError"},
+        "Give `build` (the number a server runs) or `sha256` (its file's hash; any build's hash "
+        "counts, kept or not): `behind` counts the builds passing the filters numbered above "
+        "it, and `latest` is the build `/api/v2/builds/latest` answers with."),
+    DOWNLOADS + "/{project}/{build}/{sha256}/{file}": _operation(
+        "downloads", "downloadFile", "A file Buildshelf keeps, or its checksum line",
+        tuple(_path(name, text) for name, text in (
+            ("project", "The project's slug."), ("build", "The build's number."),
+            ("sha256", "The file's SHA-256: the bytes at a URL never change."),
+            ("file", "The file's name, or the name and `.sha256` for its checksum line.")))
+        + ("Range", "IfRange") + CONDITIONAL,
+        {"200": _file("The file (or its `sha256sum -c` line).", "200"),
+         "206": _file("One range of the file.", "206"), "304": "NotModifiedFile",
+         "400": "InvalidQuery", "404": "NotFound", "416": "RangeNotSatisfiable",
+         "500": "InternalError", "503": "ArtifactUnavailable"},
+        "The bytes go out with a strong `ETag` (the quoted sha256), `Repr-Digest` (RFC 9530), "
+        "`Content-Disposition: attachment` and a year's immutable caching; one byte range is "
+        "answered `206`, several with the whole file; `If-Range` with another validator gives "
+        "the whole file."),
     "/api/v1": _operation(
         "removed", "removedVersion1", "API version 1: removed", (), {"410": "Gone"}, REMOVED,
         deprecated=True),
@@ -163,126 +179,6 @@ PATHS = {
         ({"name": "rest", "in": "path", "required": True, "schema": {"type": "string"},
           "description": "Any path under `/api/v1/`, slashes included."},),
         {"410": "Gone"}, REMOVED, deprecated=True),
-}
-# fmt: on
-
-
-def _parameter(name, where, description, schema, required=False, example=None):
-    parameter = {"name": name, "in": where, "required": required, "description": description}
-    parameter["schema"] = schema
-    if example is not None:
-        parameter["example"] = example
-    return parameter
-
-
-def _header(description, schema, required=True):
-    return {"description": description, "required": required, "schema": schema}
-
-
-HTTP_DATE = (
-    "^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
-    "[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT$"
-)
-QUERY_REFUSED = (
-    "not UTF-8 once percent-decoded, a control or invisible character, or more than 50 "
-    "parameters (`invalid_query`)"
-)
-BUILDS_REFUSED = (
-    "missing_parameter",
-    "superseded_parameter",
-    "repeated_parameter",
-    "invalid_query",
-)
-
-# fmt: off
-PARAMETERS = {
-    "Project": _parameter(
-        "project", "query", "The project's slug, in any letter case. Missing or empty: "
-        "`400 missing_parameter`; no such project: `404 unknown_project`.",
-        {"type": "string", "minLength": 1}, True, "tinplate"),
-    "Channel": _parameter(
-        "channel", "query", "Only builds whose `channelVersion` is exactly this; empty means no "
-        "filter. It replaces `game_version`, `version` and `minecraft_version`, which are "
-        "refused with `400 superseded_parameter`.", {"type": "string"}, example="1.21.3"),
-    "Experimental": _parameter(
-        "experimental", "query", "`true`, in any letter case, includes experimental builds; any "
-        "other value, or none, means stable builds only.",
-        {"type": "string", "default": "false"}, example="true"),
-    "Redirect": _parameter(
-        "redirect", "query", "A javadoc page to open under the channel's root, e.g. "
-        "`org/example/Foo.html#bar()`, percent-decoded once: segments of letters, digits and "
-        "`._$-` joined by single `/`, then an optional `#fragment`; at most 512 characters. "
-        "`..`, empty segments, a scheme, backslashes, control characters or a second round of "
-        "percent-encoding: `400 invalid_redirect`. Empty means the channel's root.",
-        {"type": "string", "maxLength": 512}, example="org/example/Foo.html"),
-    "IfNoneMatch": _parameter(
-        "If-None-Match", "header", "ETags the client holds (`*` for any): `304` if one is "
-        "current. Wins over `If-Modified-Since`.", {"type": "string"}),
-    "IfModifiedSince": _parameter(
-        "If-Modified-Since", "header", "An HTTP date: `304` if the data has not changed since. "
-        "Ignored when `If-None-Match` is given or the date is invalid.", {"type": "string"}),
-}
-HEADERS = {
-    "ETag": _header("A strong validator, a hash of the body, the same on every server serving "
-                    "the same files. The gzipped body has its own.",
-                    {"type": "string", "pattern": '^"[0-9a-f]+(-gzip)?"$'}),
-    "LastModified": _header("When this server loaded the data shown, sent once that data is a "
-                            "second old (HTTP dates have whole seconds).",
-                            {"type": "string", "pattern": HTTP_DATE}, required=False),
-    "CacheControlPublic": _header("`public, max-age=60` unless the server is run with another "
-                                  "`--max-age`.",
-                                  {"type": "string", "pattern": "^public, max-age=[0-9]+$"}),
-    "CacheControlRedirect": _header("The redirect moves when a build lands: cacheable 10 "
-                                    "seconds (less if the server's `--max-age` is lower).",
-                                    {"type": "string", "pattern": "^public, max-age=([0-9]|10)$"}),
-    "CacheControlNoStore": _header("Never cached.", {"const": "no-store"}),
-    "CacheControlGone": _header("Cacheable for a day.", {"const": "public, max-age=86400"}),
-    "Vary": _header("Sent with bodies of 1 KiB or more, which are gzipped for clients that "
-                    "accept gzip.", {"const": "Accept-Encoding"}, required=False),
-    "ContentEncoding": _header("`gzip` when the body is gzipped.", {"const": "gzip"},
-                               required=False),
-    "Location": _header("The target, made from the data's validated values.",
-                        ref("schemas", "HttpUrl")),
-    "Allow": _header("The methods this API answers.", {"const": "GET, HEAD, OPTIONS"}),
-}
-RESPONSES = {
-    "Builds": _cacheable("The builds, ascending by `buildNumber`; `[]` when none passes the "
-                         f"filters. {LOADED}", "BuildList"),
-    "NotModified": {
-        "description": "The client's copy, named by `If-None-Match` or dated by "
-                       "`If-Modified-Since`, is current. No body.",
-        "headers": {"ETag": ref("headers", "ETag"),
-                    "Cache-Control": ref("headers", "CacheControlPublic"),
-                    "Vary": ref("headers", "Vary")},
-    },
-    "BadQuery": _error(
-        "The query is refused: `project` missing or empty (`missing_parameter`); "
-        "`game_version`, `version` or `minecraft_version` given (`superseded_parameter`: use "
-        "`channel`); `project`, `channel` or `experimental` given twice (`repeated_parameter`); "
-        f"{QUERY_REFUSED}.", *BUILDS_REFUSED),
-    "BadJavadocQuery": _error(
-        "The query is refused: as for the builds endpoints (`missing_parameter`, "
-        "`superseded_parameter`, `repeated_parameter`, `invalid_query`; `redirect` too may be "
-        "given only once), or `redirect` is not a page path (`invalid_redirect`).",
-        *BUILDS_REFUSED, "invalid_redirect"),
-    "InvalidQuery": _error(
-        "The query is not UTF-8 once percent-decoded, holds a control or invisible character, "
-        "or has more than 50 parameters (`invalid_query`). Every route checks this, even those "
-        "that take no parameters.", "invalid_query"),
-    "UnknownProject": _error("No project has that slug (`unknown_project`).", "unknown_project"),
-    "UnknownProjectOrNoBuild": _error(
-        "No project has that slug (`unknown_project`), or none of its builds passes the filters "
-        "(`no_matching_build`).", "unknown_project", "no_matching_build"),
-    "NotFound": _error("Any path not listed in this document (`not_found`).", "not_found"),
-    "MethodNotAllowed": _error(
-        "A method other than GET, HEAD or OPTIONS on any path listed here outside `/api/v1` "
-        "(`method_not_allowed`).", "method_not_allowed",
-        headers={"Allow": ref("headers", "Allow")}),
-    "Gone": _error("API version 1 was removed on 2025-11-05: use `/api/v2` "
-                   "(`api_version_removed`).", "api_version_removed",
-                   cache_control="CacheControlGone"),
-    "InternalError": _error("A bug (`internal_error`): the trace is in the server's log, never "
-                            "in the body.", "internal_error"),
 }
 # fmt: on
 
@@ -315,6 +211,18 @@ SCHEMAS = {
         "description": "Every project served, in slug order.", "type": "object",
         "properties": {"projects": {"type": "array", "items": ref("schemas", "Project")}},
         "required": ["projects"], "additionalProperties": False,
+    },
+    "UpdateCheck": {
+        "description": "Whether the build asked about is the latest passing the filters.",
+        "type": "object",
+        "properties": {
+            "status": {"enum": ["up_to_date", "outdated"], "type": "string",
+                       "description": "`up_to_date` when no build passing the filters is newer."},
+            "behind": {"type": "integer", "minimum": 0,
+                       "description": "How many builds passing the filters are numbered above."},
+            "latest": ref("schemas", "Build"),
+        },
+        "required": ["status", "behind", "latest"], "additionalProperties": False,
     },
     "BuildList": {"description": "Builds, ascending by `buildNumber`.", "type": "array",
                   "items": ref("schemas", "Build")},
@@ -439,7 +347,7 @@ def _upstream_envelopes(doc):
         schemas[name] = {"description": "Builds passing the filters, in the upstream's envelope.",
                          "type": "object", "properties": properties,
                          "required": list(properties), "additionalProperties": False}
-        responses[name] = _cacheable("The builds, ascending by `buildNumber`; `builds` is `[]` "
+        responses[name] = cacheable("The builds, ascending by `buildNumber`; `builds` is `[]` "
                                      f"when none passes the filters. {LOADED}", name)
         operation = doc["paths"][API + path]["get"]
         operation["description"] = "Sorted by ascending `buildNumber`, in the upstream's envelope."

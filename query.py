@@ -10,11 +10,12 @@ from urllib.parse import unquote_to_bytes
 import bottle
 
 import javadoc
-from model import Build, Project
+from model import SHA256_PATTERN, Build, Project
 
 API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
 JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
+CHECK_PARAMETERS = BUILD_PARAMETERS + ("build", "sha256")
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 MAX_QUERY_FIELDS = 50
 
@@ -133,6 +134,40 @@ def latest(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool,
             404, "no_matching_build", f"project {project.slug!r} has no {which}{where}{hint}"
         )
     return project, channel, experimental, build
+
+
+def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
+    """What an update check names: ("build", its number) or ("sha256", a file's hash)."""
+    given = [name for name in ("build", "sha256") if params.get(name)]
+    if len(given) != 1:
+        raise ApiError(
+            400,
+            "invalid_check",
+            "give either 'build' (the build number you run) or 'sha256' (your file's hash), once",
+        )
+    value = params[given[0]]
+    if given == ["build"]:
+        if not (value.isascii() and value.isdigit() and len(value) <= 30):
+            raise ApiError(400, "invalid_check", f"'build' {_shown(value)} is not a whole number")
+        return "build", int(value)
+    if not SHA256_PATTERN.match(value.lower()):
+        raise ApiError(
+            400, "invalid_check", f"'sha256' {_shown(value)} is not 64 hexadecimal digits"
+        )
+    return "sha256", value.lower()
+
+
+def number_of(project: Project, asked: tuple[str, int | str]) -> int:
+    """The build number an update check names; 404 for a hash no build of the project has."""
+    kind, value = asked
+    if kind == "build":
+        return value
+    for build in project.builds:  # any build's hash counts, kept or not: once per data version
+        if build.sha256 == value:
+            return build.number
+    raise ApiError(
+        404, "unknown_artifact", f"no build of project {project.slug!r} has the sha256 {value}"
+    )
 
 
 def javadoc_page(params: dict[str, str]) -> str | None:

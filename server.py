@@ -7,26 +7,30 @@ serves it, as `buildshelf serve` does.
 """
 
 import argparse
+import bisect
 import logging
 import os
 import sys
 import time
+from operator import attrgetter
 
 import bottle
 
 import accesslog
 import answers
+import health
+import hosted
 import javadoc
 import openapi
 import pages
 import query
 import serving
 import settings
-from answers import JSON, encode, iso_time, redirect, send
+from answers import encode, redirect, send
 from connection import MALFORMED
 from query import API, ApiError
 from representation import Representation, RepresentationCache
-from shapes import DOWNLOADS, Health, RejectedFile, Shapes, StalledRead, health_json, project_json
+from shapes import DOWNLOADS, Shapes, project_json
 from store import Store, check
 
 # By name: run as `python server.py`, this module is __main__, not a name for a log line.
@@ -132,33 +136,27 @@ def make_app(
         query.parse()
         return send(openapi_document, max_age)
 
-    @app.get("/healthz")
-    def health():
-        """Whether data is being served, and which files are rejected."""
-        query.parse()
+    @app.get(API + "/builds/check")
+    def update_check():
+        """Whether a build, named by number or by its file's sha256, is the latest."""
         snapshot = store.snapshot()
-        checking_for, stalled = store.progress()
-        late = stalled or (checking_for or 0) > 2 * store.read_wait
-        bottle.response.status = 200 if snapshot.projects else 503
-        bottle.response.content_type = JSON
-        return health_json(
-            Health(
-                status="no_data" if not snapshot.projects else "stalled" if late else "ok",
-                projects=len(snapshot.projects),
-                last_reload=iso_time(snapshot.loaded_at),
-                last_check=iso_time(store.last_check),
-                check_running_for=None if checking_for is None else round(checking_for, 1),
-                rejected_files=[
-                    RejectedFile(name, error.located())
-                    for name, error in sorted(snapshot.errors.items())
-                ],
-                stalled_reads=[
-                    StalledRead(name, round(seconds, 1))
-                    for name, seconds in sorted(stalled.items())
-                ],
-            )
-        )
+        params = query.build_query(query.CHECK_PARAMETERS)
+        asked = query.asked_build(params)
+        number = query.number_of(query.build_filter(snapshot, params)[0], asked)
+        project, channel, experimental, latest = query.latest(snapshot, params)
+        selected = project.select(channel, experimental)
+        behind = len(selected) - bisect.bisect_right(selected, number, key=attrgetter("number"))
 
+        def body():
+            status = "outdated" if behind else "up_to_date"
+            return encode(
+                {"status": status, "behind": behind, "latest": shapes.build_json(project, latest)}
+            )
+
+        return send_json(project, ("check", id(selected), number), body, snapshot)
+
+    health.install(app, store)
+    hosted.install(app, store, artifacts)
     pages.install(app, store, max_age, cache, shapes)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")

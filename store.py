@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+import artifacts
 from datafile import DataError, parse_project, printable
 from model import Project
 
@@ -80,26 +81,50 @@ def read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
-def check_directory(directory: str) -> list[DataError]:
-    """Every DataError in `directory`, in file order: the --check command."""
-    problems = []
+def check_directory(
+    directory: str, store_dir: str | None = None, rehash: bool = False, used: set | None = None
+) -> list[DataError]:
+    """Every DataError in `directory`, in file order, with the problems of the kept files its
+    builds name in the artifact store `store_dir` (missing, of another size, or with `rehash`
+    other bytes): the check command. The objects named are added to `used`."""
+    problems, used = [], set() if used is None else used
     for slug, path in sorted(data_files(directory).items()):
         try:
-            parse_project(path, slug, read_regular_file(path)[0])
+            project = parse_project(path, slug, read_regular_file(path)[0])
         except DataError as error:
             problems.append(error)
+            continue
         except OSError as error:
             problems.append(DataError(path, error.strerror or str(error)))
+            continue
+        for build in project.builds:
+            if build.hosted and store_dir is not None and build.sha256 not in used:
+                used.add(build.sha256)
+                problem = artifacts.verify(store_dir, build.sha256, build.size)
+                if problem is None and rehash:
+                    problem = artifacts.rehash(store_dir, build.sha256)
+                if problem is not None:
+                    where = f"build {build.number}, file {build.file}"
+                    problems.append(DataError(path, f"its object {problem}", where=where))
     return problems
 
 
-def check(directory: str) -> int:
-    """Print every problem of the files in `directory`: the exit status of `buildshelf check`,
-    0 when every file is valid and 1 otherwise."""
-    problems = check_directory(directory)
+def check(directory: str, store_dir: str | None = None, rehash: bool = False) -> int:
+    """Print every problem of the files in `directory` and the kept files they name: the exit
+    status of `buildshelf check`, 0 when all are as they should be and 1 otherwise. Objects no
+    build uses are listed, and cost nothing but space."""
+    used = set()
+    problems = check_directory(directory, store_dir, rehash, used)
+    unused = []
+    if store_dir is not None and os.path.isdir(store_dir) and not problems:
+        unused = sorted(artifacts.objects(store_dir).keys() - used)
     for problem in problems:
         print(problem)
-    log.info("checked %s: %d problem(s)", directory, len(problems))
+    for sha256 in unused:
+        print(f"{artifacts.object_path(store_dir, sha256)}: unused (no build names it)")
+    log.info(
+        "checked %s: %d problem(s), %d unused object(s)", directory, len(problems), len(unused)
+    )
     return 1 if problems else 0
 
 

@@ -16,7 +16,9 @@ import os
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 
+import artifacts
 import datafile
 import store
 from model import SLUG_PATTERN
@@ -136,14 +138,19 @@ def replace_file(path: str, data: bytes, mode: int) -> None:
 
 
 def update(
-    directory: str, slug: str, change: Callable[[dict | None], dict | None], dry_run: bool = False
+    directory: str,
+    slug: str,
+    change: Callable[[dict | None], dict | None],
+    dry_run: bool = False,
+    then: Callable[[], None] | None = None,
 ) -> bool:
     """Apply `change` to project `slug`'s document under the lock and write the result.
 
     `change(doc)` gets the current document (None when the file does not exist) and returns
     the new one, or None when there is nothing to do; it raises Refused to refuse. The new
     bytes are validated as the server validates them before anything is written. Returns
-    True when the file was (or, with `dry_run`, would have been) written.
+    True when the file was (or, with `dry_run`, would have been) written. `then()` runs
+    after the write, still under the lock.
     """
     path = project_path(directory, slug)
     # A dry run writes nothing, so it needs no lock (nor write access): renames are atomic.
@@ -162,6 +169,8 @@ def update(
                 raise Refused(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"
                 ) from None
+            if then is not None:
+                then()
         return True
 
 
@@ -203,18 +212,46 @@ def job_run_url(ci_job_url: str, number: int) -> str:
     return ci_job_url.rstrip("/") + f"/{number}/"
 
 
+@dataclass(frozen=True)
+class Keep:
+    """A file to keep in the artifact store `store` for the build published."""
+
+    store: str
+    source: str
+    max_bytes: int = artifacts.MAX_BYTES_DEFAULT
+    sha256: str | None = None  # what the CI job computed: a file that differs is refused
+
+
 def publish(
-    directory: str, slug: str, build: dict, replace: bool = False, any_timestamp: bool = False
+    directory: str,
+    slug: str,
+    build: dict,
+    replace: bool = False,
+    any_timestamp: bool = False,
+    keep: Keep | None = None,
+    store_dir: str | None = None,
 ) -> str:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
     Returns "added", "replaced" or "unchanged" (the same build is already there: with
     `any_timestamp`, whatever its timestamp, so that a retry without --timestamp matches).
+    With `keep`, its file is stored first, under the lock, so that the project file never
+    names an object that is not there; a replaced build's object no build uses any more is
+    then deleted from `store_dir` (keep.store when keeping a file).
     """
     outcome = []
+    store_dir = keep.store if keep else store_dir
 
     def change(doc):
         doc = _existing_project(doc, directory, slug)
+        if keep is not None:  # again on a retry: it puts back an object that went missing
+            name = os.path.basename(keep.source)
+            try:
+                artifacts.check_name(name)
+                stored = artifacts.store_file(keep.store, keep.source, keep.max_bytes, keep.sha256)
+            except artifacts.Refused as refused:
+                raise Refused(str(refused)) from None
+            build.update(sha256=stored.sha256, size=stored.size, file=name)
         if build["url"] is None:
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
         builds = doc["builds"]
@@ -231,9 +268,16 @@ def publish(
         outcome.append("replaced" if same else "added")
         return dict(doc, builds=builds + [build])
 
+    def forget_replaced():
+        if outcome[-1] == "replaced":
+            remove_unused_objects(directory, store_dir)
+
     try:
-        update(directory, slug, change)
+        update(directory, slug, change, then=forget_replaced)
     except Refused as refused:
+        if keep is not None:  # the object just stored, if no build uses it
+            with locked(directory):
+                remove_unused_objects(directory, store_dir)
         if "duplicate" in outcome and "more than once" in str(refused):
             raise Refused(
                 f"{refused} (build {build['buildNumber']} is already there with "
@@ -243,8 +287,9 @@ def publish(
     return outcome[-1]
 
 
-def yank(directory: str, slug: str, number: int) -> None:
-    """Remove build `number` from project `slug`; its number may be published again."""
+def yank(directory: str, slug: str, number: int, store_dir: str | None = None) -> None:
+    """Remove build `number` from project `slug`; its number may be published again. An
+    object of the artifact store `store_dir` no build uses any more is deleted."""
 
     def change(doc):
         builds = _existing_project(doc, directory, slug)["builds"]
@@ -253,7 +298,22 @@ def yank(directory: str, slug: str, number: int) -> None:
             raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
         return dict(doc, builds=kept)
 
-    update(directory, slug, change)
+    update(directory, slug, change, then=lambda: remove_unused_objects(directory, store_dir))
+
+
+def remove_unused_objects(directory: str, store_dir: str | None) -> list[str]:
+    """Delete the objects of `store_dir` that no build of `directory` uses; the caller holds
+    the lock. Nothing is deleted while a data file cannot be read: it may use them."""
+    if store_dir is None or not os.path.isdir(store_dir):
+        return []
+    used = set()
+    for slug, path in store.data_files(directory).items():
+        try:
+            project = datafile.parse_project(path, slug, store.read_regular_file(path)[0])
+        except (datafile.DataError, OSError):
+            return []
+        used.update(build.sha256 for build in project.builds if build.hosted)
+    return artifacts.remove_unused(store_dir, used)
 
 
 def add_builds(

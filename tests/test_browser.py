@@ -69,8 +69,7 @@ def sample_url():
 def base_url(tmp_path_factory):
     """The real server over the sample data plus a hostile project of 60 builds."""
     data = tmp_path_factory.mktemp("browser-data")
-    for name in os.listdir(os.path.join(ROOT, "data")):
-        shutil.copy(os.path.join(ROOT, "data", name), data)
+    shutil.copytree(os.path.join(ROOT, "data"), data, dirs_exist_ok=True)
     write_file(
         data / "evil.json",
         make_project(

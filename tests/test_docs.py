@@ -114,7 +114,13 @@ def sample_server():
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("CI must run the docs' curl examples: " + message)
         pytest.skip(message)
-    with real_server(os.path.join(ROOT, "data"), "--quiet") as (port, _):
+    # The docs show the default listener, so the kept files' URLs are on it too.
+    with real_server(
+        os.path.join(ROOT, "data"), "--quiet", "--public-url", "http://127.0.0.1:8080"
+    ) as (
+        port,
+        _,
+    ):
         yield port
 
 

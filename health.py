@@ -1,0 +1,38 @@
+"""/healthz: whether data is served, which files are rejected, and whether a check stalls."""
+
+import bottle
+
+import query
+from answers import JSON, iso_time
+from shapes import Health, RejectedFile, StalledRead, health_json
+
+
+def install(app: bottle.Bottle, store) -> None:
+    """Add /healthz to `app` (made by server.make_app), reporting on `store`."""
+
+    @app.get("/healthz")
+    def health():
+        """Whether data is being served, and which files are rejected."""
+        query.parse()
+        snapshot = store.snapshot()
+        checking_for, stalled = store.progress()
+        late = stalled or (checking_for or 0) > 2 * store.read_wait
+        bottle.response.status = 200 if snapshot.projects else 503
+        bottle.response.content_type = JSON
+        return health_json(
+            Health(
+                status="no_data" if not snapshot.projects else "stalled" if late else "ok",
+                projects=len(snapshot.projects),
+                last_reload=iso_time(snapshot.loaded_at),
+                last_check=iso_time(store.last_check),
+                check_running_for=None if checking_for is None else round(checking_for, 1),
+                rejected_files=[
+                    RejectedFile(name, error.located())
+                    for name, error in sorted(snapshot.errors.items())
+                ],
+                stalled_reads=[
+                    StalledRead(name, round(seconds, 1))
+                    for name, seconds in sorted(stalled.items())
+                ],
+            )
+        )

@@ -1,0 +1,84 @@
+"""The routes of the files Buildshelf keeps: a build's file at its download URL, and the
+`sha256sum -c` line beside it.
+
+The URL names the project, the build, the file's SHA-256 and its name; only a URL whose every
+part is the data's own reaches a file, and the file's path comes from the data, never from the
+request. How the bytes go out (validators, ranges) is downloads.py's business.
+"""
+
+import logging
+import os
+
+import bottle
+
+import downloads
+import query
+import settings
+from artifacts import object_path
+from model import epoch_seconds
+from query import ApiError
+from shapes import DOWNLOADS
+
+log = logging.getLogger(__name__)
+
+SIDECAR = ".sha256"
+
+
+def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
+    """Add the download routes to `app` (made by server.make_app), serving the objects of the
+    artifact store `artifacts` (None: the one inside the data directory)."""
+
+    @app.get(DOWNLOADS + "/<project>/<build>/<sha256>/<file>")
+    def download(project, build, sha256, file):
+        """A kept file, or its checksum line (FILE.sha256)."""
+        query.parse()
+        slug, number, name = project, build, file
+        project = store.snapshot().project(slug)
+        build = (
+            project.build(int(number))
+            if project and number.isascii() and number.isdigit()
+            else None
+        )
+        if not (
+            build
+            and build.hosted
+            and build.sha256 == sha256
+            and name in (build.file, build.file + SIDECAR)
+        ):
+            raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
+        wanted = downloads.Download(
+            object_path(artifacts or os.path.join(store.directory, settings.ARTIFACTS), sha256),
+            build.file,
+            sha256,
+            build.size,
+            int(epoch_seconds(build.timestamp)),
+        )
+        if name != build.file:  # made from the data: it answers while the object is missing
+            bottle.response.content_type = "text/plain; charset=utf-8"
+            bottle.response.set_header("Cache-Control", downloads.CACHE_CONTROL)
+            bottle.response.set_header("ETag", f'"{sha256}"')
+            return downloads.checksum_line(wanted)
+        # bottle wraps a file it is handed in the server's wsgi.file_wrapper itself, so that
+        # waitress sends it from its loop thread: hand it the open file. Without one, the
+        # chunks downloads.py makes stop at the range's end, where bottle's would not.
+        environ = bottle.request.environ
+        if "wsgi.file_wrapper" in environ:
+            environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
+        try:
+            status, headers, body = downloads.answer(wanted, environ)
+        except downloads.Unavailable as problem:
+            log.error("%s (build %d of %s): %s", wanted.path, build.number, project.slug, problem)
+            raise ApiError(
+                503,
+                "artifact_unavailable",
+                f"the file of build {build.number} of {project.slug!r} is unavailable on this "
+                "server; try again later",
+            ) from None
+        bottle.response.status = status
+        for header, value in headers:
+            bottle.response.set_header(header, value)
+        return body
+
+
+def _the_file(file, block_size=None):
+    return file

@@ -1,0 +1,139 @@
+"""Keeping build files: publish --file, retries and replacement, yank, and check, through the
+real command line; the files then downloaded through the app."""
+
+import hashlib
+import json
+import os
+
+import pytest
+import webtest
+
+import cli
+import server
+import store as store_module
+
+API = "/api/v2"
+
+
+@pytest.fixture
+def jar(tmp_path):
+    path = tmp_path / "alpha-9.jar"
+    path.write_bytes(b"PK\x03\x04 a jar's bytes " * 100)
+    return path
+
+
+def publish(data_dir, number, *flags):
+    return cli.main(["publish", "alpha", "--data", str(data_dir), "--build", str(number),
+                     "--channel", "1.21", "--timestamp", "1700000000000", *flags])  # fmt: skip
+
+
+def objects(data_dir):
+    store_dir = data_dir / "artifacts"
+    return sorted(p.name for p in store_dir.glob("??/*")) if store_dir.exists() else []
+
+
+def build_in_file(data_dir, number):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    return next(b for b in doc["builds"] if b["buildNumber"] == number)
+
+
+def test_a_kept_file_is_stored_named_and_downloaded(data_dir, jar):
+    sha = hashlib.sha256(jar.read_bytes()).hexdigest()
+    assert publish(data_dir, 9, "--file", str(jar), "--sha256", sha.upper()) == 0
+    assert objects(data_dir) == [sha]
+    kept = build_in_file(data_dir, 9)
+    assert (kept["file"], kept["sha256"], kept["size"]) == ("alpha-9.jar", sha, jar.stat().st_size)
+    assert "downloadUrl" not in kept
+    client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    latest = client.get(API + "/builds/latest?project=alpha&channel=1.21").json
+    url = latest["downloadUrl"]
+    assert url == f"http://127.0.0.1:8080/downloads/alpha/9/{sha}/alpha-9.jar"
+    got = client.get(url.removeprefix("http://127.0.0.1:8080"))
+    assert got.body == jar.read_bytes() and got.headers["ETag"] == f'"{sha}"'
+
+
+def test_a_retry_changes_nothing_but_puts_back_a_missing_object(data_dir, jar):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    before = (data_dir / "alpha.json").read_bytes()
+    [sha] = objects(data_dir)
+    os.unlink(data_dir / "artifacts" / sha[:2] / sha)
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    assert (data_dir / "alpha.json").read_bytes() == before and objects(data_dir) == [sha]
+
+
+def test_another_file_is_refused_without_replace_and_replaces_with_it(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    [old] = objects(data_dir)
+    jar.write_bytes(b"other bytes")
+    assert publish(data_dir, 9, "--file", str(jar)) == 1
+    assert "give --replace to replace it" in capsys.readouterr().err
+    assert objects(data_dir) == [old]  # the refused file's object is not left behind
+    assert publish(data_dir, 9, "--file", str(jar), "--replace") == 0
+    assert objects(data_dir) == [hashlib.sha256(b"other bytes").hexdigest()]
+
+
+def test_yank_deletes_an_object_no_build_uses(data_dir, jar):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
+    assert objects(data_dir) == []
+
+
+def test_a_hash_mismatch_is_refused_and_stores_nothing(data_dir, jar, capsys):
+    before = (data_dir / "alpha.json").read_bytes()
+    assert publish(data_dir, 9, "--file", str(jar), "--sha256", "0" * 64) == 1
+    assert "sha256 mismatch" in capsys.readouterr().err
+    assert objects(data_dir) == [] and (data_dir / "alpha.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["with space.jar", ".hidden.jar", "café.jar", "a" * 201 + ".jar"])
+def test_a_file_name_outside_the_rule_is_refused(data_dir, tmp_path, name, capsys):
+    path = tmp_path / name
+    path.write_bytes(b"x")
+    assert publish(data_dir, 9, "--file", str(path)) == 1
+    assert "a file name must be ASCII letters, digits and . _ + -" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--file", "x.jar", "--size", "3"], "--size goes with --download-url"),
+        (["--download-url", "https://x.example/a.jar", "--size", "3"], "--sha256 and --size go together"),
+        (["--download-url", "https://x.example/a.jar", "--sha256", "ab", "--size", "3"], "is not a SHA-256"),
+        (["--download-url", "https://x.example/a.jar", "--sha256", "0" * 64, "--size", "3.5"], "is not a size in bytes"),
+    ],
+)  # fmt: skip
+def test_bad_integrity_flags_are_bad_usage(data_dir, flags, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        publish(data_dir, 9, *flags)
+    assert raised.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_integrity_data_of_a_file_kept_elsewhere_is_recorded(data_dir):
+    flags = ["--download-url", "https://x.example/a.jar", "--sha256", "ab" * 32, "--size", "3"]
+    assert publish(data_dir, 9, *flags) == 0
+    kept = build_in_file(data_dir, 9)
+    assert (kept["sha256"], kept["size"], "file" in kept) == ("ab" * 32, 3, False)
+
+
+def test_check_reports_missing_changed_and_unused_objects(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    [sha] = objects(data_dir)
+    object_path = data_dir / "artifacts" / sha[:2] / sha
+    check = ["check", "--data", str(data_dir)]
+    assert cli.main(check) == 0
+    os.chmod(object_path, 0o644)
+    object_path.write_bytes(object_path.read_bytes()[:-1] + b"!")  # same size, other bytes
+    assert cli.main(check) == 0 and cli.main(check + ["--verify"]) == 1
+    assert "its object" in capsys.readouterr().out
+    object_path.unlink()
+    assert cli.main(check) == 1
+    assert f"{data_dir / 'alpha.json'}: build 9, file alpha-9.jar: its object missing" in (
+        capsys.readouterr().out
+    )
+    jar.write_bytes(b"again")
+    assert publish(data_dir, 9, "--file", str(jar), "--replace") == 0
+    stray = data_dir / "artifacts" / "ab" / ("ab" * 32)
+    stray.parent.mkdir(exist_ok=True)
+    stray.write_bytes(b"x")
+    assert cli.main(check) == 0  # unused objects cost space, nothing else
+    assert f"{stray}: unused (no build names it)" in capsys.readouterr().out
