@@ -94,6 +94,15 @@ def file_name(url):
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
 
 
+def size_text(size):
+    """A size in bytes as people read it: 371 bytes, 12.4 KiB, 63.2 MiB."""
+    for unit in ("bytes", "KiB", "MiB"):
+        if size < 1024 or unit == "MiB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return None
+
+
 def build_view(project, build, shapes):
     when = utc_time(build.timestamp)
     return SimpleNamespace(
@@ -104,7 +113,7 @@ def build_view(project, build, shapes):
         download_url=shapes.download_url(project, build),
         file=build.file if build.hosted else file_name(build.download_url),
         sha256=build.sha256 or None,
-        size=build.size if build.hosted or build.sha256 else None,
+        size_text=size_text(build.size) if build.sha256 else None,
         iso=when.strftime(ISO_TIME) if when else None,
         date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
         commits=[
@@ -251,6 +260,9 @@ def feed_xml(project, channel, experimental, shapes):
             href=shapes.download_url(project, build),
             title=build.file if build.hosted else file_name(build.download_url),
         )
+        if build.sha256:  # the size is known: podcast-style clients can fetch it
+            add(entry, "link", rel="enclosure", href=shapes.download_url(project, build),
+                length=str(build.size))  # fmt: skip
         add(entry, "link", rel="related", type="text/html", href=build.url, title="CI run")
         add(entry, "category", term=build.channel)
         add(

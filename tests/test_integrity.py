@@ -77,3 +77,19 @@ def test_a_bad_public_url_is_bad_usage(integrity_dir, value, capsys):
         cli.parse_args(["--data", str(integrity_dir), "--public-url", value])
     assert raised.value.code == 2
     assert "--public-url" in capsys.readouterr().err
+
+
+def test_the_project_page_shows_size_and_sha256_and_downloads_from_buildshelf(integrity_dir):
+    page = app_of(integrity_dir, public_url="http://h:1").get("/projects/alpha").text
+    assert f'1.2 KiB, SHA-256 <code class="sha256">{SHA}</code>' in page
+    assert f'href="http://h:1/downloads/alpha/3/{SHA}/alpha-3.jar"' in page
+    assert "99 bytes, SHA-256" in page  # a file kept elsewhere, with its integrity data
+
+
+def test_feed_entries_with_a_size_carry_an_enclosure(integrity_dir):
+    feed = app_of(integrity_dir, public_url="http://h:1").get(API + "/feed?project=alpha").text
+    assert (
+        f'<link rel="enclosure" href="http://h:1/downloads/alpha/3/{SHA}/alpha-3.jar" '
+        'length="1234" />' in feed
+    )
+    assert 'length="99"' in feed and feed.count('rel="enclosure"') == 2

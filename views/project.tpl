@@ -64,6 +64,9 @@ Try including experimental builds.
       % else:
       <p class="empty">No commits listed.</p>
       % end
+      % if b.sha256:
+      <p class="integrity">{{b.size_text}}, SHA-256 <code class="sha256">{{b.sha256}}</code></p>
+      % end
       <div class="actions">
         % include('_download.tpl', b=b)
         <a class="ci" href="{{b.url}}">CI run of build #{{b.number}}</a>
