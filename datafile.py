@@ -29,6 +29,7 @@ from model import (
     Project,
     file_keys,
 )
+from names import printable
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -54,24 +55,6 @@ _ALLOWED_BUILD_KEYS = set(BUILD_KEYS + LEGACY_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def printable(name: str) -> str:
-    """A file name or path as one printable line, whatever bytes the file system gave.
-
-    Control characters (a newline would forge a log line), bytes that are not UTF-8 (they
-    cannot be encoded into JSON) and backslashes (so the escapes stay unambiguous) are escaped.
-    """
-    if name.isprintable() and "\\" not in name:
-        return name
-    return "".join(ch if ch.isprintable() and ch != "\\" else _escaped(ch) for ch in name)
-
-
-def _escaped(char):
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as os.fsdecode keeps it
-        return f"\\x{code - 0xDC00:02x}"
-    return char.encode("unicode_escape").decode("ascii")
 
 
 class DataError(Exception):

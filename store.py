@@ -18,8 +18,9 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import artifacts
-from datafile import DataError, parse_project, printable
+from datafile import DataError, parse_project
 from model import Project
+from names import printable
 
 log = logging.getLogger(__name__)
 

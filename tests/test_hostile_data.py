@@ -10,6 +10,7 @@ import webtest
 
 import cli
 import datafile
+import names
 import server
 import store as store_module
 from helpers import bump_mtime, make_build, make_project
@@ -294,7 +295,7 @@ def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(t
     ],
 )
 def test_printable_names(name, shown):
-    assert datafile.printable(name) == shown
+    assert names.printable(name) == shown
 
 
 def test_many_distinct_channels_each_get_their_builds():
