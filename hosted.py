@@ -36,7 +36,8 @@ def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
         project = store.snapshot().project(slug)
         build = (
             project.build(int(number))
-            if project and number.isascii() and number.isdigit()
+            # int() refuses over 4,300 digits: no build number is that long
+            if project and number.isascii() and number.isdigit() and len(number) <= 30
             else None
         )
         if not (
