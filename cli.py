@@ -20,7 +20,7 @@ import server
 import settings
 import store
 import writer
-from model import SHA256_PATTERN
+from model import sha256_hex, whole_number
 
 GIT_TIMEOUT = 60
 
@@ -35,23 +35,23 @@ def _integer(value, pattern=re.compile(r"-?[0-9]{1,30}\Z")):
 
 
 def _build_number(value):
-    if not value.isascii() or not value.isdigit() or len(value) > 30:
+    if (number := whole_number(value)) is None:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a build number (a whole number, 0 or more)"
         )
-    return int(value)
+    return number
 
 
 def _sha256(value):
-    if not SHA256_PATTERN.match(value.lower()):
+    if (digest := sha256_hex(value)) is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a SHA-256 (64 hexadecimal digits)")
-    return value.lower()
+    return digest
 
 
 def _size(value):
-    if not (value.isascii() and value.isdigit() and len(value) <= 30):
+    if (size := whole_number(value)) is None:
         raise argparse.ArgumentTypeError(f"{value!r} is not a size in bytes (a whole number)")
-    return int(value)
+    return size
 
 
 def _seconds(value):
@@ -315,7 +315,7 @@ def publish(args):
     keep = None
     if args.file is not None:
         del build["downloadUrl"]  # the server makes a kept file's address
-        keep = writer.Keep(args.artifacts, args.file, args.max_file_mb << 20, args.sha256)
+        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256)
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
     outcome = writer.publish(

@@ -7,7 +7,6 @@ request. How the bytes go out (validators, ranges) is downloads.py's business.
 """
 
 import logging
-import os
 
 import bottle
 
@@ -15,7 +14,7 @@ import downloads
 import query
 import settings
 from artifacts import object_path
-from model import epoch_seconds
+from model import epoch_seconds, whole_number
 from query import ApiError
 from shapes import DOWNLOADS
 
@@ -34,12 +33,8 @@ def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
         query.parse()
         slug, number, name = project, build, file
         project = store.snapshot().project(slug)
-        build = (
-            project.build(int(number))
-            # int() refuses over 4,300 digits: no build number is that long
-            if project and number.isascii() and number.isdigit() and len(number) <= 30
-            else None
-        )
+        number = whole_number(number)
+        build = project.build(number) if project and number is not None else None
         if not (
             build
             and build.hosted
@@ -48,7 +43,7 @@ def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
         ):
             raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
         wanted = downloads.Download(
-            object_path(artifacts or os.path.join(store.directory, settings.ARTIFACTS), sha256),
+            object_path(artifacts or settings.default_artifacts(store.directory), sha256),
             build.file,
             sha256,
             build.size,

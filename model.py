@@ -34,6 +34,17 @@ URL_PATTERN = re.compile(
 )
 
 
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number of ASCII digits, or None; more than 30 digits is none (int()
+    refuses over 4,300, and no build number or size is near 30)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else None
+
+
+def sha256_hex(text: str) -> str | None:
+    """`text` as a SHA-256 in lowercase hexadecimal, or None."""
+    return text.lower() if SHA256_PATTERN.match(text.lower()) else None
+
+
 def json_pattern(pattern: re.Pattern) -> str:
     """A whole-string Python pattern as JSON Schema (ECMA-262) writes it."""
     return "^" + pattern.pattern.removesuffix(r"\Z") + "$"

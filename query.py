@@ -10,7 +10,7 @@ from urllib.parse import unquote_to_bytes
 import bottle
 
 import javadoc
-from model import SHA256_PATTERN, Build, Project
+from model import Build, Project, sha256_hex, whole_number
 
 API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
@@ -147,14 +147,14 @@ def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
         )
     value = params[given[0]]
     if given == ["build"]:
-        if not (value.isascii() and value.isdigit() and len(value) <= 30):
+        if (number := whole_number(value)) is None:
             raise ApiError(400, "invalid_check", f"'build' {_shown(value)} is not a whole number")
-        return "build", int(value)
-    if not SHA256_PATTERN.match(value.lower()):
+        return "build", number
+    if (digest := sha256_hex(value)) is None:
         raise ApiError(
             400, "invalid_check", f"'sha256' {_shown(value)} is not 64 hexadecimal digits"
         )
-    return "sha256", value.lower()
+    return "sha256", digest
 
 
 def number_of(project: Project, asked: tuple[str, int | str]) -> int:

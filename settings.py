@@ -195,6 +195,11 @@ def options(serve: bool) -> argparse.ArgumentParser:
     return parser
 
 
+def default_artifacts(data: str) -> str:
+    """The artifact store inside the data directory `data`: one directory to back up."""
+    return os.path.join(data, ARTIFACTS)
+
+
 def default_data_dir(module_dir: str = HERE) -> str | None:
     """data/ beside the code, which a checkout (or an editable install) has and an installed
     copy in site-packages has not; None when it is not there."""
@@ -229,7 +234,7 @@ def settle(
                 )
         setattr(args, setting.name, value)
     if getattr(args, "artifacts", False) is None:
-        args.artifacts = os.path.join(args.data, ARTIFACTS)
+        args.artifacts = default_artifacts(args.data)
 
 
 def docs_table() -> str:

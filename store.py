@@ -14,6 +14,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
@@ -82,6 +83,17 @@ def read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
         os.close(fd)
 
 
+def read_projects(directory: str) -> Iterator[tuple[str, Project | DataError]]:
+    """(path, its Project or why it is not one) for every project file, in file order."""
+    for slug, path in sorted(data_files(directory).items()):
+        try:
+            yield path, parse_project(path, slug, read_regular_file(path)[0])
+        except DataError as error:
+            yield path, error
+        except OSError as error:
+            yield path, DataError(path, error.strerror or str(error))
+
+
 def check_directory(
     directory: str, store_dir: str | None = None, rehash: bool = False, used: set | None = None
 ) -> list[DataError]:
@@ -89,14 +101,9 @@ def check_directory(
     builds name in the artifact store `store_dir` (missing, of another size, or with `rehash`
     other bytes): the check command. The objects named are added to `used`."""
     problems, used = [], set() if used is None else used
-    for slug, path in sorted(data_files(directory).items()):
-        try:
-            project = parse_project(path, slug, read_regular_file(path)[0])
-        except DataError as error:
-            problems.append(error)
-            continue
-        except OSError as error:
-            problems.append(DataError(path, error.strerror or str(error)))
+    for path, project in read_projects(directory):
+        if isinstance(project, DataError):
+            problems.append(project)
             continue
         for build in project.builds:
             if build.hosted and store_dir is not None and build.sha256 not in used:

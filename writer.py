@@ -214,9 +214,8 @@ def job_run_url(ci_job_url: str, number: int) -> str:
 
 @dataclass(frozen=True)
 class Keep:
-    """A file to keep in the artifact store `store` for the build published."""
+    """A file to keep in the artifact store for the build published."""
 
-    store: str
     source: str
     max_bytes: int = artifacts.MAX_BYTES_DEFAULT
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
@@ -235,12 +234,11 @@ def publish(
 
     Returns "added", "replaced" or "unchanged" (the same build is already there: with
     `any_timestamp`, whatever its timestamp, so that a retry without --timestamp matches).
-    With `keep`, its file is stored first, under the lock, so that the project file never
-    names an object that is not there; a replaced build's object no build uses any more is
-    then deleted from `store_dir` (keep.store when keeping a file).
+    With `keep`, its file is stored first in the artifact store `store_dir`, under the lock,
+    so that the project file never names an object that is not there; a replaced build's
+    object no build uses any more is then deleted from it.
     """
     outcome = []
-    store_dir = keep.store if keep else store_dir
 
     def change(doc):
         doc = _existing_project(doc, directory, slug)
@@ -248,7 +246,7 @@ def publish(
             name = os.path.basename(keep.source)
             try:
                 artifacts.check_name(name)
-                stored = artifacts.store_file(keep.store, keep.source, keep.max_bytes, keep.sha256)
+                stored = artifacts.store_file(store_dir, keep.source, keep.max_bytes, keep.sha256)
             except artifacts.Refused as refused:
                 raise Refused(str(refused)) from None
             build.update(sha256=stored.sha256, size=stored.size, file=name)
@@ -307,10 +305,8 @@ def remove_unused_objects(directory: str, store_dir: str | None) -> list[str]:
     if store_dir is None or not os.path.isdir(store_dir):
         return []
     used = set()
-    for slug, path in store.data_files(directory).items():
-        try:
-            project = datafile.parse_project(path, slug, store.read_regular_file(path)[0])
-        except (datafile.DataError, OSError):
+    for _, project in store.read_projects(directory):
+        if isinstance(project, datafile.DataError):
             return []
         used.update(build.sha256 for build in project.builds if build.hosted)
     return artifacts.remove_unused(store_dir, used)
