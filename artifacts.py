@@ -14,12 +14,14 @@ import re
 import stat
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
-from model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN
+from model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
 
 MAX_BYTES_DEFAULT = 1 << 30
+IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
 NAME_RULE = "a file name " + FILE_NAME_RULE
 CHUNK_BYTES = 1 << 20
 TEMP_PREFIX = ".incoming-"
@@ -50,6 +52,11 @@ class Stored:
     size: int
     path: str
     created: bool
+
+
+def default_store(data: str) -> str:
+    """The artifact store inside the data directory `data`."""
+    return os.path.join(data, IN_DATA_DIRECTORY)
 
 
 def check_name(name: str) -> str:
@@ -92,35 +99,54 @@ def store_file(
 
 
 def verify(store: str, sha256: str, size: int) -> str | None:
-    """None if the object is in `store` with `size` bytes, else what is wrong with it."""
+    """None if the object is in `store` with `size` bytes, else what is wrong with it, as a
+    sentence about the object without its subject ("is missing")."""
     try:
         st = os.lstat(object_path(store, sha256))
     except FileNotFoundError:
-        return "missing"
+        return "is missing"
     except OSError as error:
-        return f"cannot stat it: {error.strerror}"
+        return f"cannot be looked at: {error.strerror}"
     if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+        return "is not a regular file"
     if st.st_size != size:
         return f"is {st.st_size} bytes, expected {size}"
     return None
 
 
 def rehash(store: str, sha256: str) -> str | None:
-    """None if the object's bytes hash to `sha256`, else what is wrong (reads in chunks)."""
+    """None if the object's bytes hash to `sha256`, else what is wrong, as verify says it
+    (reads in chunks)."""
     try:
         fd = os.open(
             object_path(store, sha256), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
         )
     except FileNotFoundError:
-        return "missing"
+        return "is missing"
     except OSError as error:
-        return "not a regular file" if error.errno == errno.ELOOP else error.strerror
+        return "is not a regular file" if error.errno == errno.ELOOP else error.strerror
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "not a regular file"
+            return "is not a regular file"
         actual = hashlib.file_digest(f, "sha256").hexdigest()
-    return None if actual == sha256 else f"its bytes hash to {actual}"
+    return None if actual == sha256 else f"holds other bytes: they hash to {actual}"
+
+
+def problems(
+    store: str, kept: Iterable[tuple[str, Build]], hash_again: bool = False
+) -> Iterator[tuple[str, Build, str]]:
+    """(name, build, problem) for each (name, build) of `kept` whose object in `store` is
+    missing, of another size or, with `hash_again`, holds other bytes. An object several builds
+    name is looked at once."""
+    found = {}
+    for name, build in kept:
+        key = build.sha256, build.size
+        if key not in found:
+            found[key] = verify(store, *key)
+            if found[key] is None and hash_again:
+                found[key] = rehash(store, build.sha256)
+        if found[key] is not None:
+            yield name, build, found[key]
 
 
 def objects(store: str) -> dict[str, int]:

@@ -4,7 +4,8 @@ import bottle
 
 import query
 from answers import JSON, iso_time
-from shapes import Health, RejectedFile, StalledRead, health_json
+from artifacts import object_path
+from shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
 
 
 def install(app: bottle.Bottle, store) -> None:
@@ -12,16 +13,31 @@ def install(app: bottle.Bottle, store) -> None:
 
     @app.get("/healthz")
     def health():
-        """Whether data is being served, and which files are rejected."""
+        """Whether data is being served, and what is not served as it is on disk."""
         query.parse()
         snapshot = store.snapshot()
         checking_for, stalled = store.progress()
         late = stalled or (checking_for or 0) > 2 * store.read_wait
+        unavailable = [
+            UnavailableFile(
+                slug,
+                build.number,
+                build.file,
+                f"{object_path(store.artifacts, build.sha256)} {problem}",
+            )
+            for slug, build, problem in store.unavailable()
+        ]
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
         return health_json(
             Health(
-                status="no_data" if not snapshot.projects else "stalled" if late else "ok",
+                status="no_data"
+                if not snapshot.projects
+                else "stalled"
+                if late
+                else "degraded"
+                if snapshot.errors or unavailable
+                else "ok",
                 projects=len(snapshot.projects),
                 last_reload=iso_time(snapshot.loaded_at),
                 last_check=iso_time(store.last_check),
@@ -30,6 +46,7 @@ def install(app: bottle.Bottle, store) -> None:
                     RejectedFile(name, error.located())
                     for name, error in sorted(snapshot.errors.items())
                 ],
+                unavailable_files=unavailable,
                 stalled_reads=[
                     StalledRead(name, round(seconds, 1))
                     for name, seconds in sorted(stalled.items())

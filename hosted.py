@@ -12,7 +12,6 @@ import bottle
 
 import downloads
 import query
-import settings
 from artifacts import object_path
 from model import epoch_seconds, whole_number
 from query import ApiError
@@ -23,9 +22,9 @@ log = logging.getLogger(__name__)
 SIDECAR = ".sha256"
 
 
-def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
-    """Add the download routes to `app` (made by server.make_app), serving the objects of the
-    artifact store `artifacts` (None: the one inside the data directory)."""
+def install(app: bottle.Bottle, store) -> None:
+    """Add the download routes to `app` (made by server.make_app), serving the objects of
+    `store`'s artifact store."""
 
     @app.get(DOWNLOADS + "/<project>/<build>/<sha256>/<file>")
     def download(project, build, sha256, file):
@@ -43,7 +42,7 @@ def install(app: bottle.Bottle, store, artifacts: str | None) -> None:
         ):
             raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
         wanted = downloads.Download(
-            object_path(artifacts or settings.default_artifacts(store.directory), sha256),
+            object_path(store.artifacts, sha256),
             build.file,
             sha256,
             build.size,

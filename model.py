@@ -168,12 +168,18 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     builds: Annotated[tuple[Build, ...], NOT_SERVED] = ()  # ascending by number
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     selections: Annotated[dict, DERIVED] = msgspec.field(default_factory=dict)
+    hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()  # those whose file is kept
     loaded_at: Annotated[float, DERIVED] = msgspec.field(default_factory=time.time)
 
     @classmethod
     def of(cls, builds: tuple[Build, ...], **fields) -> "Project":
         """The project with these `builds` (ascending by number) and its selections indexed."""
-        return cls(builds=builds, selections=index_builds(builds), **fields)
+        return cls(
+            builds=builds,
+            selections=index_builds(builds),
+            hosted_builds=tuple(build for build in builds if build.hosted),
+            **fields,
+        )
 
     def select(self, channel: str | None = None, experimental: bool = False) -> tuple:
         """The builds passing the filters, ascending by number."""

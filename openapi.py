@@ -44,7 +44,7 @@ def _health(description, status, projects):
             "application/json": {
                 "schema": {
                     **ref("schemas", "Health"),
-                    "properties": {"status": {"const": status}, "projects": projects},
+                    "properties": {"status": status, "projects": projects},
                 }
             }
         },
@@ -141,10 +141,11 @@ PATHS = {
         {"200": cacheable("The OpenAPI 3.1 description of this API, errors included.",
                            "OpenApiDocument"), **NO_PARAMETERS}),
     "/healthz": _operation(
-        "service", "getHealth", "Whether data is served, and which files are rejected", (),
+        "service", "getHealth", "Whether data is served, and what is not served as it is on disk", (),
         {"400": "InvalidQuery",
-         "200": _health("At least one project is served.", "ok", {"minimum": 1}),
-         "503": _health("No project at all is served.", "no_data", {"const": 0}),
+         "200": _health("At least one project is served.",
+                        {"enum": ["ok", "degraded", "stalled"]}, {"minimum": 1}),
+         "503": _health("No project at all is served.", {"const": "no_data"}, {"const": 0}),
          "500": "InternalError"},
         "For load balancers and monitoring; never cached."),
     f"{API}/builds/check": _operation(
@@ -303,8 +304,10 @@ EXAMPLE_BUILD = Build(
     1712494188349, False,
     (Commit("Update upstream (bb441a3)", "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7", "Jane Doe"),))
 EXAMPLE_HEALTH = shapes.Health(
-    "ok", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
-    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter")], [])
+    "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
+    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter")],
+    [shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
+                            "/srv/buildshelf/data/artifacts/5f/5f70...e1 is missing")], [])
 # fmt: on
 
 

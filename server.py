@@ -43,14 +43,12 @@ def make_app(
     cache_mb: int = settings.DEFAULT_CACHE_MB,
     compat: str | None = None,
     public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
-    artifacts: str | None = None,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
 
     At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
     upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
-    served at addresses on `public_url`, from `artifacts` (by default the store in the data
-    directory).
+    served at addresses on `public_url`, from `store`'s artifact store.
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -156,7 +154,7 @@ def make_app(
         return send_json(project, ("check", id(selected), number), body, snapshot)
 
     health.install(app, store)
-    hosted.install(app, store, artifacts)
+    hosted.install(app, store)
     pages.install(app, store, max_age, cache, shapes)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
@@ -193,7 +191,7 @@ def serve(args: argparse.Namespace) -> int:
             "BUILDSHELF_PUBLIC_URL)",
             serving.base_url(args.host, args.port),
         )
-    data = Store(args.data)
+    data = Store(args.data, artifacts_dir=args.artifacts)
     data.start()
     try:
         app = make_app(
@@ -202,7 +200,6 @@ def serve(args: argparse.Namespace) -> int:
             cache_mb=args.cache_mb,
             compat=args.compat,
             public_url=args.public_url or serving.base_url(args.host, args.port),
-            artifacts=args.artifacts,
         )
 
         def listening(base_url):

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import artifacts
 import upstream
 from model import URL_PATTERN
 
@@ -98,7 +99,6 @@ DEFAULT_MAX_AGE = 60
 DEFAULT_CACHE_MB = 256
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
-ARTIFACTS = "artifacts"  # the artifact store's default place, inside the data directory
 
 
 def public_url(value: str) -> str:
@@ -138,7 +138,7 @@ SETTINGS = (
         None,
         str,  # made when the first file is kept
         "DIR",
-        shown_default=f"{ARTIFACTS}/ inside the data directory",
+        shown_default=f"{artifacts.IN_DATA_DIRECTORY}/ inside the data directory",
         serve_only=False,
     ),
     Setting(
@@ -195,11 +195,6 @@ def options(serve: bool) -> argparse.ArgumentParser:
     return parser
 
 
-def default_artifacts(data: str) -> str:
-    """The artifact store inside the data directory `data`: one directory to back up."""
-    return os.path.join(data, ARTIFACTS)
-
-
 def default_data_dir(module_dir: str = HERE) -> str | None:
     """data/ beside the code, which a checkout (or an editable install) has and an installed
     copy in site-packages has not; None when it is not there."""
@@ -234,7 +229,7 @@ def settle(
                 )
         setattr(args, setting.name, value)
     if getattr(args, "artifacts", False) is None:
-        args.artifacts = default_artifacts(args.data)
+        args.artifacts = artifacts.default_store(args.data)
 
 
 def docs_table() -> str:

@@ -128,6 +128,16 @@ class RejectedFile(msgspec.Struct):
     error: _text("The problem and where in the file it is.", minLength=1)
 
 
+class UnavailableFile(msgspec.Struct):
+    """A kept file that cannot be downloaded: its object in the artifact store is missing or
+    damaged. Its downloads answer 503 `artifact_unavailable`; everything else still serves."""
+
+    project: str
+    build: typing.Annotated[int, Meta(ge=0)]
+    file: _text("The file's name, as its download URL ends.", minLength=1)
+    problem: _text("What is wrong with the object, and its place on disk.", minLength=1)
+
+
 class StalledRead(msgspec.Struct):
     """A read that has lasted longer than a check waits."""
 
@@ -139,10 +149,12 @@ class Health(msgspec.Struct, rename="camel"):
     """What the server serves."""
 
     status: _text(
-        "`no_data` when no project at all is served (status 503); `stalled` when a file has "
-        "been read for longer than a check waits, or a check takes too long: the data served "
-        "may be out of date.",
-        enum=["ok", "stalled", "no_data"],
+        "`ok` when every data file and every kept file is served as it is on disk; "
+        "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves); "
+        "`stalled` when a file has been read for longer than a check waits, or a check takes "
+        "too long: the data served may be out of date; `no_data` when no project at all is "
+        "served (status 503).",
+        enum=["ok", "degraded", "stalled", "no_data"],
     )
     projects: typing.Annotated[int, Meta(ge=0, description="How many projects are served.")]
     last_reload: typing.Annotated[
@@ -165,11 +177,16 @@ class Health(msgspec.Struct, rename="camel"):
     rejected_files: typing.Annotated[
         list[RejectedFile], Meta(description="Every data file not served as it is on disk.")
     ]
+    unavailable_files: typing.Annotated[
+        list[UnavailableFile],
+        Meta(description="Every kept file of a served build whose object is missing or damaged."),
+    ]
     stalled_reads: typing.Annotated[
         list[StalledRead],
         Meta(
-            description="Files (or `.`, the directory listing) whose read has lasted longer "
-            "than a check waits, with how long; each keeps its last good version meanwhile."
+            description="Files (or `.`, the directory listing, or `artifacts/`, the kept files' "
+            "check) whose read has lasted longer than a check waits, with how long; each keeps "
+            "its last good version meanwhile."
         ),
     ]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import artifacts
 from datafile import DataError, parse_project
-from model import Project
+from model import Build, Project
 from names import printable
 
 log = logging.getLogger(__name__)
@@ -97,23 +97,21 @@ def read_projects(directory: str) -> Iterator[tuple[str, Project | DataError]]:
 def check_directory(
     directory: str, store_dir: str | None = None, rehash: bool = False, used: set | None = None
 ) -> list[DataError]:
-    """Every DataError in `directory`, in file order, with the problems of the kept files its
-    builds name in the artifact store `store_dir` (missing, of another size, or with `rehash`
-    other bytes): the check command. The objects named are added to `used`."""
-    problems, used = [], set() if used is None else used
+    """Every DataError in `directory`, in file order, then the problems of the kept files its
+    builds name in the artifact store `store_dir` (see artifacts.problems): the check command.
+    The objects named are added to `used`."""
+    problems, projects, used = [], [], set() if used is None else used
     for path, project in read_projects(directory):
         if isinstance(project, DataError):
             problems.append(project)
-            continue
-        for build in project.builds:
-            if build.hosted and store_dir is not None and build.sha256 not in used:
-                used.add(build.sha256)
-                problem = artifacts.verify(store_dir, build.sha256, build.size)
-                if problem is None and rehash:
-                    problem = artifacts.rehash(store_dir, build.sha256)
-                if problem is not None:
-                    where = f"build {build.number}, file {build.file}"
-                    problems.append(DataError(path, f"its object {problem}", where=where))
+        else:
+            projects.append((path, project))
+            used.update(build.sha256 for build in project.hosted_builds)
+    if store_dir is not None:
+        kept = ((path, build) for path, project in projects for build in project.hosted_builds)
+        for path, build, problem in artifacts.problems(store_dir, kept, rehash):
+            where = f"build {build.number}, file {build.file}"
+            problems.append(DataError(path, f"its object {problem}", where=where))
     return problems
 
 
@@ -160,6 +158,14 @@ READER_THREADS = 1
 QUICK_RELOAD_BYTES = 100 << 20
 
 
+# The key of the objects' check among the reads under way: never a project's slug.
+OBJECTS = "artifacts/"
+
+
+def _problems(store_dir, kept):
+    return tuple(artifacts.problems(store_dir, kept))
+
+
 @dataclass(frozen=True)
 class _Loaded:
     """What the store remembers of one file between checks."""
@@ -182,15 +188,22 @@ class Store:
     """
 
     def __init__(
-        self, directory, check_interval=1.0, read_wait=READ_WAIT, startup_wait=STARTUP_WAIT
+        self,
+        directory,
+        check_interval=1.0,
+        read_wait=READ_WAIT,
+        startup_wait=STARTUP_WAIT,
+        artifacts_dir=None,
     ):
         self.directory = os.fspath(directory)
+        self.artifacts = artifacts_dir or artifacts.default_store(self.directory)
         self.check_interval = check_interval
         self.read_wait = read_wait
         self._reload_lock = threading.Lock()
         self._files = {}  # slug -> _Loaded
         self._directory_error = None
         self._snapshot = Snapshot({})
+        self._unavailable = ()  # (slug, build, problem) of kept files that cannot be sent
         self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
         self._reading = {}  # slug, or "." for the listing -> (future, monotonic start)
         self._stalled_before = set()  # keys still being read at the end of the last check
@@ -206,6 +219,11 @@ class Store:
     def snapshot(self) -> Snapshot:
         """The current snapshot: never waits, never touches a file."""
         return self._snapshot
+
+    def unavailable(self) -> tuple[tuple[str, Build, str], ...]:
+        """(project slug, build, problem) for each served build whose kept file's object is
+        missing or damaged, as the last check found: never waits, never touches a file."""
+        return self._unavailable
 
     def refresh(self) -> Snapshot:
         """Check the files now and reload what changed; returns the current snapshot."""
@@ -237,7 +255,7 @@ class Store:
         now = time.monotonic()
         started = self._check_started
         stalled = {
-            printable(key if key == "." else key + ".json"): now - since
+            printable(key if key in (".", OBJECTS) else key + ".json"): now - since
             for key, (future, since) in list(self._reading.items())
             if now - since > self.read_wait and not future.done()
         }
@@ -334,6 +352,34 @@ class Store:
         self._files, self._directory_error = files, None
         if changed:
             self._publish()
+        self._check_objects()
+
+    def _check_objects(self):
+        """Stat the objects of the kept files served: one deleted or cut short by hand, or
+        by a full disk, is reported within a check (a download of it is refused anyway)."""
+        kept = [(p.slug, b) for p in self._snapshot.projects.values() for b in p.hosted_builds]
+        if not kept:
+            self._unavailable = ()
+            return
+        reads = {OBJECTS: self._start_reading(OBJECTS, _problems, self.artifacts, kept)}
+        if not self._finish_reading(reads, time.monotonic() + self.read_wait):
+            return  # the store's file system hangs: keep the last report
+        unavailable = reads[OBJECTS].result()
+        before = {(slug, build.number): problem for slug, build, problem in self._unavailable}
+        now = {(slug, build.number): problem for slug, build, problem in unavailable}
+        for slug, build, problem in unavailable:
+            if before.get((slug, build.number)) != problem:
+                log.error(
+                    "the file of build %d of %s, %s, is unavailable: its object %s %s",
+                    build.number,
+                    slug,
+                    build.file,
+                    printable(artifacts.object_path(self.artifacts, build.sha256)),
+                    problem,
+                )
+        for slug, number in before.keys() - now.keys():
+            log.info("build %d of %s: its file is no longer unavailable", number, slug)
+        self._unavailable = unavailable
 
     def _publish(self):
         files = self._files

@@ -429,25 +429,27 @@ def test_verify(tmp_path, store):
     stored = artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
     assert artifacts.verify(store, stored.sha256, 5) is None
     assert artifacts.verify(store, stored.sha256, 6) == "is 5 bytes, expected 6"
-    assert artifacts.verify(store, sha(b"beta"), 4) == "missing"
+    assert artifacts.verify(store, sha(b"beta"), 4) == "is missing"
     os.unlink(stored.path)
     os.mkdir(stored.path)
-    assert artifacts.verify(store, stored.sha256, 5) == "not a regular file"
+    assert artifacts.verify(store, stored.sha256, 5) == "is not a regular file"
 
 
 def test_rehash(tmp_path, store):
     stored = artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
     assert artifacts.rehash(store, stored.sha256) is None
-    assert artifacts.rehash(store, sha(b"beta")) == "missing"
+    assert artifacts.rehash(store, sha(b"beta")) == "is missing"
     os.chmod(stored.path, 0o644)
     with open(stored.path, "r+b") as f:
         f.write(b"A")  # same size, other bytes: only rehash sees it
     assert artifacts.verify(store, stored.sha256, 5) is None
-    assert artifacts.rehash(store, stored.sha256) == f"its bytes hash to {sha(b'Alpha')}"
+    assert (
+        artifacts.rehash(store, stored.sha256) == f"holds other bytes: they hash to {sha(b'Alpha')}"
+    )
     os.unlink(stored.path)
     os.symlink(tmp_path / "a", stored.path)
-    assert artifacts.rehash(store, stored.sha256) == "not a regular file"
-    assert artifacts.verify(store, stored.sha256, 5) == "not a regular file"
+    assert artifacts.rehash(store, stored.sha256) == "is not a regular file"
+    assert artifacts.verify(store, stored.sha256, 5) == "is not a regular file"
 
 
 def test_objects_lists_only_objects(tmp_path, store):

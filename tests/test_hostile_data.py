@@ -217,7 +217,10 @@ def test_a_hostile_file_is_refused_and_reported(
     client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
     health = client.get("/healthz")
     assert health.json == dict(
-        health.json, status="ok", projects=2, rejectedFiles=[{"file": shown, "error": problem}]
+        health.json,
+        status="degraded",
+        projects=2,
+        rejectedFiles=[{"file": shown, "error": problem}],
     )
     assert_still_serving(client)
     expected = check_line(data_dir, shown, problem)

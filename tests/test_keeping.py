@@ -4,6 +4,7 @@ real command line; the files then downloaded through the app."""
 import hashlib
 import json
 import os
+import threading
 
 import pytest
 import webtest
@@ -127,7 +128,7 @@ def test_check_reports_missing_changed_and_unused_objects(data_dir, jar, capsys)
     assert "its object" in capsys.readouterr().out
     object_path.unlink()
     assert cli.main(check) == 1
-    assert f"{data_dir / 'alpha.json'}: build 9, file alpha-9.jar: its object missing" in (
+    assert f"{data_dir / 'alpha.json'}: build 9, file alpha-9.jar: its object is missing" in (
         capsys.readouterr().out
     )
     jar.write_bytes(b"again")
@@ -137,3 +138,56 @@ def test_check_reports_missing_changed_and_unused_objects(data_dir, jar, capsys)
     stray.write_bytes(b"x")
     assert cli.main(check) == 0  # unused objects cost space, nothing else
     assert f"{stray}: unused (no build names it)" in capsys.readouterr().out
+
+
+def test_health_names_a_kept_file_whose_object_is_missing_or_cut_short(data_dir, jar, caplog):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    [sha] = objects(data_dir)
+    object_path = data_dir / "artifacts" / sha[:2] / sha
+    store = store_module.Store(data_dir, check_interval=0)
+    client = webtest.TestApp(server.make_app(store))
+    assert client.get("/healthz").json["status"] == "ok"
+
+    os.chmod(object_path, 0o644)
+    object_path.write_bytes(jar.read_bytes()[:100])
+    store.refresh()
+    health = client.get("/healthz")
+    assert health.status_int == 200 and health.json["status"] == "degraded"
+    assert health.json["unavailableFiles"] == [
+        {
+            "project": "alpha",
+            "build": 9,
+            "file": "alpha-9.jar",
+            "problem": f"{object_path} is 100 bytes, expected {jar.stat().st_size}",
+        }
+    ]
+    assert "the file of build 9 of alpha, alpha-9.jar, is unavailable" in caplog.text
+    object_path.unlink()
+    store.refresh()
+    [unavailable] = client.get("/healthz").json["unavailableFiles"]
+    assert unavailable["problem"] == f"{object_path} is missing"
+    assert client.get(API + "/builds/latest?project=alpha").status_int == 200  # the rest serves
+
+    assert publish(data_dir, 9, "--file", str(jar)) == 0  # a retry puts the object back
+    store.refresh()
+    health = client.get("/healthz").json
+    assert health["status"] == "ok" and health["unavailableFiles"] == []
+
+
+def test_the_watcher_finds_a_vanished_object_by_itself(data_dir, jar):
+    store_dir = data_dir.parent / "elsewhere"
+    assert publish(data_dir, 9, "--file", str(jar), "--artifacts", str(store_dir)) == 0
+    store = store_module.Store(data_dir, check_interval=0.01, artifacts_dir=str(store_dir))
+    assert store.unavailable() == ()
+    for path in store_dir.glob("??/*"):
+        path.unlink()
+    store.start()
+    try:
+        for _ in range(500):  # at most 5 s: a check comes every 10 ms
+            if store.unavailable():
+                break
+            threading.Event().wait(0.01)
+    finally:
+        store.stop()
+    [(slug, build, problem)] = store.unavailable()
+    assert (slug, build.number, problem) == ("alpha", 9, "is missing")

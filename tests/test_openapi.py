@@ -380,6 +380,7 @@ CASES = [
     Case("GET", KEPT_URL.replace("/3/", "/" + "9" * 5000 + "/"), 404, "not_found", server="kept"),
     Case("GET", KEPT_URL.replace("/3/", "/%2e%2e/"), 404, "not_found", server="kept"),
     Case("GET", MISSING_URL, 503, "artifact_unavailable", server="kept"),
+    Case("GET", "/healthz", 200, server="kept"),  # degraded: it names build 4's file
     Case("GET", "/api/v2/builds/check?project=alpha&build=1", 200),
     Case("GET", f"/api/v2/builds/check?project=alpha&sha256={KEPT_SHA}", 200, server="kept"),
     Case("GET", "/api/v2/builds/check?project=alpha&build=1", 304, headers=ANY_ETAG),
