@@ -44,12 +44,12 @@ def iso_time(seconds: float) -> str:
     return time.strftime(ISO_TIME, time.gmtime(seconds))
 
 
-def redirect(location: str, max_age: int) -> bytes:
-    """A 302 to `location`, which must come from validated data only."""
+def redirect(location: str, max_age: int, status: int = 302) -> bytes:
+    """A redirect (302 unless told) to `location`, which must come from validated data only."""
     # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
     # does not parse (such as '[') made it fail with a 500.
     response = bottle.response
-    response.status = 302
+    response.status = status
     response.set_header("Location", location)
     response.set_header("Cache-Control", f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}")
     return b""

@@ -20,7 +20,7 @@ import server
 import settings
 import store
 import writer
-from model import sha256_hex, whole_number
+from model import SECONDS_BELOW, sha256_hex, whole_number
 
 GIT_TIMEOUT = 60
 
@@ -32,6 +32,16 @@ def _integer(value, pattern=re.compile(r"-?[0-9]{1,30}\Z")):
     if not pattern.match(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
     return int(value)
+
+
+def _millis(value):
+    millis = _integer(value)
+    if abs(millis) < SECONDS_BELOW:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} looks like seconds, not milliseconds: give {millis}000 (in a shell, "
+            "date +%s%3N is now in milliseconds)"
+        )
+    return millis
 
 
 def _build_number(value):
@@ -154,7 +164,7 @@ def make_parser():
     sub.add_argument("--experimental", action="store_true", help="mark it experimental")
     sub.add_argument(
         "--timestamp",
-        type=_integer,
+        type=_millis,
         metavar="MILLIS",
         help="its time in epoch milliseconds (default: now; a retry without it "
         "matches the build already there whatever its time)",

@@ -200,10 +200,13 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
 _number = attrgetter("number")
 
 
+SECONDS_BELOW = 10**11  # a timestamp below this is in seconds (in milliseconds it is 1973)
+
+
 def epoch_seconds(timestamp: int) -> float:
     """A build's timestamp in seconds: files give epoch milliseconds (the Jenkins convention),
     or seconds, which are told apart by size (below 10^11 is seconds: before 1973 in ms)."""
-    return timestamp if abs(timestamp) < 10**11 else timestamp / 1000
+    return timestamp if abs(timestamp) < SECONDS_BELOW else timestamp / 1000
 
 
 def index_builds(builds: tuple[Build, ...]) -> dict:

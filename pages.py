@@ -18,10 +18,13 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import bottle
 
+import answers
 import query
 from answers import ISO_TIME, send
+from model import epoch_seconds
 from query import API
 from representation import Representation
+from shapes import DOWNLOADS
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +85,10 @@ def xml_safe(text):
 
 
 def utc_time(timestamp):
-    """A timestamp (epoch milliseconds) as an aware datetime, or None if out of range."""
+    """A build's timestamp (epoch milliseconds, or seconds: see model.epoch_seconds) as an
+    aware datetime, or None if out of range."""
     try:
-        return datetime.datetime.fromtimestamp(timestamp / 1000, datetime.UTC)
+        return datetime.datetime.fromtimestamp(epoch_seconds(timestamp), datetime.UTC)
     except (OverflowError, ValueError, OSError):
         return None
 
@@ -92,6 +96,11 @@ def utc_time(timestamp):
 def file_name(url):
     """The last path segment of a download URL, for the button; 'artifact' if there is none."""
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
+
+
+def counted(number, noun):
+    """'1 build', '2 builds': English plurals of the nouns used here."""
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def size_text(size):
@@ -140,11 +149,20 @@ def feed_link(project, channel=None, experimental=False):
 def project_view(project, shapes):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
+    page = f"/projects/{project.slug}"
+    # The page hides experimental builds unless asked: the link to all of them asks.
+    hidden = len(project.select(None, False)) < len(project.builds)
     return SimpleNamespace(
         slug=project.slug,
         name=project.ci_job,
         ci_job_url=project.ci_job_url,
-        page=f"/projects/{project.slug}",
+        page=page,
+        all_builds=link(page, experimental="true" if hidden else None),
+        all_builds_text=(
+            "The one build"
+            if len(project.builds) == 1
+            else f"All {counted(len(project.builds), 'build')}"
+        ),
         feed=feed_link(project),
         javadoc=link(API + "/jd", project=project.slug) if stable else None,
         json=link(API + "/builds", project=project.slug),
@@ -152,7 +170,6 @@ def project_view(project, shapes):
         experimental=(
             build_view(project, newest, shapes) if newest and newest is not stable else None
         ),
-        build_count=len(project.builds),
     )
 
 
@@ -242,6 +259,8 @@ def feed_xml(project, channel, experimental, shapes):
     # The newest build's time, not the time of loading: every instance serves the same bytes.
     newest = builds[0] if builds else project.latest(None, True)
     add(feed, "updated", atom_time(newest.timestamp if newest else 0))
+    add(feed, "link", rel="self", type=ATOM,
+        href=shapes.public_url + feed_link(project, channel, experimental))  # fmt: skip
     add(feed, "link", rel="alternate", type="text/html", href=project.ci_job_url)
     author = add(feed, "author")
     add(author, "name", project.ci_job)
@@ -337,6 +356,19 @@ def install(app, store, max_age: int, cache, shapes) -> None:
             return send_page(make(), snapshot)
         return send_page(cache.get(project, ("page", channel, experimental, page), make), snapshot)
 
+    @app.get("/projects/<slug>/")
+    def project_builds_slash(slug):
+        """The address with a trailing slash, as people type it: moved to the one without."""
+        try:
+            pairs = query.parse()
+        except bottle.HTTPError as error:
+            return fail_page(error)
+        project = store.snapshot().project(slug)
+        if project is None:
+            return fail_page(bottle.HTTPError(404, f"There is no project {slug!r} here."))
+        target = f"/projects/{project.slug}" + (f"?{urlencode(pairs)}" if pairs else "")
+        return answers.redirect(target, max_age, status=301)
+
     @app.get(API + "/feed")
     def feed():
         """An Atom feed of a project's newest builds passing the filters."""
@@ -360,6 +392,22 @@ def install(app, store, max_age: int, cache, shapes) -> None:
         if name not in static:
             raise bottle.HTTPError(404)
         return send(static[name], max_age, STATIC[name])
+
+
+def not_found(error: bottle.HTTPError) -> bytes:
+    """The answer to a 404: a page when a browser asks for a path outside the API and the
+    files, else the API's JSON error."""
+    path, accept = bottle.request.path, bottle.request.get_header("Accept", "")
+    if path.startswith(("/api/", DOWNLOADS + "/")) or "text/html" not in accept:
+        return answers.error_response(error)
+    response = bottle.response
+    answers.set_common_headers(response)
+    response.content_type = HTML
+    response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.set_header("Cache-Control", "no-store")
+    response.set_header("Vary", "Accept")
+    message = error.body if isinstance(error.body, str) and error.body else None
+    return error_page(404, message or "There is no page at this address.")
 
 
 def _page_filter(snapshot, slug):

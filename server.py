@@ -167,7 +167,7 @@ def make_app(
         )
 
     for status in answers.ERROR_STATUSES:
-        app.error(status)(answers.error_response)
+        app.error(status)(pages.not_found if status == 404 else answers.error_response)
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
         app.route(rule, "OPTIONS", answers.preflight)
     # Bottle.__call__ calls self.wsgi: the app stays a Bottle, with its routes and config.

@@ -351,3 +351,17 @@ def test_an_unknown_compat_mode_or_cache_size_is_named(
         cli.main(["--data", str(data_dir), *argv])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["1700000000", "0", "-5", "99999999999"])
+def test_publish_refuses_a_timestamp_in_seconds_with_a_hint(data_dir, capsys, value):
+    before = (data_dir / "alpha.json").read_bytes()
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "50",
+                  "--channel", "1.21", "--download-url", "https://x.example/a.jar",
+                  "--timestamp", value])  # fmt: skip
+    assert raised.value.code == 2
+    assert f"{value!r} looks like seconds, not milliseconds: give {value}000" in (
+        capsys.readouterr().err
+    )
+    assert (data_dir / "alpha.json").read_bytes() == before

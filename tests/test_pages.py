@@ -74,7 +74,7 @@ def test_the_index_lists_each_project_with_its_latest_builds(client):
     ) in text
     assert (
         "Beta Latest stable build #10 2.0 2023-11-14 22:13 UTC Download alpha-10.jar "
-        "build #10, channel 2.0 All 1 builds"
+        "build #10, channel 2.0 The one build"
     ) in text
     assert "Newer experimental build #10" not in text
     for href in [
@@ -578,3 +578,63 @@ def test_a_non_editable_install_finds_the_templates(tmp_path):
     assert views == str(tmp_path / "prefix" / "share" / "buildshelf" / "views")
     assert sorted(pages.os.listdir(views)) == sorted(pages.os.listdir(pages.VIEWS))
     assert statuses == "200 OK 200 OK"
+
+
+# --- issue 17: pages that agree --------------------------------------------------------------
+
+
+def test_each_card_links_to_a_page_with_the_number_of_builds_it_shows(big_data_dir, client):
+    index = client.get("/")
+    cards = re.findall(r'<a href="([^"]+)">(?:All ([\d,]+) builds|The one build)</a>', index.text)
+    assert len(cards) == 3  # alpha, beta, big: beta has one build
+    for href, count in cards:
+        page = client.get(href.replace("&amp;", "&"))
+        shown = re.search(r"(?:of|^)\s*([\d,]+)(?: builds?)?, newest first", page.text, re.M)
+        total = int((count or "1").replace(",", ""))
+        assert shown and int(shown.group(1).replace(",", "")) == total, href
+
+
+def test_a_trailing_slash_moves_to_the_project_page(client):
+    resp = client.get("/projects/alpha/?channel=1.21&experimental=true", status=301)
+    assert resp.location.endswith("/projects/alpha?channel=1.21&experimental=true")
+    assert client.get("/projects/ALPHA/", status=301).location.endswith("/projects/alpha")
+    gone = client.get("/projects/nope/", status=404)
+    assert gone.content_type == "text/html" and "There is no project &#039;nope&#039;" in gone
+
+
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+@pytest.mark.parametrize(
+    "path", ["/nope", "/projects", "/projects/", "/projects/alpha/builds", "/static/nope.css"]
+)
+def test_an_unknown_page_path_is_an_html_404_for_a_browser(client, path):
+    resp = client.get(path, headers=BROWSER, status=404)
+    assert resp.content_type == "text/html" and "Not found" in resp.text
+    assert resp.headers["Content-Security-Policy"] == CSP
+    assert resp.headers["Cache-Control"] == "no-store"
+    assert client.get(path, status=404).json["code"] == "not_found"  # not a browser: JSON
+
+
+@pytest.mark.parametrize("path", ["/api/v2/nope", "/api/v2/builds?project=nope", "/downloads/x"])
+def test_the_api_answers_json_even_to_a_browser(client, path):
+    assert client.get(path, headers=BROWSER, status=404).content_type == "application/json"
+
+
+def test_the_feed_links_to_itself(client):
+    path = "/api/v2/feed?project=alpha&channel=1.21&experimental=true"
+    feed = feed_of(client.get(path))
+    [self_link] = [link for link in feed.feed.links if link.rel == "self"]
+    assert self_link.href == "http://127.0.0.1:8080" + path
+    assert self_link.type == "application/atom+xml"
+
+
+def test_a_timestamp_in_seconds_shows_as_the_same_time_as_in_milliseconds(data_dir, client):
+    builds = [make_build(1, timestamp=1700000000), make_build(2, timestamp=1700000060000)]
+    write_file(data_dir / "alpha.json", make_project(builds))
+    text = text_of(client.get("/projects/alpha").text)
+    assert "#1 1.21 2023-11-14 22:13 UTC" in text and "#2 1.21 2023-11-14 22:14 UTC" in text
+    feed = feed_of(client.get("/api/v2/feed?project=alpha"))
+    assert [calendar.timegm(e.updated_parsed) for e in feed.entries] == [1700000060, 1700000000]
+    served = client.get("/api/v2/builds/all?project=alpha").json
+    assert [b["timestamp"] for b in served] == [1700000000, 1700000060000]  # as in the file

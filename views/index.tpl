@@ -32,7 +32,7 @@ history, or follow its Atom feed.</p>
       % include('_download.tpl', b=p.experimental)
       % end
       <ul class="links">
-        <li><a href="{{p.page}}">All {{p.build_count}} builds</a></li>
+        <li><a href="{{p.all_builds}}">{{p.all_builds_text}}</a></li>
         <li><a href="{{p.feed}}">Atom feed</a></li>
         % if p.javadoc:
         <li><a href="{{p.javadoc}}">Javadoc</a></li>
