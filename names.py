@@ -1,5 +1,11 @@
-"""File names and paths shown as one printable line, whatever bytes the file system gave, so
-that a name can neither forge a log line nor break the JSON of /healthz."""
+"""Words for people: file names and paths shown as one printable line, whatever bytes the
+file system gave (so that a name can neither forge a log line nor break the JSON of
+/healthz), and counts with their nouns."""
+
+
+def counted(number: int, noun: str) -> str:
+    """'1 build', '2 builds', '0 problems': the nouns used here take an s."""
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def printable(name: str) -> str:

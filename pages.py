@@ -22,6 +22,7 @@ import answers
 import query
 from answers import ISO_TIME, send
 from model import epoch_seconds
+from names import counted
 from query import API
 from representation import Representation
 from shapes import DOWNLOADS
@@ -96,11 +97,6 @@ def utc_time(timestamp):
 def file_name(url):
     """The last path segment of a download URL, for the button; 'artifact' if there is none."""
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
-
-
-def counted(number, noun):
-    """'1 build', '2 builds': English plurals of the nouns used here."""
-    return f"{number:,} {noun}" + ("" if number == 1 else "s")
 
 
 def size_text(size):

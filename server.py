@@ -28,6 +28,7 @@ import serving
 import settings
 from answers import encode, redirect, send
 from connection import MALFORMED
+from names import counted
 from query import API, ApiError
 from representation import Representation, RepresentationCache
 from shapes import DOWNLOADS, Shapes, project_json
@@ -203,9 +204,16 @@ def serve(args: argparse.Namespace) -> int:
         )
 
         def listening(base_url):
-            count = len(data.snapshot().projects)
-            where = os.path.abspath(args.data)
-            log.info("serving %d projects from %s on %s%s/projects", count, where, base_url, API)
+            snapshot, where = data.snapshot(), os.path.abspath(args.data)
+            served = counted(len(snapshot.projects), "project")
+            log.info("serving %s from %s on %s%s/projects", served, where, base_url, API)
+            if not snapshot.projects:
+                log.warning(
+                    "nothing to serve: %s holds %s; is --data right? ('buildshelf add-project' "
+                    "makes a project file; /healthz answers 503 until one is served)",
+                    where,
+                    "files that are refused (above)" if snapshot.errors else "no SLUG.json file",
+                )
 
         return serving.run(app, args.host, args.port, args.threads, args.quiet, listening)
     finally:

@@ -23,6 +23,7 @@ from waitress.task import ThreadedTaskDispatcher
 
 from accesslog import LineWriter, access_line
 from connection import RECALLED, UNSENT_OUTPUT_LIMIT, GuardedChannel
+from names import counted
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +141,9 @@ class GuardedServer(TcpWSGIServer):
             channel.handle_close()
         if channels and self._warn_full.due(time.time()):
             log.warning(
-                "closed %d connection(s) idle since the longest to stay within %s "
+                "closed %s idle since the longest to stay within %s "
                 "(%d open); logged once a minute",
-                len(channels),
+                counted(len(channels), "connection"),
                 reason,
                 len(self.active_channels),
             )
@@ -277,7 +278,7 @@ def drain(socket_map, deadline):
             if not (channel.requests or channel.total_outbufs_len):
                 channel.will_close = True
         wasyncore.loop(timeout=0.05, map=socket_map, count=1)
-    log.warning("gave up waiting for %d connection(s)", len(socket_map) - 1)
+    log.warning("gave up waiting for %s", counted(len(socket_map) - 1, "connection"))
 
 
 def base_url(host: str, port: int) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import artifacts
 from datafile import DataError, parse_project
 from model import Build, Project
-from names import printable
+from names import counted, printable
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,10 @@ def check(directory: str, store_dir: str | None = None, rehash: bool = False) ->
     for sha256 in unused:
         print(f"{artifacts.object_path(store_dir, sha256)}: unused (no build names it)")
     log.info(
-        "checked %s: %d problem(s), %d unused object(s)", directory, len(problems), len(unused)
+        "checked %s: %s, %s",
+        directory,
+        counted(len(problems), "problem"),
+        counted(len(unused), "unused object"),
     )
     return 1 if problems else 0
 
@@ -433,10 +436,10 @@ class Store:
             )
             return _Loaded(file_stamp, digest, racy, kept, error)
         log.info(
-            "%s %s: %d builds in %.0f ms",
+            "%s %s: %s in %.0f ms",
             "reloaded" if known else "loaded",
             slug,
-            len(project.builds),
+            counted(len(project.builds), "build"),
             (time.perf_counter() - started) * 1000,
         )
         return _Loaded(file_stamp, digest, racy, project)

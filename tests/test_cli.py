@@ -1,6 +1,7 @@
 """The command line: serving flags and their variables, the named commands, start-up."""
 
 import gc
+import importlib.metadata
 import logging
 import os
 import shutil
@@ -183,7 +184,10 @@ def test_the_base_url_brackets_ipv6(host, url):
     assert serving.base_url(host, 8080) == url
 
 
-def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplog):
+@pytest.fixture
+def started(monkeypatch, caplog):
+    """Start-ups that return as soon as they would listen, their log in caplog."""
+
     class Listening:
         effective_host, effective_port = "::1", 8123
 
@@ -193,11 +197,51 @@ def test_the_start_up_line_names_a_url_that_answers(monkeypatch, data_dir, caplo
         lambda app, host, port, threads, on_listening, **options: on_listening(Listening()),
     )
     caplog.set_level(logging.INFO)
+    return caplog
+
+
+def test_the_start_up_line_names_a_url_that_answers(started, data_dir, caplog):
     assert cli.main(["--data", str(data_dir), "--host", "::1"]) == 0
     assert (
         f"serving 2 projects from {data_dir} on http://[::1]:8123/api/v2/projects"
         in caplog.messages
     )
+
+
+def test_one_project_is_one_project(started, data_dir, caplog):
+    os.unlink(data_dir / "beta.json")
+    assert cli.main(["--data", str(data_dir)]) == 0
+    assert any(m.startswith("serving 1 project from ") for m in caplog.messages)
+    assert "WARNING" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "content, holds",
+    [(None, "no SLUG.json file"), ("{", "files that are refused (above)")],
+)
+def test_starting_with_nothing_to_serve_warns(started, tmp_path, caplog, content, holds):
+    if content is not None:
+        (tmp_path / "broken.json").write_text(content)
+    assert cli.main(["--data", str(tmp_path)]) == 0
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"nothing to serve: {tmp_path} holds {holds}; is --data right?")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["serve", "--version"]])
+def test_the_version_is_the_installed_one(argv, capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli.main(argv)
+    assert raised.value.code == 0
+    assert capsys.readouterr().out == f"buildshelf {importlib.metadata.version('buildshelf')}\n"
+
+
+def test_a_checkout_not_installed_has_the_version_of_its_setup_cfg(tmp_path, monkeypatch):
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    (tmp_path / "setup.cfg").write_text("[metadata]\nname = buildshelf\nversion = 9.8.7\n")
+    assert settings.version(str(tmp_path)) == "9.8.7"
 
 
 @pytest.mark.parametrize(

@@ -229,7 +229,7 @@ def test_reload_logs_say_what_happened(data_dir, store, caplog):
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     (data_dir / "beta.json").unlink()
     store.refresh()
-    assert re.search(r"reloaded alpha: 1 builds in \d+ ms", caplog.text)
+    assert re.search(r"reloaded alpha: 1 build in \d+ ms", caplog.text)
     assert "project beta removed: its file is gone" in caplog.text
 
 
