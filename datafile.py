@@ -1,13 +1,11 @@
 """The data files' format: one project per file, `<slug>.json`. Its keys and their order, the
 rules every value follows, the two ways a file is validated (whole and fast, or build by build
-for the message), `DataError`, the stable encoding the writer uses, and reading a file without
-ever blocking.
+for the messages), and `DataError`.
 
 Nothing here knows about HTTP or about reloading: `store.py` reads the directory with these,
 `writer.py` writes files these accept.
 """
 
-import json
 import os
 import re
 from itertools import chain, islice
@@ -57,13 +55,26 @@ _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# A file can hold thousands of broken builds: the messages stop here, with a count of the rest.
+MAX_PROBLEMS = 20
+
+
 class DataError(Exception):
-    """A data file that cannot be served, with where in the file the problem is."""
+    """A data file that cannot be served, with where in the file the problem is; `also` holds
+    the file's other problems (MAX_PROBLEMS at most in all), `unshown` counts the rest."""
 
     def __init__(self, path, message, line=None, column=None, where=None):
         super().__init__(message)
         self.path, self.message = path, message
         self.line, self.column, self.where = line, column, where
+        self.also, self.unshown = (), 0
+
+    @classmethod
+    def of_all(cls, problems: list["DataError"]) -> "DataError":
+        """The first of `problems` (one file's, in file order), carrying the others."""
+        first = problems[0]
+        first.also, first.unshown = problems[1:MAX_PROBLEMS], max(0, len(problems) - MAX_PROBLEMS)
+        return first
 
     @property
     def name(self):
@@ -83,6 +94,15 @@ class DataError(Exception):
         if self.where is not None:
             return f"{self.where}: {self.message}"
         return self.message
+
+    def lines(self, located: bool = False) -> list[str]:
+        """Every problem, one line each (with the file's path unless `located`), and how
+        many more there are."""
+        lines = [e.located() if located else str(e) for e in (self, *self.also)]
+        if self.unshown:
+            more = f"and {self.unshown} more problems, not shown"
+            lines.append(more if located else f"{printable(os.fspath(self.path))}: {more}")
+        return lines
 
 
 def parse_json(path: str, data: bytes):
@@ -302,20 +322,22 @@ def parse_project(path: str, slug: str, data: bytes, quick: bool = True) -> Proj
 
 def _checked_project(path, slug, doc):
     problem = _project_problem(doc, slug)
-    if problem is not None:
-        raise DataError(path, problem)
+    problems = [] if problem is None else [DataError(path, problem)]
+    if not isinstance(doc, dict) or not isinstance(doc.get("builds"), list):
+        raise DataError.of_all(problems)
     builds, channels = [], {}
     for index, value in enumerate(doc["builds"]):
         try:
             builds.append(_build(value, channels))
         except _Invalid as problem:
-            raise DataError(path, str(problem), where=_build_place(index, value)) from None
+            problems.append(DataError(path, str(problem), where=_build_place(index, value)))
     builds.sort(key=attrgetter("number"))
     for earlier, later in zip(builds, builds[1:]):
         if earlier.number == later.number:
-            raise DataError(
-                path, "buildNumber appears more than once", where=f"build {later.number}"
-            )
+            where = f"build {later.number}"
+            problems.append(DataError(path, "buildNumber appears more than once", where=where))
+    if problems:
+        raise DataError.of_all(problems)
     return Project.of(
         tuple(builds),
         slug=slug,
@@ -415,30 +437,3 @@ def _fast_project(slug, text):
         ci_job_url=doc.ciJobUrl,
         javadoc_base_url=doc.javadocBaseUrl,
     )
-
-
-# --- the stable encoding -------------------------------------------------------------------------
-
-
-def encode(doc: dict) -> bytes:
-    """A project document as bytes in the one stable format, so that a change shows in a diff
-    as the lines it changed: 2-space indent, keys in PROJECT_KEYS' order (then any others),
-    builds ascending by number, a final newline. UnicodeEncodeError for a lone surrogate."""
-    builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
-    doc = dict(
-        doc,
-        builds=[
-            dict(
-                _ordered(build, BUILD_KEYS + LEGACY_BUILD_KEYS),
-                commits=[_ordered(commit, AUTHORED_COMMIT_KEYS) for commit in build["commits"]],
-            )
-            for build in builds
-        ],
-    )
-    return (json.dumps(_ordered(doc, PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n").encode()
-
-
-def _ordered(value, keys):
-    ordered = {key: value[key] for key in keys if key in value}
-    ordered.update((key, item) for key, item in value.items() if key not in ordered)
-    return ordered

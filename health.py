@@ -43,7 +43,7 @@ def install(app: bottle.Bottle, store) -> None:
                 last_check=iso_time(store.last_check),
                 check_running_for=None if checking_for is None else round(checking_for, 1),
                 rejected_files=[
-                    RejectedFile(name, error.located())
+                    RejectedFile(name, error.located(), error.lines(located=True))
                     for name, error in sorted(snapshot.errors.items())
                 ],
                 unavailable_files=unavailable,

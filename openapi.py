@@ -305,7 +305,8 @@ EXAMPLE_BUILD = Build(
     (Commit("Update upstream (bb441a3)", "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7", "Jane Doe"),))
 EXAMPLE_HEALTH = shapes.Health(
     "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
-    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter")],
+    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
+                         ["line 14, column 7: Expecting ',' delimiter"])],
     [shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
                             "/srv/buildshelf/data/artifacts/5f/5f70...e1 is missing")], [])
 # fmt: on

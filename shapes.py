@@ -125,7 +125,15 @@ class RejectedFile(msgspec.Struct):
     last good version."""
 
     file: _text("The file's name in the data directory; `.` for the directory itself.", minLength=1)
-    error: _text("The problem and where in the file it is.", minLength=1)
+    error: _text("The first problem and where in the file it is.", minLength=1)
+    errors: typing.Annotated[
+        list[str],
+        Meta(
+            min_length=1,
+            description="Every problem of the file, each with its place (20 at most, then a "
+            "line saying how many more); the first is `error`.",
+        ),
+    ]
 
 
 class UnavailableFile(msgspec.Struct):

@@ -125,13 +125,13 @@ def check(directory: str, store_dir: str | None = None, rehash: bool = False) ->
     if store_dir is not None and os.path.isdir(store_dir) and not problems:
         unused = sorted(artifacts.objects(store_dir).keys() - used)
     for problem in problems:
-        print(problem)
+        print("\n".join(problem.lines()))
     for sha256 in unused:
         print(f"{artifacts.object_path(store_dir, sha256)}: unused (no build names it)")
     log.info(
         "checked %s: %s, %s",
         directory,
-        counted(len(problems), "problem"),
+        counted(sum(1 + len(p.also) + p.unshown for p in problems), "problem"),
         counted(len(unused), "unused object"),
     )
     return 1 if problems else 0
@@ -431,9 +431,9 @@ class Store:
             )
         except DataError as error:
             kept = known and known.project
-            log.error(
-                "%s (%s)", error, "still serving its last good version" if kept else "not served"
-            )
+            outcome = "still serving its last good version" if kept else "not served"
+            for line in error.lines():
+                log.error("%s (%s)", line, outcome)
             return _Loaded(file_stamp, digest, racy, kept, error)
         log.info(
             "%s %s: %s in %.0f ms",

@@ -12,6 +12,7 @@ a diff as the lines it changed.
 import errno
 import fcntl
 import glob
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import artifacts
 import datafile
 import store
 from model import SLUG_PATTERN
+from names import counted
 
 LOCK_NAME = ".buildshelf.lock"
 
@@ -56,14 +58,36 @@ def locked(directory):
 
 
 def encode(doc: dict) -> bytes:
-    """The document's bytes in the data files' one stable format (datafile.encode)."""
+    """A project document as bytes in the data files' one stable format, so that a change
+    shows in a diff as the lines it changed: 2-space indent, keys in datafile.PROJECT_KEYS'
+    order (then any others), builds ascending by number, a final newline."""
+    builds = sorted(doc["builds"], key=lambda build: build["buildNumber"])
+    doc = dict(
+        doc,
+        builds=[
+            dict(
+                _ordered(build, datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS),
+                commits=[
+                    _ordered(commit, datafile.AUTHORED_COMMIT_KEYS) for commit in build["commits"]
+                ],
+            )
+            for build in builds
+        ],
+    )
+    text = json.dumps(_ordered(doc, datafile.PROJECT_KEYS), indent=2, ensure_ascii=False) + "\n"
     try:
-        return datafile.encode(doc)
+        return text.encode()
     except UnicodeEncodeError:  # a lone surrogate, e.g. from argv bytes that are not UTF-8
         raise Refused(
             "the text holds characters that are not valid Unicode (such as bytes "
             "that are not UTF-8): give it as UTF-8"
         ) from None
+
+
+def _ordered(value, keys):
+    ordered = {key: value[key] for key in keys if key in value}
+    ordered.update((key, item) for key, item in value.items() if key not in ordered)
+    return ordered
 
 
 def _read(path, slug):
@@ -86,7 +110,10 @@ def _validate(path, slug, data, advice=None):
     try:
         datafile.parse_project(path, slug, data)
     except datafile.DataError as error:
-        raise Refused(f"{error}" + (f" ({advice})" if advice else "")) from None
+        notes = [advice] if advice else []
+        if others := len(error.also) + error.unshown:
+            notes.append(f"'buildshelf check' lists its {counted(others, 'other problem')}")
+        raise Refused(f"{error}" + (f" ({'; '.join(notes)})" if notes else "")) from None
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
         raise Refused(
             f"{path}: not a valid project file ({error.__class__.__name__}: "
@@ -238,7 +265,7 @@ def publish(
     so that the project file never names an object that is not there; a replaced build's
     object no build uses any more is then deleted from it.
     """
-    outcome = []
+    outcome, differing = [], []
 
     def change(doc):
         doc = _existing_project(doc, directory, slug)
@@ -262,6 +289,8 @@ def publish(
             if replace:
                 builds = [b for b in builds if b.get("buildNumber") != build["buildNumber"]]
             else:  # left in, so that the refusal is the server's own words
+                keys = same[0].keys() | compared.keys()
+                differing.extend(k for k in keys if same[0].get(k) != compared.get(k))
                 outcome.append("duplicate")
         outcome.append("replaced" if same else "added")
         return dict(doc, builds=builds + [build])
@@ -277,9 +306,12 @@ def publish(
             with locked(directory):
                 remove_unused_objects(directory, store_dir)
         if "duplicate" in outcome and "more than once" in str(refused):
+            fields = ", ".join(
+                k for k in datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS if k in differing
+            )
             raise Refused(
-                f"{refused} (build {build['buildNumber']} is already there with "
-                "other values: give --replace to replace it)"
+                f"{project_path(directory, slug)}: build {build['buildNumber']} is already "
+                f"there with another {fields}: give --replace to replace it (nothing written)"
             ) from None
         raise
     return outcome[-1]

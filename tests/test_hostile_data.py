@@ -220,7 +220,7 @@ def test_a_hostile_file_is_refused_and_reported(
         health.json,
         status="degraded",
         projects=2,
-        rejectedFiles=[{"file": shown, "error": problem}],
+        rejectedFiles=[{"file": shown, "error": problem, "errors": [problem]}],
     )
     assert_still_serving(client)
     expected = check_line(data_dir, shown, problem)
@@ -243,7 +243,9 @@ def test_a_hostile_edit_keeps_the_last_good_version(data_dir, caplog, content, p
     store.refresh()
     health = client.get("/healthz")
     problem = problem.replace("'gamma'", "'alpha'")  # the slug case names the file's slug
-    assert health.json["rejectedFiles"] == [{"file": "alpha.json", "error": problem}]
+    assert health.json["rejectedFiles"] == [
+        {"file": "alpha.json", "error": problem, "errors": [problem]}
+    ]
     assert health.json["projects"] == 2
     assert_still_serving(client)
     assert "(still serving its last good version)" in caplog.text
@@ -268,7 +270,7 @@ def test_strings_of_valid_unicode_are_served_as_they_are(client, data_dir):
 def test_a_name_that_is_not_utf8_is_dropped_from_health_once_the_file_is_gone(data_dir, client):
     path = write_raw(data_dir, b"\xff.json", VALID)
     assert client.get("/healthz").json["rejectedFiles"] == [
-        {"file": "\\xff.json", "error": f"'\\xff' {SLUG_RULE}"}
+        {"file": "\\xff.json", "error": f"'\\xff' {SLUG_RULE}", "errors": [f"'\\xff' {SLUG_RULE}"]}
     ]
     os.remove(path)
     assert client.get("/healthz").json["rejectedFiles"] == []

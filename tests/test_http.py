@@ -516,7 +516,11 @@ def test_health_is_degraded_while_a_file_is_rejected_and_ok_once_fixed(data_dir,
     assert resp.status_int == 200
     assert resp.json["status"] == "degraded" and resp.json["projects"] == 2
     assert resp.json["rejectedFiles"] == [
-        {"file": "broken.json", "error": "line 1, column 11: Expecting value"}
+        {
+            "file": "broken.json",
+            "error": "line 1, column 11: Expecting value",
+            "errors": ["line 1, column 11: Expecting value"],
+        }
     ]
     assert resp.json["lastReload"].endswith("Z") and len(resp.json["lastReload"]) == 20
     os.unlink(data_dir / "broken.json")
@@ -530,7 +534,11 @@ def test_health_is_503_with_the_same_body_when_nothing_is_served(tmp_path):
     assert resp.content_type == "application/json"
     assert resp.json["status"] == "no_data" and resp.json["projects"] == 0
     assert resp.json["rejectedFiles"] == [
-        {"file": "broken.json", "error": "the file must hold a JSON object"}
+        {
+            "file": "broken.json",
+            "error": "the file must hold a JSON object",
+            "errors": ["the file must hold a JSON object"],
+        }
     ]
 
 
@@ -538,7 +546,9 @@ def test_health_names_a_vanished_directory(data_dir, client):
     data_dir.rename(data_dir.with_name("elsewhere"))
     resp = client.get("/healthz")
     assert resp.json["projects"] == 2
-    assert resp.json["rejectedFiles"] == [{"file": ".", "error": os.strerror(2)}]
+    assert resp.json["rejectedFiles"] == [
+        {"file": ".", "error": os.strerror(2), "errors": [os.strerror(2)]}
+    ]
 
 
 def test_health_says_stalled_while_a_read_hangs_and_ok_after(data_dir, monkeypatch):

@@ -67,7 +67,9 @@ def test_another_file_is_refused_without_replace_and_replaces_with_it(data_dir, 
     [old] = objects(data_dir)
     jar.write_bytes(b"other bytes")
     assert publish(data_dir, 9, "--file", str(jar)) == 1
-    assert "give --replace to replace it" in capsys.readouterr().err
+    assert "build 9 is already there with another sha256, size: give --replace" in (
+        capsys.readouterr().err
+    )
     assert objects(data_dir) == [old]  # the refused file's object is not left behind
     assert publish(data_dir, 9, "--file", str(jar), "--replace") == 0
     assert objects(data_dir) == [hashlib.sha256(b"other bytes").hexdigest()]

@@ -211,8 +211,10 @@ def assert_servable(path, data):
     try:
         project = datafile.parse_project(path, "p", data)
     except datafile.DataError as error:
-        assert str(error).startswith(path)
-        answers.encode({"file": error.name, "error": error.located()})  # what /healthz sends
+        assert all(line.startswith(path) for line in error.lines())
+        assert 1 + len(error.also) <= datafile.MAX_PROBLEMS
+        # what /healthz sends
+        answers.encode({"file": error.name, "errors": error.lines(located=True)})
         return None
     assert isinstance(project, model.Project)
     answers.encode(shapes.project_json(project))

@@ -508,7 +508,7 @@ def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
     eventually(
         lambda: (
             json.loads(request(port, "/healthz")[1])["rejectedFiles"]
-            == [{"file": ".", "error": os.strerror(2)}]
+            == [{"file": ".", "error": os.strerror(2), "errors": [os.strerror(2)]}]
         )
     )
     assert latest_number(port) == 5

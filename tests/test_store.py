@@ -8,7 +8,10 @@ import re
 import shutil
 
 import pytest
+import webtest
 
+import cli
+import server
 import store as store_module
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
@@ -262,3 +265,55 @@ def test_a_read_that_hangs_holds_up_no_other_project(data_dir, monkeypatch):
             break
         release.wait(0.05)
     assert numbers(store) == [40] and store.progress()[1] == {}
+
+
+# --- every problem of a file at once (issue 17) ----------------------------------------------
+
+
+def three_mistakes():
+    builds = [make_build(1), make_build(2), make_build(3), make_build(3)]
+    builds[0]["timestamp"] = "yesterday"
+    builds[1]["channelVersion"] = ""
+    return make_project(builds, ciJob="")
+
+
+THREE_MISTAKES = [
+    "'ciJob' must be a non-empty string",
+    "build 1 (builds[0]): 'timestamp' must be an integer",
+    "build 2 (builds[1]): 'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+    "build 3: buildNumber appears more than once",
+]
+
+
+def test_check_the_log_and_health_list_every_problem_of_a_file(data_dir, capsys, caplog):
+    write_file(data_dir / "alpha.json", three_mistakes())
+    path = data_dir / "alpha.json"
+    assert cli.main(["check", "--data", str(data_dir)]) == 1
+    assert capsys.readouterr().out.splitlines() == [f"{path}: {p}" for p in THREE_MISTAKES]
+
+    store = store_module.Store(data_dir, check_interval=0)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+        f"{path}: {p} (not served)" for p in THREE_MISTAKES
+    ]
+    [rejected] = webtest.TestApp(server.make_app(store)).get("/healthz").json["rejectedFiles"]
+    assert rejected == {"file": "alpha.json", "error": THREE_MISTAKES[0], "errors": THREE_MISTAKES}
+
+
+def test_a_file_of_many_mistakes_lists_twenty_and_counts_the_rest(data_dir, capsys):
+    write_file(
+        data_dir / "alpha.json", make_project([make_build(n, channel="") for n in range(50)])
+    )
+    assert cli.main(["check", "--data", str(data_dir)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 21 and "build 19 (builds[19])" in lines[19]
+    assert lines[20] == f"{data_dir / 'alpha.json'}: and 30 more problems, not shown"
+
+
+def test_a_refused_write_counts_the_problems_it_does_not_show(data_dir, capsys):
+    write_file(data_dir / "alpha.json", three_mistakes())
+    argv = ["yank", "alpha", "1", "--data", str(data_dir)]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"buildshelf yank: {data_dir / 'alpha.json'}: {THREE_MISTAKES[0]} (it is left as it "
+        "is: fix it by hand first; 'buildshelf check' lists its 3 other problems)\n"
+    )

@@ -189,8 +189,8 @@ def test_the_same_number_with_other_fields_needs_replace(data_dir, capsys):
     before = state(path)
     assert cli.main(publish_argv(data_dir, 5, "--experimental")) == 1
     assert capsys.readouterr().err == (
-        f"buildshelf publish: {path}: build 5: buildNumber appears more than once (build 5 is "
-        "already there with other values: give --replace to replace it)\n"
+        f"buildshelf publish: {path}: build 5 is already there with another downloadUrl, "
+        "timestamp, isExperimental, commits: give --replace to replace it (nothing written)\n"
     )
     assert state(path) == before
     assert cli.main(publish_argv(data_dir, 5, "--experimental", "--replace")) == 0
