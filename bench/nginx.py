@@ -204,6 +204,10 @@ def check_unit(work, checks):
     with open(root + program, "w") as f:
         f.write("#!/bin/sh\n")
     os.chmod(root + program, 0o755)
+    os.makedirs(os.path.join(root, "etc/buildshelf"))  # the unit's EnvironmentFile
+    shutil.copy(
+        os.path.join(ROOT, "deploy", "buildshelf.env"), os.path.join(root, "etc/buildshelf")
+    )
     out = subprocess.run(
         ["systemd-analyze", f"--root={root}", "verify", os.path.basename(UNIT)],
         capture_output=True,

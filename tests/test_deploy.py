@@ -41,7 +41,10 @@ def unit_value(key):
 
 
 def unit_environment():
-    return dict(value.split("=", 1) for name, value in unit_settings() if name == "Environment")
+    """The settings the unit runs with: its EnvironmentFile, deploy/buildshelf.env."""
+    assert unit_value("EnvironmentFile") == "/etc/buildshelf/buildshelf.env"
+    lines = read("deploy", "buildshelf.env").splitlines()
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
 def test_systemd_waits_longer_than_the_server_drains():
