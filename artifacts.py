@@ -173,7 +173,8 @@ def objects(store: str) -> dict[str, int]:
 
 
 def remove_unused(store: str, used: set[str]) -> list[str]:
-    """Delete every object whose sha256 is not in `used`; return their sha256s, sorted.
+    """Delete every object whose sha256 is not in `used`; return their sha256s, sorted. One
+    that cannot be deleted stays where it is.
 
     The caller keeps writers out meanwhile: an object stored while this runs, and not in
     `used`, may be deleted.
@@ -185,13 +186,17 @@ def remove_unused(store: str, used: set[str]) -> list[str]:
         path = object_path(store, sha256)
         try:
             os.unlink(path)
-        except FileNotFoundError:  # removed meanwhile by someone else
+        except OSError:
+            # Removed meanwhile by someone else, or a store that is read-only or not ours to
+            # change: an unused object costs only space, and `check` lists it.
             continue
         removed.append(sha256)
         directories.add(os.path.dirname(path))
-    # So that the deletions survive a crash, as the renames that made the objects do.
+    # So that the deletions survive a crash, as the renames that made the objects do; one
+    # that does not survive leaves an unused object again, nothing worse.
     for directory in sorted(directories):
-        _fsync_directory(directory)
+        with suppress(OSError):
+            _fsync_directory(directory)
     return removed
 
 

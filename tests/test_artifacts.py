@@ -488,3 +488,19 @@ def test_remove_unused_deletes_exactly_the_unused(tmp_path, store):
     assert artifacts.remove_unused(store, {kept.sha256}) == []
     assert artifacts.remove_unused(store, set()) == [kept.sha256]
     assert artifacts.objects(store) == {}
+
+
+def test_remove_unused_leaves_an_object_it_cannot_delete(tmp_path, store, monkeypatch):
+    # A read-only store, or one owned by another user: what can go, goes; no exception
+    # reaches a command that has already written its project file.
+    a, b = (artifacts.store_file(store, write(tmp_path / n, n.encode())) for n in ["a", "b"])
+    unlink = os.unlink
+
+    def refused_for_a(path):
+        if path == a.path:
+            raise OSError(30, "Read-only file system", path)
+        unlink(path)
+
+    monkeypatch.setattr(artifacts.os, "unlink", refused_for_a)
+    assert artifacts.remove_unused(store, set()) == [b.sha256]
+    assert artifacts.objects(store) == {a.sha256: 1}
