@@ -2,9 +2,10 @@
 that identical bytes are stored once and an object, once written, never changes.
 
 An object lives at `<store>/<sha256[:2]>/<sha256>` (lowercase hex). It is written as a data
-file is (writer.py): copied to a hidden temporary file in the store, hashed while copying,
-fsynced, renamed to its place, and the directory fsynced. A writer killed at any point leaves
-no object or a whole one, and at most a temporary file that a later writer removes.
+file is (writer.py): copied from a file or a download to a hidden temporary file in the store,
+hashed while copying, fsynced, renamed to its place, and the directory fsynced. A writer killed
+at any point leaves no object or a whole one, and at most a temporary file that a later writer
+removes.
 """
 
 import errno
@@ -14,7 +15,7 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
@@ -93,9 +94,28 @@ def store_file(
     _remove_stale_temp_files(store)
     fd = _open_source(source, max_bytes)
     try:
-        return _store(store, source, fd, max_bytes, expected)
+        return _store(store, source, _file_reader(fd, source), max_bytes, expected)
     finally:
         os.close(fd)
+
+
+def store_stream(
+    store: str,
+    read: Callable[[], bytes],
+    source: str,
+    max_bytes: int = MAX_BYTES_DEFAULT,
+    size: int | None = None,
+) -> Stored:
+    """Store the bytes `read()` returns, chunk by chunk until b"", as an object: a download.
+
+    `read` raises Refused to give up (a connection cut, a timeout); `source` names the bytes
+    in messages; `size`, when announced, is held to `max_bytes` before anything is written.
+    Refused, with nothing left behind, as store_file is.
+    """
+    if size is not None and size > max_bytes:
+        raise _too_large(source, max_bytes)
+    _remove_stale_temp_files(store)
+    return _store(store, source, read, max_bytes, None)
 
 
 def verify(store: str, sha256: str, size: int) -> str | None:
@@ -240,7 +260,17 @@ def _too_large(source, max_bytes):
     )
 
 
-def _store(store, source, fd, max_bytes, expected):
+def _file_reader(fd, source):
+    def read():
+        try:
+            return os.read(fd, CHUNK_BYTES)
+        except OSError as error:
+            raise Refused(f"cannot read {source}: {error.strerror} (nothing was stored)") from None
+
+    return read
+
+
+def _store(store, source, read, max_bytes, expected):
     try:
         _make_directories(store)
         out, tmp = tempfile.mkstemp(dir=store, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
@@ -248,7 +278,7 @@ def _store(store, source, fd, max_bytes, expected):
         raise _cannot_store(source, store, error) from None
     try:
         try:
-            sha256, size = _copy(fd, out, source, max_bytes)
+            sha256, size = _copy(read, out, source, max_bytes)
             os.fchmod(out, OBJECT_MODE)
             os.fsync(out)
         finally:
@@ -285,18 +315,15 @@ def _cannot_store(source, store, error):
     return Refused(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
 
 
-def _copy(source_fd, out, source, max_bytes):
+def _copy(read, out, source, max_bytes):
     """Copy in chunks, hashing as it goes: memory stays bounded at any size."""
     digest, size = hashlib.sha256(), 0
     while True:
-        try:
-            chunk = os.read(source_fd, CHUNK_BYTES)
-        except OSError as error:
-            raise Refused(f"cannot read {source}: {error.strerror} (nothing was stored)") from None
+        chunk = read()
         if not chunk:
             return digest.hexdigest(), size
         size += len(chunk)
-        if size > max_bytes:  # again: the file may have grown since its fstat
+        if size > max_bytes:  # again: a file may grow after its fstat, a download not say
             raise _too_large(source, max_bytes)
         digest.update(chunk)
         view = memoryview(chunk)
