@@ -16,6 +16,7 @@ import time
 import accesslog
 import artifacts
 import jenkins
+import mirror
 import server
 import settings
 import store
@@ -86,6 +87,16 @@ def _regex(value):
 # --- the parser ----------------------------------------------------------------------------------
 
 
+def _max_file_mb(parser, what):
+    parser.add_argument(
+        "--max-file-mb",
+        type=settings.number_in(1, 1 << 20),
+        default=artifacts.MAX_BYTES_DEFAULT >> 20,
+        metavar="MB",
+        help=f"the largest {what}, in MiB (default: %(default)s)",
+    )
+
+
 def make_parser():
     serve_options, data_option = settings.options(serve=True), settings.options(serve=False)
     parser = argparse.ArgumentParser(
@@ -151,13 +162,7 @@ def make_parser():
     sub.add_argument(
         "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
     )
-    sub.add_argument(
-        "--max-file-mb",
-        type=settings.number_in(1, 1 << 20),
-        default=artifacts.MAX_BYTES_DEFAULT >> 20,
-        metavar="MB",
-        help="the largest --file kept (default: %(default)s)",
-    )
+    _max_file_mb(sub, "--file kept")
     sub.add_argument(
         "--url", metavar="URL", help="address of its job run (default: the project's ciJobUrl + N/)"
     )
@@ -224,12 +229,19 @@ def make_parser():
         type=_seconds,
         default=30.0,
         metavar="S",
-        help="seconds to wait for Jenkins (default: 30)",
+        help="seconds to wait for each answer and read from Jenkins (default: 30)",
     )
+    sub.add_argument(
+        "--mirror",
+        action="store_true",
+        help="download each build added into the artifact store (see --artifacts), so that "
+        "it outlives Jenkins' retention; a build whose download fails is skipped",
+    )
+    _max_file_mb(sub, "artifact --mirror keeps")
     sub.add_argument(
         "--dry-run",
         action="store_true",
-        help="print what would be added and skipped, and why; write nothing",
+        help="print what would be added (and downloaded) and skipped, and why; write nothing",
     )
     return parser
 
@@ -365,19 +377,35 @@ def import_jenkins(args):
     builds = jenkins.parse_job(data, source)
     selections = []
 
+    def select(doc):
+        return jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
+
     def new_builds(doc):
-        selections.append(
-            jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
-        )
+        selections.append(select(doc))
         return selections[-1].added
 
-    writer.add_builds(args.data, args.slug, new_builds, dry_run=args.dry_run)
+    if args.mirror:
+        selections.append(
+            mirror.add_builds(
+                args.data,
+                args.slug,
+                select,
+                args.artifacts,
+                args.max_file_mb << 20,
+                args.timeout,
+                dry_run=args.dry_run,
+            )
+        )
+    else:
+        writer.add_builds(args.data, args.slug, new_builds, dry_run=args.dry_run)
     added, skipped, present = selections[-1]
     add, skip = ("would add", "would skip") if args.dry_run else ("added", "skipped")
     for build in added:
         print(
             f"{add} build {build['buildNumber']}: channel {build['channelVersion']}"
             + (", experimental" if build["isExperimental"] else "")
+            + (f", kept as {build['file']} ({build['size']} bytes)" if "file" in build else "")
+            + (f", downloading {build['downloadUrl']}" if args.mirror and args.dry_run else "")
         )
     for which, reason in skipped:
         print(f"{skip} {which}: {reason}")

@@ -1,16 +1,25 @@
 """import-jenkins: a Jenkins job's remote API JSON (freestyle and pipeline fixtures in
 tests/jenkins_jobs/) merged into a project's file, from a file or over HTTP."""
 
+import errno
+import fcntl
+import hashlib
 import http.server
 import json
 import os
 import socket
 import threading
+import time
+from contextlib import suppress
+from typing import NamedTuple
 
 import pytest
+import webtest
 
 import cli
 import jenkins
+import mirror as mirror_module
+import server
 import store as store_module
 import writer
 
@@ -283,18 +292,29 @@ def test_a_missing_file_or_project_is_refused(project, capsys):
 # --- over HTTP ----------------------------------------------------------------------------------
 
 
+class FakeJenkins(NamedTuple):
+    base: str  # http://127.0.0.1:PORT
+    paths: list  # the paths asked for, in order
+    routes: dict  # path -> bytes to answer 200 with, or a function of the request handler
+    release: threading.Event  # set at the end: a handler that stalls waits for it
+
+
 @pytest.fixture
 def fake_jenkins():
-    """A Jenkins on 127.0.0.1 serving the freestyle fixture at /job/Alpha/api/json."""
-    paths = []
+    """A Jenkins on 127.0.0.1 serving the freestyle fixture at /job/Alpha/api/json, and what a
+    test puts in `routes`."""
+    paths, routes, release = [], {}, threading.Event()
     with open(FREESTYLE, "rb") as f:
         freestyle = f.read()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             paths.append(self.path)
-            if self.path.startswith("/job/Alpha/api/json"):
-                body = freestyle
+            route = routes.get(self.path)
+            if callable(route):
+                return route(self)
+            if route is not None or self.path.startswith("/job/Alpha/api/json"):
+                body = freestyle if route is None else route
                 self.send_response(200)
             else:
                 body = b"<html>Not found</html>"
@@ -306,24 +326,26 @@ def fake_jenkins():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.fake = FakeJenkins(f"http://127.0.0.1:{httpd.server_address[1]}", paths, routes, release)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", paths
-    server.shutdown()
-    server.server_close()
+    yield httpd.fake
+    release.set()
+    httpd.shutdown()
+    httpd.server_close()
     thread.join()
 
 
 def test_the_job_is_fetched_from_its_url(project, fake_jenkins):
-    base, paths = fake_jenkins
+    base, paths = fake_jenkins.base, fake_jenkins.paths
     assert run(project.parent, "--job-url", base + "/job/Alpha/") == 0
     assert builds_in(project) == FREESTYLE_BUILDS
     assert paths == ["/job/Alpha/api/json?tree=" + jenkins.quote(jenkins.TREE, safe="")]
 
 
 def test_an_http_error_is_refused(project, fake_jenkins, capsys):
-    base, _ = fake_jenkins
+    base = fake_jenkins.base
     assert run(project.parent, "--job-url", base + "/job/Nope/") == 1
     url = f"{base}/job/Nope/api/json?tree=" + jenkins.quote(jenkins.TREE, safe="")
     assert capsys.readouterr().err == f"buildshelf import-jenkins: {url} answered 404 Not Found\n"
@@ -366,3 +388,295 @@ def test_a_dry_run_takes_no_lock_and_writes_nothing(project):
     before = sorted(os.listdir(project.parent)), project.read_bytes()
     assert run(project.parent, "--job-json", FREESTYLE, "--dry-run") == 0
     assert (sorted(os.listdir(project.parent)), project.read_bytes()) == before
+
+
+# --- --mirror: each build's artifact kept in the artifact store -------------------------------
+
+A21 = "/job/Alpha/21/artifact/build/libs/alpha-1.21.4-21.jar"
+A25 = "/job/Alpha/25/artifact/build/libs/alpha-1.21.5-25.jar"
+JAR21, JAR25 = b"PK\x03\x04 twenty-one " * 3000, b"PK\x03\x04 twenty-five " * 5000
+NAME_RULE = (  # build 20's artifact, with a space
+    "'alpha 1.21.4.jar' is not a valid file name: a file name must be ASCII letters, digits "
+    "and . _ + -, not start with a dot, and be at most 200 characters"
+)
+
+
+@pytest.fixture
+def mirrored_job(fake_jenkins, tmp_path):
+    """The freestyle job's JSON, saved, with its builds on the fake Jenkins, which serves the
+    jars of builds 21 and 25."""
+    fake_jenkins.routes.update({A21: JAR21, A25: JAR25})
+    with open(FREESTYLE, "rb") as f:
+        job = f.read().replace(b"https://ci.example.org", fake_jenkins.base.encode())
+    (tmp_path / "job.json").write_bytes(job)
+    return tmp_path / "job.json"
+
+
+def mirror(data_dir, job, *argv):
+    return run(data_dir, "--job-json", str(job), "--mirror", "--timeout", "0.5", *argv)
+
+
+def store_files(store_dir):
+    """Every file in the artifact store, temporary ones too, by path inside it."""
+    return sorted(str(p.relative_to(store_dir)) for p in store_dir.rglob("*") if p.is_file())
+
+
+def object_of(body):
+    sha = hashlib.sha256(body).hexdigest()
+    return f"{sha[:2]}/{sha}"
+
+
+def kept(build, base, body, name):
+    """A FREESTYLE_BUILDS build as --mirror keeps it from the fake Jenkins at `base`."""
+    fields = {key: value for key, value in build.items() if key != "downloadUrl"}
+    fields["url"] = fields["url"].replace("https://ci.example.org", base)
+    return dict(fields, sha256=hashlib.sha256(body).hexdigest(), size=len(body), file=name)
+
+
+MIRROR_SKIPPED = [
+    *(line.replace("build", "skipped build", 1) for line in FREESTYLE_SKIPPED),
+    f"skipped build 20: {NAME_RULE}",
+]
+
+
+def test_mirror_keeps_each_build_added_as_publish_file_does(
+    project, mirrored_job, fake_jenkins, capsys
+):
+    data_dir, base = project.parent, fake_jenkins.base
+    assert mirror(data_dir, mirrored_job) == 0
+    assert builds_in(project) == [
+        kept(FREESTYLE_BUILDS[1], base, JAR21, "alpha-1.21.4-21.jar"),
+        kept(FREESTYLE_BUILDS[2], base, JAR25, "alpha-1.21.5-25.jar"),
+    ]
+    assert capsys.readouterr().out.splitlines() == [
+        f"added build 25: channel 1.21.5, experimental, kept as alpha-1.21.5-25.jar "
+        f"({len(JAR25)} bytes)",
+        f"added build 21: channel 1.21.4, kept as alpha-1.21.4-21.jar ({len(JAR21)} bytes)",
+        *MIRROR_SKIPPED,
+        "canvas: added 2, skipped 7, 0 already there",
+    ]
+    store_dir = data_dir / "artifacts"
+    assert store_files(store_dir) == sorted([object_of(JAR21), object_of(JAR25)])
+    assert (store_dir / object_of(JAR25)).read_bytes() == JAR25
+    # Served as any kept file, and check finds every object whole and used.
+    client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    latest = client.get("/api/v2/builds/latest?project=canvas&experimental=true").json
+    assert latest["sha256"] == hashlib.sha256(JAR25).hexdigest()
+    assert client.get(latest["downloadUrl"].removeprefix("http://127.0.0.1:8080")).body == JAR25
+    assert cli.main(["check", "--data", str(data_dir), "--verify"]) == 0
+    assert "unused" not in capsys.readouterr().out
+
+
+def test_mirror_downloads_before_taking_the_lock(project, mirrored_job, fake_jenkins):
+    free = []
+
+    def lock_is_free(handler):
+        fd = os.open(project.parent / writer.LOCK_NAME, os.O_RDONLY | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free.append(True)
+        except BlockingIOError:
+            free.append(False)
+        finally:
+            os.close(fd)
+        answer(JAR25)(handler)
+
+    fake_jenkins.routes[A25] = lock_is_free
+    assert mirror(project.parent, mirrored_job) == 0
+    assert free == [True] and len(builds_in(project)) == 2
+
+
+def test_a_second_run_downloads_nothing_and_a_dry_run_nothing_at_all(
+    project, mirrored_job, fake_jenkins, capsys
+):
+    data_dir, base = project.parent, fake_jenkins.base
+    assert mirror(data_dir, mirrored_job, "--dry-run") == 0
+    assert fake_jenkins.paths == [] and not (data_dir / "artifacts").exists()
+    assert builds_in(project) == []
+    assert capsys.readouterr().out.splitlines() == [
+        f"would add build 25: channel 1.21.5, experimental, downloading {base}{A25}",
+        f"would add build 21: channel 1.21.4, downloading {base}{A21}",
+        *(line.replace("skipped", "would skip", 1) for line in MIRROR_SKIPPED),
+        "canvas: would add 2, would skip 7, 0 already there",
+    ]
+    assert mirror(data_dir, mirrored_job) == 0
+    assert sorted(fake_jenkins.paths) == [A21, A25]
+    before = project.read_bytes(), store_files(data_dir / "artifacts")
+    fake_jenkins.paths.clear()
+    capsys.readouterr()
+    assert mirror(data_dir, mirrored_job) == 0
+    assert fake_jenkins.paths == []
+    assert (project.read_bytes(), store_files(data_dir / "artifacts")) == before
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "canvas: added 0, skipped 7, 2 already there"
+    )
+
+
+def test_the_store_and_the_limit_are_those_of_publish(project, mirrored_job, tmp_path, monkeypatch):
+    monkeypatch.setenv("BUILDSHELF_ARTIFACTS", str(tmp_path / "elsewhere"))
+    assert mirror(project.parent, mirrored_job, "--max-file-mb", "1") == 0
+    assert store_files(tmp_path / "elsewhere") == sorted([object_of(JAR21), object_of(JAR25)])
+
+
+def answer(body, *headers, length=None, then=None):
+    """A route's handler: `body` with these headers and a Content-Length (`length`, if it is
+    not len(body); False: none), then `then(handler)`."""
+
+    def handle(handler):
+        handler.send_response(200)
+        for header in headers:
+            handler.send_header(*header)
+        if length is not False:
+            handler.send_header("Content-Length", str(len(body) if length is None else length))
+        handler.end_headers()
+        handler.wfile.write(body)
+        handler.wfile.flush()
+        if then is not None:
+            then(handler)
+
+    return handle
+
+
+def stall(handler):
+    handler.server.fake.release.wait(10)
+
+
+def drip(handler):
+    """A byte each 10 ms, for 3 s at most: then the body ends short."""
+    deadline = time.monotonic() + 3
+    with suppress(OSError):  # the client gave up: what this test wants
+        while time.monotonic() < deadline:
+            handler.wfile.write(b"x")
+            handler.wfile.flush()
+            time.sleep(0.01)
+
+
+def chunked_cut_short(handler):
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+
+
+def redirect(location):
+    def handle(handler):
+        handler.send_response(302)
+        handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    return handle
+
+
+OVER = b"x" * ((1 << 20) + 1)
+TOO_LARGE = "{url} is larger than 1 MiB: give --max-file-mb to raise the limit (nothing was stored)"
+
+
+@pytest.mark.parametrize(
+    "route, reason",
+    [
+        pytest.param(None, "{url} answered 404 Not Found", id="404"),
+        pytest.param(stall, "no answer from {url} within 0.5 s", id="silent"),
+        pytest.param(
+            answer(b"PK", length=1000, then=stall), "{url} sent nothing for 0.5 s", id="stalled"
+        ),
+        pytest.param(
+            answer(b"PK" * 5, length=1000),
+            "{url} was cut short: 10 of its 1000 bytes came",
+            id="cut short",
+        ),
+        pytest.param(chunked_cut_short, "{url} was cut short after 5 bytes", id="chunked cut"),
+        pytest.param(answer(b"", length=100_000, then=drip), "{url} is too slow: ", id="crawling"),
+        pytest.param(answer(OVER), TOO_LARGE, id="over the limit"),
+        pytest.param(answer(OVER, length=False), TOO_LARGE, id="over the limit, unannounced"),
+        pytest.param(
+            answer(JAR21, ("Content-Encoding", "gzip")),
+            "{url} sent its file encoded (gzip), not as it is",
+            id="encoded",
+        ),
+        pytest.param(
+            redirect("ftp://127.0.0.1/a.jar"),
+            "{url} redirects to 'ftp://127.0.0.1/a.jar', not an http(s) address",
+            id="redirect to ftp",
+        ),
+    ],
+)
+def test_a_failed_download_skips_only_its_build_and_leaves_nothing(
+    project, mirrored_job, fake_jenkins, capsys, route, reason
+):
+    fake_jenkins.routes[A21] = route
+    if route is None:
+        del fake_jenkins.routes[A21]
+    data_dir = project.parent
+    assert mirror(data_dir, mirrored_job, "--max-file-mb", "1") == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    out = capsys.readouterr().out.splitlines()
+    [line] = [line for line in out if line.startswith("skipped build 21: ")]
+    assert line.startswith("skipped build 21: " + reason.format(url=fake_jenkins.base + A21))
+    assert out[-1] == "canvas: added 1, skipped 8, 0 already there"
+    assert store_files(data_dir / "artifacts") == [object_of(JAR25)]
+
+
+def test_a_refused_connection_skips_only_its_build(project, mirrored_job, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: nothing listens there
+    job = json.loads(mirrored_job.read_text())
+    [build] = [b for b in job["allBuilds"] if b["number"] == 21]
+    build["url"] = closed + "/job/Alpha/21/"
+    mirrored_job.write_text(json.dumps(job))
+    assert mirror(project.parent, mirrored_job) == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    assert (
+        f"skipped build 21: cannot reach {closed}{A21}: [Errno 111] Connection refused"
+        in capsys.readouterr().out.splitlines()
+    )
+    assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
+
+
+def test_a_failed_write_leaves_no_object_behind(project, mirrored_job, monkeypatch, capsys):
+    def full_disk(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "replace_file", full_disk)
+    before = project.read_bytes()
+    assert mirror(project.parent, mirrored_job) == 1
+    assert capsys.readouterr().err == (
+        f"buildshelf import-jenkins: cannot write {project}: No space left on device "
+        "(the file is as it was)\n"
+    )
+    assert project.read_bytes() == before
+    assert store_files(project.parent / "artifacts") == []
+
+
+def test_an_interrupted_mirror_leaves_no_object_behind(project, mirrored_job, monkeypatch):
+    downloaded = []
+
+    def interrupted(url, *args):
+        if downloaded:
+            raise KeyboardInterrupt
+        downloaded.append(real_download(url, *args))
+        return downloaded[-1]
+
+    real_download = mirror_module.download
+    monkeypatch.setattr(mirror_module, "download", interrupted)
+    before = project.read_bytes()
+    assert mirror(project.parent, mirrored_job) == 130
+    assert len(downloaded) == 1 and project.read_bytes() == before
+    assert store_files(project.parent / "artifacts") == []
+
+
+def test_an_object_removed_before_the_lock_skips_its_build(
+    project, mirrored_job, monkeypatch, capsys
+):
+    def then_removed(url, *args):
+        stored = real_download(url, *args)
+        if url.endswith(A21):  # as a yank elsewhere, removing unused objects, would
+            os.unlink(stored.path)
+        return stored
+
+    real_download = mirror_module.download
+    monkeypatch.setattr(mirror_module, "download", then_removed)
+    assert mirror(project.parent, mirrored_job) == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    assert "skipped build 21: its downloaded file is missing: run again" in (
+        capsys.readouterr().out.splitlines()
+    )
+    assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
