@@ -15,8 +15,8 @@ import time
 
 import accesslog
 import artifacts
-import jenkins
-import mirror
+import jenkins_job
+import jenkins_mirror
 import server
 import settings
 import store
@@ -215,7 +215,7 @@ def make_parser():
         type=_regex,
         metavar="REGEX",
         help="the artifact whose "
-        f"relativePath this matches (default: {jenkins.DEFAULT_ARTIFACT_RULE})",
+        f"relativePath this matches (default: {jenkins_job.DEFAULT_ARTIFACT_RULE})",
     )
     sub.add_argument(
         "--experimental-pattern",
@@ -238,6 +238,12 @@ def make_parser():
         "it outlives Jenkins' retention; a build whose download fails is skipped",
     )
     _max_file_mb(sub, "artifact --mirror keeps")
+    sub.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list the builds skipped (unfinished, unsuccessful, not matching) and why, "
+        "and the counts; without it, a run that adds nothing and fails nothing prints nothing",
+    )
     sub.add_argument(
         "--dry-run",
         action="store_true",
@@ -267,7 +273,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return args.func(args)
-    except (writer.Refused, jenkins.JenkinsError) as refused:
+    except (writer.Refused, jenkins_job.JenkinsError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -368,17 +374,17 @@ def yank(args):
 
 def import_jenkins(args):
     if args.job_json is not None:
-        data, source = jenkins.read_job_file(args.job_json), args.job_json
+        data, source = jenkins_job.read_job_file(args.job_json), args.job_json
     else:  # fetched before the lock is taken: other writers need not wait for Jenkins
         data, source = (
-            jenkins.fetch_job(args.job_url, args.timeout),
-            jenkins.api_url(args.job_url),
+            jenkins_job.fetch_job(args.job_url, args.timeout),
+            jenkins_job.api_url(args.job_url),
         )
-    builds = jenkins.parse_job(data, source)
+    builds = jenkins_job.parse_job(data, source)
     selections = []
 
     def select(doc):
-        return jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
+        return jenkins_job.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
 
     def new_builds(doc):
         selections.append(select(doc))
@@ -386,7 +392,7 @@ def import_jenkins(args):
 
     if args.mirror:
         selections.append(
-            mirror.add_builds(
+            jenkins_mirror.add_builds(
                 args.data,
                 args.slug,
                 select,
@@ -398,8 +404,11 @@ def import_jenkins(args):
         )
     else:
         writer.add_builds(args.data, args.slug, new_builds, dry_run=args.dry_run)
-    added, skipped, present = selections[-1]
-    add, skip = ("would add", "would skip") if args.dry_run else ("added", "skipped")
+    added, failed, skipped, present = selections[-1]
+    # cron mails what a job prints: a run that finds nothing new prints nothing.
+    verbose = args.verbose or args.dry_run
+    add, fail, skip = ("would add", "would fail", "would skip") if args.dry_run else (
+        "added", "failed", "skipped")  # fmt: skip
     for build in added:
         print(
             f"{add} build {build['buildNumber']}: channel {build['channelVersion']}"
@@ -407,9 +416,17 @@ def import_jenkins(args):
             + (f", kept as {build['file']} ({build['size']} bytes)" if "file" in build else "")
             + (f", downloading {build['downloadUrl']}" if args.mirror and args.dry_run else "")
         )
-    for which, reason in skipped:
-        print(f"{skip} {which}: {reason}")
-    print(f"{args.slug}: {add} {len(added)}, {skip} {len(skipped)}, {present} already there")
+    for which, reason in failed:
+        print(f"{fail} {which}: {reason}")
+    if verbose:
+        for which, reason in skipped:
+            print(f"{skip} {which}: {reason}")
+        print(
+            f"{args.slug}: {add} {len(added)}, {fail} {len(failed)}, {skip} {len(skipped)}, "
+            f"{present} already there"
+        )
+    elif skipped and not (added or failed or present):
+        print(f"{args.slug}: none of the job's builds is for it: --verbose says why of each")
     return 0
 
 

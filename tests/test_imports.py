@@ -2,7 +2,9 @@
 imports the command line but the command line itself."""
 
 import ast
+import configparser
 import os
+import sys
 
 from helpers import ROOT
 
@@ -49,3 +51,17 @@ def test_only_the_command_line_imports_the_command_line():
 
 def test_the_graph_is_read():
     assert {"datafile", "model"} <= GRAPH["store"] and "server" in GRAPH["cli"]
+
+
+# Top-level modules of well-known packages a box may have beside Buildshelf: installed at the
+# top of site-packages, a module of ours by one of these names would hide theirs, or be hidden.
+KNOWN_ELSEWHERE = {"jenkins", "mirror", "yaml", "requests", "six", "attr", "jwt", "git",
+                   "docker", "boto3", "click", "flask", "jinja2", "markdown", "toml"}  # fmt: skip
+
+
+def test_no_module_takes_a_name_the_standard_library_or_a_known_package_has():
+    installed = configparser.ConfigParser()
+    installed.read(os.path.join(ROOT, "setup.cfg"), encoding="utf-8")
+    modules = set(installed.get("options", "py_modules").split())
+    assert modules == MODULES  # every module is installed, and nothing else
+    assert modules & (sys.stdlib_module_names | KNOWN_ELSEWHERE) == set()

@@ -17,8 +17,8 @@ import pytest
 import webtest
 
 import cli
-import jenkins
-import mirror as mirror_module
+import jenkins_job as jenkins
+import jenkins_mirror
 import server
 import store as store_module
 import writer
@@ -91,20 +91,20 @@ FREESTYLE_SKIPPED = [
 
 
 def test_a_freestyle_job_adds_its_successful_builds(project, capsys):
-    assert run(project.parent, "--job-json", FREESTYLE) == 0
+    assert run(project.parent, "--job-json", FREESTYLE, "--verbose") == 0
     assert builds_in(project) == FREESTYLE_BUILDS
     assert capsys.readouterr().out.splitlines() == [
         "added build 25: channel 1.21.5, experimental",
         "added build 21: channel 1.21.4",
         "added build 20: channel 1.21.4",
         *(line.replace("build", "skipped build", 1) for line in FREESTYLE_SKIPPED),
-        "canvas: added 3, skipped 6, 0 already there",
+        "canvas: added 3, failed 0, skipped 6, 0 already there",
     ]
     assert store_module.check_directory(project.parent) == []
 
 
 def test_a_pipeline_job_reads_its_change_sets(project, capsys):
-    assert run(project.parent, "--job-json", PIPELINE) == 0
+    assert run(project.parent, "--job-json", PIPELINE, "--verbose") == 0
     pipeline = "https://ci.example.org/job/Alpha-pipeline/"
     assert builds_in(project) == [
         {
@@ -133,18 +133,37 @@ def test_a_pipeline_job_reads_its_change_sets(project, capsys):
     assert capsys.readouterr().out.splitlines()[-3:] == [
         "skipped build 43: still building",
         "skipped build 42: result FAILURE",
-        "canvas: added 2, skipped 2, 0 already there",
+        "canvas: added 2, failed 0, skipped 2, 0 already there",
     ]
 
 
-def test_a_second_run_adds_nothing_and_writes_nothing(project, capsys):
+def test_a_run_prints_what_it_added_and_nothing_else(project, capsys):
+    assert run(project.parent, "--job-json", FREESTYLE) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "added build 25: channel 1.21.5, experimental",
+        "added build 21: channel 1.21.4",
+        "added build 20: channel 1.21.4",
+    ]
+
+
+def test_a_second_run_adds_nothing_writes_nothing_and_says_nothing(project, capsys):
     assert run(project.parent, "--job-json", FREESTYLE) == 0
     before = project.read_bytes(), os.stat(project).st_mtime_ns
     capsys.readouterr()
     assert run(project.parent, "--job-json", FREESTYLE) == 0
     assert (project.read_bytes(), os.stat(project).st_mtime_ns) == before
+    assert capsys.readouterr() == ("", "")  # so cron mails nothing
+    assert run(project.parent, "--job-json", FREESTYLE, "--verbose") == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "canvas: added 0, skipped 6, 3 already there"
+        "canvas: added 0, failed 0, skipped 6, 3 already there"
+    )
+
+
+def test_a_job_none_of_whose_builds_is_for_the_project_says_so(project, capsys):
+    pattern = r"no-such\.jar$"
+    assert run(project.parent, "--job-json", FREESTYLE, "--artifact", pattern) == 0
+    assert capsys.readouterr().out == (
+        "canvas: none of the job's builds is for it: --verbose says why of each\n"
     )
 
 
@@ -164,7 +183,7 @@ def test_dry_run_says_what_and_why_and_writes_nothing(project, capsys):
         "would add build 21: channel 1.21.4",
         "would add build 20: channel 1.21.4",
         *(line.replace("build", "would skip build", 1) for line in FREESTYLE_SKIPPED),
-        "canvas: would add 3, would skip 6, 0 already there",
+        "canvas: would add 3, would fail 0, would skip 6, 0 already there",
     ]
 
 
@@ -194,7 +213,7 @@ def test_the_artifact_and_experimental_patterns(project):
     ]
 
 
-def test_a_build_the_server_would_refuse_is_skipped_with_its_reason(project, tmp_path, capsys):
+def test_a_build_the_server_would_refuse_fails_with_its_reason(project, tmp_path, capsys):
     job = {
         "allBuilds": [
             {
@@ -228,15 +247,20 @@ def test_a_build_the_server_would_refuse_is_skipped_with_its_reason(project, tmp
         ]
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    assert run(project.parent, "--job-json", str(tmp_path / "job.json")) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        "skipped build 5: 'channelVersion' must be a non-empty string of letters, digits and "
+    failed = [
+        "failed build 5: 'channelVersion' must be a non-empty string of letters, digits and "
         ". _ + -",
-        "skipped build 6: commits[0]: 'hash' must be a string of hexadecimal digits",
+        "failed build 6: commits[0]: 'hash' must be a string of hexadecimal digits",
+        "failed build 8: 'timestamp' must be an integer",
+    ]
+    assert run(project.parent, "--job-json", str(tmp_path / "job.json")) == 0
+    assert capsys.readouterr().out.splitlines() == failed  # every run: someone should look
+    assert run(project.parent, "--job-json", str(tmp_path / "job.json"), "--verbose") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        *failed,
         "skipped allBuilds[2]: no build number",
         "skipped allBuilds[3]: no build number",
-        "skipped build 8: 'timestamp' must be an integer",
-        "canvas: added 0, skipped 5, 0 already there",
+        "canvas: added 0, failed 3, skipped 2, 0 already there",
     ]
     assert builds_in(project) == []
 
@@ -443,7 +467,7 @@ def test_mirror_keeps_each_build_added_as_publish_file_does(
     project, mirrored_job, fake_jenkins, capsys
 ):
     data_dir, base = project.parent, fake_jenkins.base
-    assert mirror(data_dir, mirrored_job) == 0
+    assert mirror(data_dir, mirrored_job, "--verbose") == 0
     assert builds_in(project) == [
         kept(FREESTYLE_BUILDS[1], base, JAR21, "alpha-1.21.4-21.jar"),
         kept(FREESTYLE_BUILDS[2], base, JAR25, "alpha-1.21.5-25.jar"),
@@ -453,7 +477,7 @@ def test_mirror_keeps_each_build_added_as_publish_file_does(
         f"({len(JAR25)} bytes)",
         f"added build 21: channel 1.21.4, kept as alpha-1.21.4-21.jar ({len(JAR21)} bytes)",
         *MIRROR_SKIPPED,
-        "canvas: added 2, skipped 7, 0 already there",
+        "canvas: added 2, failed 0, skipped 7, 0 already there",
     ]
     store_dir = data_dir / "artifacts"
     assert store_files(store_dir) == sorted([object_of(JAR21), object_of(JAR25)])
@@ -497,7 +521,7 @@ def test_a_second_run_downloads_nothing_and_a_dry_run_nothing_at_all(
         f"would add build 25: channel 1.21.5, experimental, downloading {base}{A25}",
         f"would add build 21: channel 1.21.4, downloading {base}{A21}",
         *(line.replace("skipped", "would skip", 1) for line in MIRROR_SKIPPED),
-        "canvas: would add 2, would skip 7, 0 already there",
+        "canvas: would add 2, would fail 0, would skip 7, 0 already there",
     ]
     assert mirror(data_dir, mirrored_job) == 0
     assert sorted(fake_jenkins.paths) == [A21, A25]
@@ -507,9 +531,7 @@ def test_a_second_run_downloads_nothing_and_a_dry_run_nothing_at_all(
     assert mirror(data_dir, mirrored_job) == 0
     assert fake_jenkins.paths == []
     assert (project.read_bytes(), store_files(data_dir / "artifacts")) == before
-    assert capsys.readouterr().out.splitlines()[-1] == (
-        "canvas: added 0, skipped 7, 2 already there"
-    )
+    assert capsys.readouterr().out == ""
 
 
 def test_the_store_and_the_limit_are_those_of_publish(project, mirrored_job, tmp_path, monkeypatch):
@@ -607,10 +629,9 @@ def test_a_failed_download_skips_only_its_build_and_leaves_nothing(
     data_dir = project.parent
     assert mirror(data_dir, mirrored_job, "--max-file-mb", "1") == 0
     assert [b["buildNumber"] for b in builds_in(project)] == [25]
-    out = capsys.readouterr().out.splitlines()
-    [line] = [line for line in out if line.startswith("skipped build 21: ")]
-    assert line.startswith("skipped build 21: " + reason.format(url=fake_jenkins.base + A21))
-    assert out[-1] == "canvas: added 1, skipped 8, 0 already there"
+    added, failed = capsys.readouterr().out.splitlines()
+    assert added.startswith("added build 25: ")
+    assert failed.startswith("failed build 21: " + reason.format(url=fake_jenkins.base + A21))
     assert store_files(data_dir / "artifacts") == [object_of(JAR25)]
 
 
@@ -625,7 +646,7 @@ def test_a_refused_connection_skips_only_its_build(project, mirrored_job, capsys
     assert mirror(project.parent, mirrored_job) == 0
     assert [b["buildNumber"] for b in builds_in(project)] == [25]
     assert (
-        f"skipped build 21: cannot reach {closed}{A21}: [Errno 111] Connection refused"
+        f"failed build 21: cannot reach {closed}{A21}: [Errno 111] Connection refused"
         in capsys.readouterr().out.splitlines()
     )
     assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
@@ -655,8 +676,8 @@ def test_an_interrupted_mirror_leaves_no_object_behind(project, mirrored_job, mo
         downloaded.append(real_download(url, *args))
         return downloaded[-1]
 
-    real_download = mirror_module.download
-    monkeypatch.setattr(mirror_module, "download", interrupted)
+    real_download = jenkins_mirror.download
+    monkeypatch.setattr(jenkins_mirror, "download", interrupted)
     before = project.read_bytes()
     assert mirror(project.parent, mirrored_job) == 130
     assert len(downloaded) == 1 and project.read_bytes() == before
@@ -672,11 +693,47 @@ def test_an_object_removed_before_the_lock_skips_its_build(
             os.unlink(stored.path)
         return stored
 
-    real_download = mirror_module.download
-    monkeypatch.setattr(mirror_module, "download", then_removed)
+    real_download = jenkins_mirror.download
+    monkeypatch.setattr(jenkins_mirror, "download", then_removed)
     assert mirror(project.parent, mirrored_job) == 0
     assert [b["buildNumber"] for b in builds_in(project)] == [25]
-    assert "skipped build 21: its downloaded file is missing: run again" in (
+    assert "failed build 21: its downloaded file is missing: run again" in (
         capsys.readouterr().out.splitlines()
     )
     assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
+
+
+# --- saving the job's JSON (issue 17) --------------------------------------------------------
+
+PUBLISHING = os.path.join(os.path.dirname(FIXTURES), "..", "docs", "publishing.md")
+
+
+def test_the_docs_save_the_job_json_with_the_tree_import_jenkins_reads():
+    with open(PUBLISHING, encoding="utf-8") as f:
+        docs = f.read()
+    job = "https://ci.buildshelf.example/job/Tinplate/"
+    assert f"curl -fsS '{jenkins.api_url(job)}' -o tinplate-job.json" in docs
+    sample = docs.split("A saved file looks", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    [build] = jenkins.parse_job(sample.encode(), "the sample")
+    assert jenkins.to_build(build)["channelVersion"] == "1.21.4"
+
+
+def test_the_plain_api_json_is_one_message_saying_what_to_fetch(project, tmp_path, capsys):
+    plain = {
+        "_class": "hudson.model.FreeStyleProject",
+        "builds": [
+            {"_class": "hudson.model.FreeStyleBuild", "number": n, "url": f"{JOB}{n}/"}
+            for n in (9, 8)
+        ],
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(plain))
+    before = project.read_bytes()
+    assert run(project.parent, "--job-json", str(path)) == 1
+    assert capsys.readouterr() == (
+        "",
+        f"buildshelf import-jenkins: {path} tells no build's displayName, result, timestamp, "
+        "artifacts: save the job's JSON with the fields Buildshelf reads: curl -fsS "
+        f"'{jenkins.api_url(JOB)}' -o job.json\n",
+    )
+    assert project.read_bytes() == before

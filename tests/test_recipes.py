@@ -178,13 +178,20 @@ def test_the_cron_lines_run_with_cron_s_path(box, jenkins):
     [path] = re.findall(r"^PATH=(.*)$", crontab, re.M)
     jobs = [line.split(None, 6) for line in crontab.splitlines() if re.match(r"^[\d*]", line)]
     assert [job[5] for job in jobs] == ["deploy", "deploy"]  # the user who writes the data
-    for *_, command in jobs:
+
+    def cron(command):
         # As cron runs a line: /bin/sh -c, a clean environment but for the crontab's own.
         result = subprocess.run(["env", "-i", f"PATH={path}", "HOME=/nonexistent", "/bin/sh",
                                  "-c", command.replace(JOB_URL, jenkins)],
                                 capture_output=True, text=True)  # fmt: skip
         assert result.returncode == 0, (command, result.stdout, result.stderr)
+        return result.stdout + result.stderr
+
+    first = [cron(command) for *_, command in jobs]
+    assert "added build 21: channel 1.21.4" in first[0]
     assert served(box)["tinplate"].build(21).channel == "1.21.4"  # imported from the job
+    # cron mails what a job prints: with nothing new and nothing wrong, nothing.
+    assert [cron(command) for *_, command in jobs] == ["", ""]
 
 
 def test_the_settings_file_reaches_the_service_and_every_user(box):

@@ -13,11 +13,20 @@ from urllib.parse import quote, urlsplit
 
 import datafile
 
-TREE = (
-    "allBuilds[number,url,displayName,result,timestamp,building,"
-    "artifacts[relativePath,fileName],changeSet[items[msg,commitId]],"
-    "changeSets[items[msg,commitId]]]"
-)
+# What a build's JSON must tell: Jenkins' remote API says only what the tree= asks for.
+BUILD_TREE = {
+    "number": "",
+    "url": "",
+    "displayName": "",
+    "result": "",
+    "timestamp": "",
+    "building": "",
+    "artifacts": "[relativePath,fileName]",
+    "changeSet": "[items[msg,commitId]]",  # a freestyle job's
+    "changeSets": "[items[msg,commitId]]",  # a pipeline's
+}
+TREE = "allBuilds[" + ",".join(name + tree for name, tree in BUILD_TREE.items()) + "]"
+OPTIONAL = ("building", "changeSet", "changeSets")
 MAX_BYTES = 256 * 1024 * 1024  # a job of 10,000 builds with change sets is tens of MB
 DISPLAY_NAME = re.compile(r"#\d+\s*-\s*(?P<channel>.*?)\s*(?:\([^)]*\))?\s*\Z", re.DOTALL)
 DEFAULT_ARTIFACT = re.compile(r"(?<!-sources)(?<!-javadoc)\.jar\Z")
@@ -30,7 +39,8 @@ class JenkinsError(Exception):
 
 class Selection(NamedTuple):
     added: list  # build objects, in the data files' shape
-    skipped: list  # (which build, why it is skipped)
+    failed: list  # (which build, why it could not be added): someone should look
+    skipped: list  # (which build, why it is not for the project): the job's business
     present: int  # builds already in the project's file, kept as they are
 
 
@@ -91,6 +101,15 @@ def parse_job(data, source):
         raise JenkinsError(
             f"{source} has no 'allBuilds' array: is it the remote API JSON of "
             f"a job (.../job/NAME/api/json?tree={TREE})?"
+        )
+    told = set().union(*(build.keys() for build in builds if isinstance(build, dict)))
+    missing = [name for name in BUILD_TREE if name not in told and name not in OPTIONAL]
+    if builds and missing:  # the plain api/json lists a build's number and url only
+        url = next((b["url"] for b in builds if isinstance(b, dict) and "url" in b), None)
+        job_url = re.sub(r"[0-9]+/?\Z", "", url) if isinstance(url, str) else ".../job/NAME/"
+        raise JenkinsError(
+            f"{source} tells no build's {', '.join(missing)}: save the job's JSON with the "
+            f"fields Buildshelf reads: curl -fsS '{api_url(job_url)}' -o job.json"
         )
     return builds
 
@@ -170,7 +189,7 @@ def _problem(doc, slug, build):
 def select(builds, doc, slug, artifact=None, experimental=None):
     """Which of the job's `builds` to add to the project `doc`, and why the others are not."""
     present = {build["buildNumber"] for build in doc["builds"]}
-    selection = Selection([], [], 0)
+    selection = Selection([], [], [], 0)
     for index, build in enumerate(builds):
         number = build.get("number") if isinstance(build, dict) else None
         if not (type(number) is int and number >= 0):
@@ -179,9 +198,10 @@ def select(builds, doc, slug, artifact=None, experimental=None):
             selection = selection._replace(present=selection.present + 1)
         else:
             new = to_build(build, artifact, experimental)
-            problem = new if isinstance(new, str) else _problem(doc, slug, new)
-            if problem:
-                selection.skipped.append((f"build {number}", problem))
+            if isinstance(new, str):
+                selection.skipped.append((f"build {number}", new))
+            elif problem := _problem(doc, slug, new):
+                selection.failed.append((f"build {number}", problem))
             else:
                 selection.added.append(new)
                 present.add(number)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
 import artifacts
-import jenkins
+import jenkins_job
 import writer
 from artifacts import Refused
 
@@ -40,7 +40,7 @@ def file_name(build: dict) -> str:
     return unquote(urlsplit(build["downloadUrl"]).path.rsplit("/", 1)[-1])
 
 
-def named(selection: jenkins.Selection) -> jenkins.Selection:
+def named(selection: jenkins_job.Selection) -> jenkins_job.Selection:
     """The selection without the builds whose file name may not be kept (skipped, with the
     rule): nothing is downloaded for them."""
     added, skipped = [], list(selection.skipped)
@@ -112,10 +112,10 @@ def _reader(response, url, timeout):
     return read
 
 
-def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins.Selection:
+def hosted(selection: jenkins_job.Selection, downloads: dict, store: str) -> jenkins_job.Selection:
     """The selection's builds kept as `publish --file` keeps them, from `downloads`; under the
-    lock. A build whose download failed, did not happen or is gone is skipped, saying why."""
-    added, skipped = [], list(selection.skipped)
+    lock. A build whose download failed, did not happen or is gone failed, saying why."""
+    added, failed = [], list(selection.failed)
     for build in selection.added:
         got = downloads.get(build["buildNumber"])
         if isinstance(got, artifacts.Stored):
@@ -124,22 +124,22 @@ def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins
         if got is None:
             got = "not downloaded (the project's file changed meanwhile): run again"
         if isinstance(got, str):
-            skipped.append((f"build {build['buildNumber']}", got))
+            failed.append((f"build {build['buildNumber']}", got))
             continue
         kept = {key: value for key, value in build.items() if key != "downloadUrl"}
         added.append(dict(kept, sha256=got.sha256, size=got.size, file=file_name(build)))
-    return selection._replace(added=added, skipped=skipped)
+    return selection._replace(added=added, failed=failed)
 
 
 def add_builds(
     directory: str,
     slug: str,
-    select: Callable[[dict], jenkins.Selection],
+    select: Callable[[dict], jenkins_job.Selection],
     store: str,
     max_bytes: int,
     timeout: float,
     dry_run: bool = False,
-) -> jenkins.Selection:
+) -> jenkins_job.Selection:
     """writer.add_builds for the builds `select(doc)` adds to project `slug`, kept: each one's
     file downloaded into `store` first, without the lock, then the builds added under it.
     Objects downloaded that no build uses at the end (a write refused, a download
