@@ -20,6 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
+from names import counted
 
 MAX_BYTES_DEFAULT = 1 << 30
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
@@ -130,7 +131,7 @@ def verify(store: str, sha256: str, size: int) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     if st.st_size != size:
-        return f"is {st.st_size} bytes, expected {size}"
+        return f"is {counted(st.st_size, 'byte')}, expected {size}"
     return None
 
 

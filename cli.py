@@ -22,6 +22,7 @@ import settings
 import store
 import writer
 from model import SECONDS_BELOW, sha256_hex, whole_number
+from names import counted
 
 GIT_TIMEOUT = 60
 
@@ -413,7 +414,11 @@ def import_jenkins(args):
         print(
             f"{add} build {build['buildNumber']}: channel {build['channelVersion']}"
             + (", experimental" if build["isExperimental"] else "")
-            + (f", kept as {build['file']} ({build['size']} bytes)" if "file" in build else "")
+            + (
+                f", kept as {build['file']} ({counted(build['size'], 'byte')})"
+                if "file" in build
+                else ""
+            )
             + (f", downloading {build['downloadUrl']}" if args.mirror and args.dry_run else "")
         )
     for which, reason in failed:

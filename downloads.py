@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from email.utils import formatdate, parsedate_to_datetime
 
+from names import counted
+
 CHUNK_BYTES = 64 * 1024
 # The URL of a stored file names its bytes, which never change: cache it for a year, and do
 # not even revalidate it on reload.
@@ -83,7 +85,7 @@ def _opened(download):
             kind = _KINDS.get(stat.S_IFMT(st.st_mode), "something else")
             raise Unavailable(f"is {kind}, not a regular file")
         if st.st_size != download.size:
-            raise Unavailable(f"is {st.st_size} bytes, expected {download.size}")
+            raise Unavailable(f"is {counted(st.st_size, 'byte')}, expected {download.size}")
     except BaseException:
         os.close(fd)
         raise

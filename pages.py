@@ -103,7 +103,7 @@ def size_text(size):
     """A size in bytes as people read it: 371 bytes, 12.4 KiB, 63.2 MiB."""
     for unit in ("bytes", "KiB", "MiB"):
         if size < 1024 or unit == "MiB":
-            return f"{size:,} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+            return counted(size, "byte") if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1024
     return None
 

@@ -474,8 +474,8 @@ def test_mirror_keeps_each_build_added_as_publish_file_does(
     ]
     assert capsys.readouterr().out.splitlines() == [
         f"added build 25: channel 1.21.5, experimental, kept as alpha-1.21.5-25.jar "
-        f"({len(JAR25)} bytes)",
-        f"added build 21: channel 1.21.4, kept as alpha-1.21.4-21.jar ({len(JAR21)} bytes)",
+        f"({len(JAR25):,} bytes)",
+        f"added build 21: channel 1.21.4, kept as alpha-1.21.4-21.jar ({len(JAR21):,} bytes)",
         *MIRROR_SKIPPED,
         "canvas: added 2, failed 0, skipped 7, 0 already there",
     ]
