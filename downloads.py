@@ -7,6 +7,7 @@ caller's business; `Unavailable` tells it the file on disk is not the one record
 """
 
 import base64
+import errno
 import os
 import re
 import stat
@@ -74,10 +75,13 @@ def _opened(download):
     """A descriptor of the download's file, checked to be the regular file recorded."""
     try:
         # Non-blocking, so that a FIFO put in the file's place cannot hang a worker on open.
-        fd = os.open(download.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        # A link is not followed (nginx in front refuses one too, deploy/nginx.conf).
+        fd = os.open(download.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         raise Unavailable("missing") from None
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Unavailable("is a symbolic link, not a regular file") from None
         raise Unavailable(f"cannot be opened: {e.strerror}") from None
     try:
         st = os.fstat(fd)

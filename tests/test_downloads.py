@@ -396,6 +396,15 @@ def test_fifo_is_unavailable_and_opening_it_does_not_block(tmp_path, no_fd_leake
         downloads.answer(download, request())
 
 
+def test_a_link_is_unavailable_even_to_a_file_of_the_right_size(tmp_path, no_fd_leaked):
+    """A link in the store is not followed out of it (nginx in front refuses one too)."""
+    download = stored(tmp_path)
+    os.rename(download.path, tmp_path / "elsewhere.jar")
+    os.symlink(tmp_path / "elsewhere.jar", download.path)
+    with pytest.raises(Unavailable, match="^is a symbolic link, not a regular file$"):
+        downloads.answer(download, request())
+
+
 def test_conditional_request_of_a_missing_file_is_unavailable_too(download, no_fd_leaked):
     os.remove(download.path)
     with pytest.raises(Unavailable, match="^missing$"):
