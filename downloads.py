@@ -2,8 +2,9 @@
 
 `answer(download, environ)` gives a GET or HEAD of a `Download` its status line, headers and
 body: the validators, a 304 to a conditional request, one byte range (206 or 416), and the open
-file for the WSGI server to send. Where files live and which method reaches here is the
-caller's business; `Unavailable` tells it the file on disk is not the one recorded.
+file for the WSGI server to send; `handed_over`, the same answer without the bytes, for nginx
+to send. Where files live and which method reaches here is the caller's business;
+`Unavailable` tells it the file on disk is not the one recorded.
 """
 
 import base64
@@ -34,6 +35,9 @@ _KINDS = {
 _ENTITY_TAG = re.compile(r'(W/)?("[^"]*")')
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
 _UNSATISFIABLE = "unsatisfiable"
+# One range in a form that nginx reads as _byte_range does: no spaces, numbers well within
+# nginx's 63-bit offsets.
+_PLAIN_RANGE = re.compile(r"bytes=(?:[0-9]{1,18}-[0-9]{0,18}|-[0-9]{1,18})")
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,27 @@ def answer(download: Download, environ: dict) -> tuple[str, list[tuple[str, str]
     return status, headers, _Chunks(file, length)
 
 
+def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list, object]:
+    """answer(), but with the bytes left to a proxy in front that sends them from the store
+    itself (nginx's X-Accel-Redirect to `uri`, deploy/nginx.conf).
+
+    Buildshelf still decides all but the bytes: whether the file is there as recorded
+    (Unavailable), a 304 or a 416, and every header. A 200 or a 206 it hands over, with an
+    empty body, when nginx will send the same (it answers Range and If-Range itself, against
+    the ETag and Last-Modified given here); the rare request nginx would judge otherwise, it
+    answers as answer() does."""
+    status, headers, _, _ = _decided(download, environ)
+    if status[:3] in ("200", "206") and not _nginx_agrees(download, environ, status):
+        return answer(download, environ)
+    os.close(_opened(download))
+    if status[:3] not in ("200", "206"):
+        return status, headers, []
+    # nginx sends the Content-Length, and the Accept-Ranges of a 200 (even beside one given
+    # here); what is given here has to fit this answer's own empty body.
+    headers = [h for h in _headers(download, 0) if h[0] != "Accept-Ranges" or status[:3] == "206"]
+    return "200 OK", [("X-Accel-Redirect", uri), *headers], []
+
+
 def checksum_line(download: Download) -> bytes:
     """The file's line in a SHA256SUMS file, as `sha256sum -c` reads it."""
     return f"{download.sha256}  {download.name}\n".encode("ascii")
@@ -94,6 +119,18 @@ def _opened(download):
         os.close(fd)
         raise
     return fd
+
+
+def _nginx_agrees(download, environ, status):
+    """Whether nginx's static module, handed this request, sends the `status` (200 or 206)
+    decided here. It judges If-Match and If-Unmodified-Since against the file's own
+    validators, and answers 416 to a Range value it cannot parse, where answer() ignores it."""
+    if "HTTP_IF_MATCH" in environ or "HTTP_IF_UNMODIFIED_SINCE" in environ:
+        return False
+    range_value = environ.get("HTTP_RANGE")
+    if range_value is None or not _if_range_holds(environ.get("HTTP_IF_RANGE"), download):
+        return True  # nginx checks If-Range before the range, as answer() does
+    return status[:3] == "206" and _PLAIN_RANGE.fullmatch(range_value) is not None
 
 
 def _decided(download, environ):

@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 SIDECAR = ".sha256"
 
 
-def install(app: bottle.Bottle, store) -> None:
+def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> None:
     """Add the download routes to `app` (made by server.make_app), serving the objects of
-    `store`'s artifact store."""
+    `store`'s artifact store.
+
+    With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send:
+    see downloads.handed_over."""
 
     @app.get(DOWNLOADS + "/<project>/<build>/<sha256>/<file>")
     def download(project, build, sha256, file):
@@ -60,7 +63,11 @@ def install(app: bottle.Bottle, store) -> None:
         if "wsgi.file_wrapper" in environ:
             environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
         try:
-            status, headers, body = downloads.answer(wanted, environ)
+            if accel_redirect is None:
+                status, headers, body = downloads.answer(wanted, environ)
+            else:  # the store's own layout, under nginx's internal location
+                uri = object_path(accel_redirect, sha256)
+                status, headers, body = downloads.handed_over(wanted, environ, uri)
         except downloads.Unavailable as problem:
             log.error("%s (build %d of %s): %s", wanted.path, build.number, project.slug, problem)
             raise ApiError(

@@ -43,9 +43,11 @@ def make_app(
     max_age: int = settings.DEFAULT_MAX_AGE,
     cache_mb: int = settings.DEFAULT_CACHE_MB,
     compat: str | None = None,
+    accel_redirect: str | None = None,
     public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
+    With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
 
     At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
     upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
@@ -155,7 +157,7 @@ def make_app(
         return send_json(project, ("check", id(selected), number), body, snapshot)
 
     health.install(app, store)
-    hosted.install(app, store)
+    hosted.install(app, store, accel_redirect)
     pages.install(app, store, max_age, cache, shapes)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
@@ -200,6 +202,7 @@ def serve(args: argparse.Namespace) -> int:
             max_age=args.max_age,
             cache_mb=args.cache_mb,
             compat=args.compat,
+            accel_redirect=args.accel_redirect,
             public_url=args.public_url or serving.base_url(args.host, args.port),
         )
 

@@ -7,6 +7,7 @@ import argparse
 import configparser
 import importlib.metadata
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -101,6 +102,8 @@ DEFAULT_MAX_AGE = 60
 DEFAULT_CACHE_MB = 256
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+# What X-Accel-Redirect may name: plain segments, nothing nginx would decode or resolve.
+_LOCATION_PREFIX = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._-]+)+/?")
 
 
 def public_url(value: str) -> str:
@@ -108,6 +111,16 @@ def public_url(value: str) -> str:
     if not (URL_PATTERN.match(value) and "?" not in value and "#" not in value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not an absolute http:// or https:// URL without ?query or #fragment"
+        )
+    return value.rstrip("/")
+
+
+def location_prefix(value: str) -> str:
+    """A URL path of plain segments, as an nginx location names it, without a trailing '/'."""
+    if not _LOCATION_PREFIX.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a path of segments of letters, digits and . _ - (not . or ..), "
+            "each after a '/', e.g. /_objects"
         )
     return value.rstrip("/")
 
@@ -142,6 +155,17 @@ SETTINGS = (
         "DIR",
         shown_default=f"{artifacts.IN_DATA_DIRECTORY}/ inside the data directory",
         serve_only=False,
+    ),
+    Setting(
+        "accel_redirect",
+        "for nginx in front: answer a kept file's download with its headers and "
+        "X-Accel-Redirect: PREFIX/aa/SHA256 instead of its bytes, which nginx sends from the "
+        "store",
+        None,
+        location_prefix,
+        "PREFIX",
+        shown_default="off: Buildshelf sends the bytes",
+        more="see [Downloads behind nginx](#downloads-behind-nginx)",
     ),
     Setting(
         "threads",

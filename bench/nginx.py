@@ -61,6 +61,7 @@ from run import (  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
+STORE = "/srv/buildshelf/data/artifacts"  # the artifact store as deploy/ places it
 LATEST = "/api/v2/builds/latest?project=p10"
 PROBED = "/api/v2/projects"
 PROBE_ADDRESS = "127.0.0.2"  # loopback too: nginx logs this one connection at debug level
@@ -95,15 +96,17 @@ http {{
 """
 
 
-def render_site(site, work, upstream_port, port, cert=None):
+def render_site(site, work, upstream_port, port, cert=None, store=None):
     """deploy/nginx.conf with temporary paths, Buildshelf's port, and 127.0.0.1:`port`.
 
-    cert=(certificate, key) keeps TLS and the per-client limits; None drops both. Each text
-    replaced must be found once, so a changed site fails here instead of being half-tested.
+    cert=(certificate, key) keeps TLS and the per-client limits; None drops both. `store` is
+    the artifact store nginx sends files from (by default one in `work`). Each text replaced
+    must be found once, so a changed site fails here instead of being half-tested.
     """
     replacements = [
         ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};"),
         ("/var/cache/nginx/buildshelf", os.path.join(work, "cache")),
+        (f"alias {STORE}/;", f"alias {store or os.path.join(work, 'artifacts')}/;"),
         (
             "listen 443 ssl http2;",
             f"listen 127.0.0.1:{port} ssl http2;" if cert else f"listen 127.0.0.1:{port};",

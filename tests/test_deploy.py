@@ -13,6 +13,7 @@ import pytest
 
 import cli
 import serving
+from shapes import DOWNLOADS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -74,11 +75,45 @@ def test_nginx_sends_to_the_address_the_unit_serves(tmp_path):
     assert upstream == f"{args.host}:{args.port}"
 
 
+def site_location(pattern):
+    """The body of the site's location whose line matches `pattern` (one level of braces)."""
+    site = read("deploy", "nginx.conf")
+    found = re.findall(r"^    location " + pattern + r" \{\n(.*?)^    \}", site, re.M | re.S)
+    assert len(found) == 1, pattern
+    return found[0]
+
+
+def test_nginx_sends_kept_files_from_the_store_the_unit_hands_them_over_from(tmp_path):
+    unit = unit_environment()
+    args = cli.parse_args([], environ=dict(unit, BUILDSHELF_DATA=str(tmp_path)))
+    store = os.path.join(unit["BUILDSHELF_DATA"], os.path.relpath(args.artifacts, tmp_path))
+    objects = site_location(re.escape(args.accel_redirect + "/"))
+    assert re.search(r"^\s*internal;", objects, re.M)
+    assert f"alias {store}/;" in objects
+
+
+def test_the_unit_names_the_site_in_download_urls():
+    server_name = re.search(r"^\s*server_name (\S+);", read("deploy", "nginx.conf"), re.M)[1]
+    assert unit_environment()["BUILDSHELF_PUBLIC_URL"] == f"https://{server_name}"
+
+
+def test_only_kept_files_go_past_nginx_s_cache():
+    [(pattern, body)] = re.findall(
+        r'^    location ~ "([^"]+)" \{\n(.*?)^    \}', read("deploy", "nginx.conf"), re.M | re.S
+    )
+    kept = f"{DOWNLOADS}/alpha/7/{'0123456789abcdef' * 4}/alpha-7.jar"
+    assert re.search(pattern, kept)
+    for cached in (kept + ".sha256", DOWNLOADS + "/latest", "/api/v2/builds", "/"):
+        assert not re.search(pattern, cached), cached
+    assert "proxy_pass http://buildshelf;" in body and "proxy_cache" not in body
+
+
 def test_the_benchmark_runs_the_site_on_loopback_without_tls_and_limits(tmp_path):
     site = nginx_bench.render_site(read("deploy", "nginx.conf"), str(tmp_path), 5000, 6000)
     assert re.findall(r"^\s*listen\s+([^;]*);", site, re.M) == ["127.0.0.1:6000"]
     assert "server 127.0.0.1:5000;" in site
     assert f"proxy_cache_path {tmp_path}/cache " in site
+    assert f"alias {tmp_path}/artifacts/;" in site
     assert not re.search(r"^\s*(ssl_certificate|limit_req |limit_conn )", site, re.M)
     assert "proxy_cache_revalidate on;" in site
 
