@@ -3,9 +3,9 @@
     python bench/nginx.py                   # about a minute
     python bench/nginx.py --seconds 10 --server-args "--threads 8"
 
-Needs Debian's nginx, wrk, systemd (for systemd-analyze) and openssl:
-apt-get install nginx wrk systemd openssl. Checks, and prints a table of them (exit 1 if one
-fails):
+Needs Debian's nginx, wrk, systemd (for systemd-analyze), openssl and curl:
+apt-get install nginx wrk systemd openssl curl. Checks, and prints a table of them (exit 1 if
+one fails):
 
 1. `nginx -t` on deploy/nginx.conf as shipped but for its paths and port: TLS on with a
    self-signed certificate made with openssl, the per-client limits on.
@@ -13,26 +13,35 @@ fails):
    holds a copy of this machine's system units and a stub at the ExecStart path: a unit it
    finds nothing to say about passes. And `systemd-analyze security --offline` prints its
    exposure score.
-3. Buildshelf (server.py with its default flags but --max-age, access log to a file) and
+3. Buildshelf (server.py with its default flags but --max-age, and as the unit runs it
+   behind the site, --accel-redirect and a --public-url on nginx; access log to a file) and
    nginx with the site, listening on 127.0.0.1 only. For the run the site loses TLS (wrk
    speaks plain HTTP) and its per-client limits (every client here is 127.0.0.1, exactly what
    they are there to stop); nothing else changes.
-4. Throughput on /builds/latest with 64 clients (wrk -t1 -c64), direct and through nginx,
+4. Kept files through nginx, at the downloadUrl the API gives: a 64 MiB file byte for byte,
+   its bytes sent by nginx (Buildshelf's answer has none); a download cut at 20 MiB and
+   resumed with curl -C -; the status, headers and bytes of 11 requests (304, ranges,
+   If-Range, 416...) equal to those of a second Buildshelf that sends files itself;
+   FILE.sha256 from nginx's cache; a yanked build's file 404 and a missing object's JSON 503
+   through nginx; the store's internal location unreachable from outside.
+5. Throughput on /builds/latest with 64 clients (wrk -t1 -c64), direct and through nginx,
    taking turns: through nginx must be >= 10x. The server CPU per request of each (nginx
    and Buildshelf) is printed beside it.
-5. An edit to a data file, made just after nginx cached the answer (the worst case), is
+6. An edit to a data file, made just after nginx cached the answer (the worst case), is
    served through nginx within max-age + 2 s.
-6. nginx revalidates an expired entry with If-None-Match (shown by nginx's debug log of a
+7. nginx revalidates an expired entry with If-None-Match (shown by nginx's debug log of a
    probe connection from 127.0.0.2) and Buildshelf answers 304 (counted in its access log).
-7. With Buildshelf stopped, nginx still answers from its (expired) copy: STALE.
+8. With Buildshelf stopped, nginx still answers from its (expired) copy: STALE.
 
 Everything is started in a temporary directory and stopped at the end, even on failure.
 """
 
 import argparse
+import hashlib
 import http.client
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -42,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -61,12 +71,31 @@ from run import (  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
+CLI = os.path.join(ROOT, "cli.py")
 STORE = "/srv/buildshelf/data/artifacts"  # the artifact store as deploy/ places it
 LATEST = "/api/v2/builds/latest?project=p10"
 PROBED = "/api/v2/projects"
 PROBE_ADDRESS = "127.0.0.2"  # loopback too: nginx logs this one connection at debug level
 SPEEDUP_GOAL = 10
 EDIT_SLACK = 2  # seconds beyond max-age for an edit to show through nginx
+KEPT = "kept"  # the project of the kept files the download checks fetch
+BIG_BYTES = 64 << 20
+CUT_BYTES = 20 << 20  # where the download that is resumed is cut
+# What the issue lists for a kept file's 200 (Content-Range joins them on a 206).
+DOWNLOAD_HEADERS = (
+    "Content-Type",
+    "Content-Length",
+    "Content-Disposition",
+    "ETag",
+    "Last-Modified",
+    "Cache-Control",
+    "Accept-Ranges",
+    "Repr-Digest",
+    "X-Content-Type-Options",
+    "Content-Security-Policy",
+)
+# Headers of the connection and the software, which nginx and waitress each write their own.
+NOT_COMPARED = {"date", "server", "connection", "keep-alive"}
 
 # The main configuration around the site: Debian's /etc/nginx/nginx.conf as it matters here
 # (worker_processes auto, 768 connections a worker, sendfile, an access log line a request),
@@ -543,12 +572,257 @@ def measure_stale(buildshelf, nginx_port, max_age, checks):
 
 def count_304s(log_path, checks):
     lines = access_lines(log_path, 0)
-    count = sum(1 for *_, status in lines if status == "304")
+    # The download checks send validators, which nginx passes on to Buildshelf: not counted.
+    count = sum(
+        1 for _, target, status in lines if status == "304" and not target.startswith("/downloads/")
+    )
     print(
-        f"Buildshelf's access log: {len(lines)} requests, {count} of them answered 304 "
-        "(no client of this benchmark sends a validator: every 304 is nginx revalidating)"
+        f"Buildshelf's access log: {len(lines)} requests, {count} of them answered 304 outside "
+        "/downloads/ (no client of this benchmark sends a validator there: every 304 is nginx "
+        "revalidating)"
     )
     checks.append(("304s from Buildshelf in its access log", ">= 1", str(count), count >= 1))
+
+
+def unit_environment():
+    """{variable: value} the unit runs with: its EnvironmentFile, deploy/buildshelf.env."""
+    with open(os.path.join(ROOT, "deploy", "buildshelf.env")) as f:
+        return dict(re.findall(r"^(BUILDSHELF_\w+)=(.*)$", f.read(), re.M))
+
+
+def buildshelf_command(*argv):
+    subprocess.run(
+        [sys.executable, CLI, *argv], check=True, capture_output=True, text=True, timeout=300
+    )
+
+
+def keep_files(data_dir, work):
+    """Project `kept`, its builds' files kept by Buildshelf: build 1 of 64 MiB, builds 2 and
+    3 of 1,000 bytes (one to yank, one whose object goes missing)."""
+    buildshelf_command(
+        "add-project", KEPT, "--data", data_dir, "--ci-job", "Kept",
+        "--ci-job-url", "https://ci.example.org/job/Kept/",
+        "--javadoc-base-url", "https://jd.example.org/kept/",
+    )  # fmt: skip
+    for number, size in ((1, BIG_BYTES), (2, 1000), (3, 1000)):
+        path = os.path.join(work, f"kept-1.0-{number}.jar")
+        with open(path, "wb") as f:
+            f.write(random.Random(number).randbytes(size))
+        buildshelf_command(
+            "publish", KEPT, "--data", data_dir, "--build", str(number), "--channel", "1.0",
+            "--file", path, "--timestamp", str(1_700_000_000_000 + number * 3_600_000),
+        )  # fmt: skip
+
+
+def download(port, target, headers=None, method="GET"):
+    """(status, {lowercase name: value}, sha256 hex of the body, its length), the body read
+    in 1 MiB pieces; a header sent twice is kept as 'first, second'."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request(method, target, headers=headers or {})
+        response = connection.getresponse()
+        received = {}
+        for name, value in response.getheaders():
+            name = name.lower()
+            received[name] = f"{received[name]}, {value}" if name in received else value
+        digest, length = hashlib.sha256(), 0
+        while piece := response.read(1 << 20):
+            digest.update(piece)
+            length += len(piece)
+        return response.status, received, digest.hexdigest(), length
+    finally:
+        connection.close()
+
+
+def downloaded_lines(log_path, offset):
+    """(target, status, bytes sent) of Buildshelf's access lines after byte `offset`."""
+    with open(log_path, "rb") as f:
+        f.seek(offset)
+        text = f.read().decode("utf-8", "replace")
+    return re.findall(r"buildshelf\.access: \S+ \S+ (\S+) (\d{3}) (\S+) ", text)
+
+
+def check_whole_download(nginx_port, direct_port, big, log_path, checks):
+    """The 64 MiB file through nginx: its bytes exactly, sent by nginx (Buildshelf's answer
+    has no body); and, for comparison, from Buildshelf direct."""
+    offset = settled(log_path)
+    seconds = {}
+    for label, port in (("nginx", nginx_port), ("direct", direct_port)):
+        started = time.perf_counter()
+        status, _, digest, length = download(port, big["path"])
+        seconds[label] = time.perf_counter() - started
+        if label == "nginx":
+            whole = status == 200 and (digest, length) == (big["sha256"], big["size"])
+            settled(log_path)
+            sent = [b for target, _, b in downloaded_lines(log_path, offset)]
+    mib = big["size"] / (1 << 20)
+    print(
+        f"{big['path']}: {mib:.0f} MiB through nginx in {seconds['nginx']:.2f} s "
+        f"({mib / seconds['nginx']:.0f} MiB/s), {'the same bytes' if whole else 'OTHER BYTES'}; "
+        f"Buildshelf's answer had {'/'.join(sent) or 'no'} bytes of it; from Buildshelf direct "
+        f"{seconds['direct']:.2f} s (one download each: for figures, bench/downloads.py)"
+    )
+    checks.append(
+        (
+            "64 MiB through nginx, byte for byte",
+            "same sha256, nginx sends",
+            f"{'same' if whole else 'other bytes'}, Buildshelf sent {'/'.join(sent) or '-'} B",
+            whole and sent == ["0"],
+        )
+    )
+
+
+def check_resumed_download(work, nginx_port, big, checks):
+    """A download cut at 20 MiB (the connection closed), then resumed with curl -C -."""
+    part = os.path.join(work, "resumed.jar")
+    connection = http.client.HTTPConnection("127.0.0.1", nginx_port, timeout=60)
+    try:
+        connection.request("GET", big["path"])
+        response = connection.getresponse()
+        with open(part, "wb") as f:
+            f.write(response.read(CUT_BYTES))
+    finally:
+        connection.close()
+    url = f"http://127.0.0.1:{nginx_port}{big['path']}"
+    out = subprocess.run(
+        ["curl", "-sS", "-f", "-C", "-", "-o", part, "-w", "%{http_code}", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    with open(part, "rb") as f:
+        same = hashlib.file_digest(f, "sha256").hexdigest() == big["sha256"]
+    print(
+        f"cut at {CUT_BYTES >> 20} MiB, resumed with curl -C -: curl exit {out.returncode}, "
+        f"HTTP {out.stdout or '-'}, {'the same bytes' if same else 'OTHER BYTES'} "
+        f"{out.stderr.strip()}"
+    )
+    checks.append(
+        (
+            "cut download resumed (curl -C -)",
+            "206, same sha256",
+            f"{out.stdout or '-'}, {'same' if same else 'other bytes'}",
+            out.returncode == 0 and out.stdout == "206" and same,
+        )
+    )
+
+
+def check_download_headers(nginx_port, direct_port, big, checks):
+    """Status, headers and body of the same requests through nginx and from a Buildshelf that
+    sends the bytes itself: all equal, the issue's headers all there."""
+    etag = f'"{big["sha256"]}"'
+    requests = [
+        ("GET", {}),
+        ("HEAD", {}),
+        ("GET", {"If-None-Match": etag}),
+        ("GET", {"Range": f"bytes={CUT_BYTES}-"}),
+        ("HEAD", {"Range": "bytes=-1000"}),
+        ("GET", {"Range": "bytes=0-99", "If-Range": etag}),
+        ("GET", {"Range": "bytes=0-99", "If-Range": '"another"'}),
+        ("GET", {"Range": f"bytes={big['size']}-"}),
+        ("GET", {"Range": "bytes=0-0,-1"}),  # several ranges: the whole file, both
+        ("GET", {"Range": "bytes=1 - 2"}),  # nginx would refuse it: Buildshelf answers
+        ("GET", {"If-Match": etag}),  # nginx would compare its own ETag: Buildshelf answers
+    ]
+    differences = []
+    for method, headers in requests:
+        through = download(nginx_port, big["path"], headers, method)
+        direct = download(direct_port, big["path"], headers, method)
+        if through[0] == 200 and method == "GET" and not headers:
+            missing = [h for h in DOWNLOAD_HEADERS if h.lower() not in through[1]]
+            differences += [f"GET lacks {h}" for h in missing]
+        if (through[0], through[2:]) != (direct[0], direct[2:]):
+            differences.append(f"{method} {headers}: {through[0]} vs {direct[0]} or the body")
+        for name in sorted((set(through[1]) | set(direct[1])) - NOT_COMPARED):
+            if through[1].get(name) != direct[1].get(name):
+                differences.append(
+                    f"{method} {headers} {name}: {through[1].get(name)!r} through nginx, "
+                    f"{direct[1].get(name)!r} direct"
+                )
+    print(
+        f"{len(requests)} requests for it through nginx and to Buildshelf direct (GET, HEAD, "
+        f"304, 206, If-Range, 416, several ranges, odd ones): "
+        f"{'; '.join(differences) or 'same status, headers and bytes'}"
+    )
+    checks.append(
+        (
+            "download headers as Buildshelf's",
+            f"equal, {len(requests)} requests",
+            f"{len(differences)} differences",
+            not differences,
+        )
+    )
+
+
+def check_buildshelf_decides(data_dir, nginx_port, builds, checks):
+    """Through nginx, Buildshelf still says what exists: a yanked build's file is a 404, a
+    missing object a JSON 503, and the store's internal location is not reachable from
+    outside, even by an encoded way."""
+    buildshelf_command("yank", KEPT, "2", "--data", data_dir)
+    gone = builds[3]["sha256"]
+    os.unlink(os.path.join(data_dir, "artifacts", gone[:2], gone))
+    deadline = time.monotonic() + 10
+    while (yanked := fetch(nginx_port, builds[2]["path"])[0]) != 404:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    status, _, body = fetch(nginx_port, builds[3]["path"])
+    missing = f"{status} {json.loads(body)['code'] if body.startswith(b'{') else body[:30]}"
+    sha = builds[1]["sha256"]
+    inside = f"/_objects/{sha[:2]}/{sha}"
+    outside = [
+        fetch(nginx_port, target)[0]
+        for target in (inside, builds[1]["path"] + "/%2e%2e" * 5 + inside)
+    ]
+    print(
+        f"through nginx: a yanked build's file {yanked}, a missing object {missing}, "
+        f"{inside} and an encoded way to it from outside {outside[0]} and {outside[1]}\n"
+    )
+    checks += [
+        ("yanked build through nginx", "404", str(yanked), yanked == 404),
+        (
+            "missing object through nginx",
+            "503 artifact_unavailable",
+            missing,
+            missing == "503 artifact_unavailable",
+        ),
+        ("the store from outside", "404", "/".join(map(str, outside)), outside == [404, 404]),
+    ]
+
+
+def check_checksum_line(nginx_port, big, checks):
+    """FILE.sha256 through nginx's cache: the second answer is a HIT."""
+    target = big["path"] + ".sha256"
+    answers = [fetch(nginx_port, target) for _ in range(2)]
+    line = f"{big['sha256']}  {big['path'].rsplit('/', 1)[1]}\n".encode()
+    cached = answers[1][1].get("X-Cache-Status")
+    print(f"{target.rsplit('/', 1)[1]} twice through nginx: {answers[0][0]}, then {cached}")
+    checks.append(
+        (
+            "FILE.sha256 through nginx's cache",
+            "the line, then HIT",
+            f"{'the line' if answers[1][2] == line else 'other text'}, {cached}",
+            all(a[0] == 200 and a[2] == line for a in answers) and cached == "HIT",
+        )
+    )
+
+
+def check_downloads(work, data_dir, nginx_port, direct_port, log_path, checks):
+    """Kept files through nginx (deploy/nginx.conf's X-Accel-Redirect), on the downloadUrl the
+    API gives through nginx."""
+    status, _, body = fetch(nginx_port, f"/api/v2/builds?project={KEPT}")
+    builds = {}
+    for build in json.loads(body):
+        url = urlsplit(build["downloadUrl"])
+        if url.netloc != f"127.0.0.1:{nginx_port}":
+            raise SystemExit(f"downloadUrl {build['downloadUrl']} is not on nginx: --public-url?")
+        builds[build["buildNumber"]] = dict(build, path=url.path)
+    big = builds[1]
+    check_whole_download(nginx_port, direct_port, big, log_path, checks)
+    check_resumed_download(work, nginx_port, big, checks)
+    check_download_headers(nginx_port, direct_port, big, checks)
+    check_checksum_line(nginx_port, big, checks)
+    check_buildshelf_decides(data_dir, nginx_port, builds, checks)
 
 
 def report(checks):
@@ -590,11 +864,13 @@ def main(argv=None):
     stop_servers_on_sigterm()
     missing = [
         tool
-        for tool in ("nginx", "wrk", "systemd-analyze", "openssl")
+        for tool in ("nginx", "wrk", "systemd-analyze", "openssl", "curl")
         if shutil.which(tool) is None
     ]
     if missing:
-        raise SystemExit(f"missing {', '.join(missing)}: apt-get install nginx wrk systemd openssl")
+        raise SystemExit(
+            f"missing {', '.join(missing)}: apt-get install nginx wrk systemd openssl curl"
+        )
     version = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
     print(f"{version}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n")
     checks = []
@@ -605,22 +881,32 @@ def main(argv=None):
         check_nginx_syntax(work, site_text, checks)
         check_unit(work, checks)
         data_dir = synthetic.generate(os.path.join(work, "data"), PROJECT_SIZES)
+        keep_files(data_dir, work)
+        nginx_port = free_port()
+        # As deploy/buildshelf.service runs it behind the site: nginx sends the kept files.
+        common = ["--max-age", str(args.max_age), "--public-url", f"http://127.0.0.1:{nginx_port}"]
+        accel = ["--accel-redirect", unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]]
         log_path = os.path.join(work, "buildshelf.log")
-        buildshelf, port = start_buildshelf(
-            data_dir, ["--max-age", str(args.max_age)] + args.server_args, log_path
-        )
-        nginx, pids = None, [buildshelf.pid]
+        buildshelf, port = start_buildshelf(data_dir, common + accel + args.server_args, log_path)
+        nginx, plain, pids = None, None, [buildshelf.pid]
         try:
-            nginx_port = free_port()
+            # The same data served without nginx, sending the files itself: what nginx's
+            # answers are compared with.
+            plain, plain_port = start_buildshelf(
+                data_dir, common, os.path.join(work, "buildshelf-plain.log")
+            )
             nginx_dir = os.path.join(work, "nginx")
-            site = render_site(site_text, nginx_dir, port, nginx_port)
+            site = render_site(
+                site_text, nginx_dir, port, nginx_port, store=os.path.join(data_dir, "artifacts")
+            )
             nginx = start_nginx(write_config(nginx_dir, site), nginx_port)
             pids += nginx_pids(nginx.pid)
             addresses = listening_addresses(pids[1:])
             print(
-                f"Buildshelf on 127.0.0.1:{port} (server.py --max-age {args.max_age}"
-                f"{' ' if args.server_args else ''}{' '.join(args.server_args)}), nginx "
-                f"(pid {nginx.pid}) listening on {', '.join(addresses)}\n"
+                f"Buildshelf on 127.0.0.1:{port} (server.py "
+                f"{' '.join(common + accel + args.server_args)}), another without "
+                f"--accel-redirect on {plain_port}, nginx (pid {nginx.pid}) listening on "
+                f"{', '.join(addresses)}\n"
             )
             checks.append(
                 (
@@ -630,6 +916,7 @@ def main(argv=None):
                     addresses and all(a.startswith("127.0.0.1:") for a in addresses),
                 )
             )
+            check_downloads(work, data_dir, nginx_port, plain_port, log_path, checks)
             measure_throughput(
                 port,
                 nginx_port,
@@ -647,6 +934,9 @@ def main(argv=None):
         finally:
             if nginx is not None:
                 stop_nginx(nginx)
+            if plain is not None:
+                stop(plain)
+                pids.append(plain.pid)
             stop(buildshelf)
         left = [pid for pid in pids if running(pid)]
         checks.append(("everything stopped", "no process left", f"{len(left)} left", not left))

@@ -1,8 +1,21 @@
-"""Kept files sent by nginx in front: downloads.handed_over and --accel-redirect through the
-app."""
+"""Kept files sent by nginx in front: downloads.handed_over, --accel-redirect through the app,
+and deploy/nginx.conf on real nginx (bench/nginx.py measures more; this runs in seconds).
+
+The real-nginx tests need Debian's nginx; without it they are skipped (with CI=true they fail
+instead).
+"""
 
 import hashlib
+import http.client
+import json
 import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from email.utils import formatdate
+from types import SimpleNamespace
 
 import pytest
 import webtest
@@ -12,7 +25,12 @@ import downloads
 import server
 import settings
 import store as store_module
+from helpers import ROOT, real_server
 from test_downloads import CONTENT, MODIFIED_DATE, body_bytes, request, stored, whole_headers
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import nginx as nginx_bench  # noqa: E402
 
 URI = "/_objects/ab/abcdef"
 
@@ -164,3 +182,148 @@ def test_another_prefix_is_bad_usage_naming_the_flag_or_variable(data_dir, value
             cli.parse_args(["--data", str(data_dir), *argv], environ=environ)
         assert raised.value.code == 2
         assert named in capsys.readouterr().err
+
+
+# --- deploy/nginx.conf on real nginx ---
+
+
+@pytest.fixture
+def nginx_available():
+    missing = [tool for tool in ("nginx", "curl") if shutil.which(tool) is None]
+    if missing:
+        message = f"missing {', '.join(missing)}: as root, apt-get install -y nginx curl"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("CI must run the real-nginx tests: " + message)
+        pytest.skip(message)
+
+
+@pytest.fixture
+def behind_nginx(nginx_available, data_dir):
+    """deploy/nginx.conf (without TLS and limits, as bench/nginx.py runs it) before a real
+    Buildshelf started as deploy/buildshelf.service starts it: nginx's port, a kept file's
+    path, content and object, and the same data's app sending files itself (plain)."""
+    # Not in pytest's own directory, which nginx's workers (nobody, under root) cannot enter.
+    with tempfile.TemporaryDirectory() as work:
+        os.chmod(work, 0o755)
+        data = os.path.join(work, "data")
+        shutil.copytree(data_dir, data)
+        content = random.Random(5).randbytes(3 << 20)
+        jar = os.path.join(work, "alpha-9.jar")
+        with open(jar, "wb") as f:
+            f.write(content)
+        assert cli.main(["publish", "alpha", "--data", data, "--build", "9", "--channel",
+                         "1.21", "--timestamp", "1700000000000", "--file", jar]) == 0  # fmt: skip
+        sha = hashlib.sha256(content).hexdigest()
+        path = f"/downloads/alpha/9/{sha}/alpha-9.jar"
+        port = nginx_bench.free_port()
+        prefix = nginx_bench.unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]
+        flags = ("--accel-redirect", prefix, "--public-url", f"http://127.0.0.1:{port}")
+        with real_server(data, *flags) as (upstream, _):
+            with open(nginx_bench.SITE) as f:
+                site = nginx_bench.render_site(
+                    f.read(), os.path.join(work, "nginx"), upstream, port,
+                    store=os.path.join(data, "artifacts"),
+                )  # fmt: skip
+            argv = nginx_bench.write_config(os.path.join(work, "nginx"), site)
+            nginx = nginx_bench.start_nginx(argv, port)
+            try:
+                plain = server.make_app(store_module.Store(data, check_interval=0))
+                yield SimpleNamespace(
+                    port=port,
+                    path=path,
+                    content=content,
+                    object=os.path.join(data, "artifacts", sha[:2], sha),
+                    plain=webtest.TestApp(plain),
+                )
+            finally:
+                nginx_bench.stop_nginx(nginx)
+
+
+def through(port, path, method="GET", headers=None):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(method, path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.getheaders(), response.read()
+    finally:
+        connection.close()
+
+
+def compared(headers):
+    """Headers as both servers write them: names in lowercase, without the connection's and
+    the software's own."""
+    return {n.lower(): v for n, v in headers if n.lower() not in nginx_bench.NOT_COMPARED}
+
+
+@pytest.mark.parametrize(
+    "method, headers",
+    [
+        ("GET", {}),
+        ("HEAD", {}),
+        ("GET", {"Range": "bytes=1000-1999"}),
+        ("GET", {"Range": "bytes=0-9", "If-Range": '"another"'}),
+        ("GET", {"Range": "bytes=99999999-"}),
+        ("GET", {"If-Match": '"another"'}),
+    ],
+)
+def test_nginx_sends_what_buildshelf_would(behind_nginx, method, headers):
+    path = behind_nginx.path
+    status, got, body = through(behind_nginx.port, path, method, headers)
+    expected = behind_nginx.plain.request(path, method=method, headers=headers, expect_errors=True)
+    assert (status, compared(got), body) == (
+        expected.status_int,
+        compared(expected.headerlist),
+        expected.body,
+    )
+    if method == "GET" and not headers:
+        assert body == behind_nginx.content
+        assert {h.lower() for h in nginx_bench.DOWNLOAD_HEADERS} <= set(compared(got))
+
+
+def test_through_nginx_a_validator_gets_304_and_curl_resumes(behind_nginx, tmp_path):
+    port, path, content = behind_nginx.port, behind_nginx.path, behind_nginx.content
+    etag = f'"{hashlib.sha256(content).hexdigest()}"'
+    assert through(port, path, headers={"If-None-Match": etag})[::2] == (304, b"")
+    out = tmp_path / "cut.jar"
+    out.write_bytes(content[: 1 << 20])
+    curl = subprocess.run(
+        ["curl", "-sS", "--noproxy", "*", "-f", "-C", "-", "-o", str(out),
+         f"http://127.0.0.1:{port}{path}"],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert (curl.returncode, out.read_bytes() == content) == (0, True)
+
+
+def test_nginx_follows_no_link_in_the_store(behind_nginx):
+    """Buildshelf refuses an object that is a link (503); nginx refuses any link below the
+    store, such as a directory of objects moved elsewhere and linked back."""
+    prefix_dir = os.path.dirname(behind_nginx.object)
+    elsewhere = os.path.join(os.path.dirname(os.path.dirname(prefix_dir)), "elsewhere")
+    shutil.move(prefix_dir, elsewhere)
+    os.symlink(elsewhere, prefix_dir)
+    assert through(behind_nginx.port, behind_nginx.path)[0] == 404
+
+
+@pytest.mark.parametrize("validator", ["If-None-Match", "If-Modified-Since"])
+def test_the_objects_own_validators_never_answer_through_nginx(behind_nginx, validator):
+    """nginx's own ETag is the file's time and size, its Last-Modified the file's time: a
+    client never sees them, and deploy/nginx.conf turns them off."""
+    os.utime(behind_nginx.object, (1_600_000_000, 1_600_000_000))  # before the build's time
+    size = len(behind_nginx.content)
+    value = {
+        "If-None-Match": f'"{1_600_000_000:x}-{size:x}"',
+        "If-Modified-Since": formatdate(1_600_000_000, usegmt=True),
+    }[validator]
+    status, _, body = through(behind_nginx.port, behind_nginx.path, headers={validator: value})
+    assert (status, body) == (200, behind_nginx.content)
+
+
+def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
+    port, path = behind_nginx.port, behind_nginx.path
+    sha = path.split("/")[4]
+    inside = f"/_objects/{sha[:2]}/{sha}"
+    for outside in (path.replace("/9/", "/8/"), inside, path + "/%2e%2e" * 5 + inside):
+        assert through(port, outside)[0] == 404
+    os.unlink(behind_nginx.object)
+    status, headers, body = through(port, path)
+    assert (status, json.loads(body)["code"]) == (503, "artifact_unavailable")
