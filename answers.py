@@ -174,8 +174,9 @@ def set_headers(response, headers):
     response._headers.update((name, [value]) for name, value in headers)
 
 
-def preflight() -> None:
-    """CORS preflight: any origin may read this API from a browser."""
+def preflight(**path_parameters) -> None:
+    """CORS preflight: any origin may read this API from a browser. Routed for every GET
+    route, whatever its path parameters."""
     response = bottle.response
     response.status = 204
     response.set_header("Access-Control-Allow-Methods", ALLOWED_METHODS)

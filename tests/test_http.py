@@ -3,6 +3,7 @@
 import gc
 import gzip
 import os
+import re
 import threading
 
 import pytest
@@ -483,6 +484,14 @@ def test_cors_preflight(client, path):
     assert resp.headers["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS"
     assert "If-None-Match" in resp.headers["Access-Control-Allow-Headers"]
     assert resp.headers["Access-Control-Max-Age"] == "86400"
+
+
+def test_every_get_route_answers_a_preflight(app, client):
+    rules = {route.rule for route in app.routes if route.method == "GET"}
+    assert "/projects/<slug>" in rules and "/downloads/<project>/<build>/<sha256>/<file>" in rules
+    for rule in rules:
+        path = re.sub(r"<[^>]*>", "x", rule)
+        assert client.options(path, expect_errors=True).status_int == 204, rule
 
 
 def test_options_on_an_unknown_path_is_404(client):
