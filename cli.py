@@ -236,7 +236,7 @@ def make_parser():
         "--mirror",
         action="store_true",
         help="download each build added into the artifact store (see --artifacts), so that "
-        "it outlives Jenkins' retention; a build whose download fails is skipped",
+        "it outlives Jenkins' retention; a build whose download fails is not added (failed)",
     )
     _max_file_mb(sub, "artifact --mirror keeps")
     sub.add_argument(
