@@ -365,6 +365,26 @@ def test_waitress_file_wrapper_sends_just_the_range(tmp_path, no_fd_leaked):
     body.close()
 
 
+def test_waitress_file_wrapper_reads_at_most_read_bytes_at_a_time(tmp_path, no_fd_leaked):
+    big = stored(tmp_path, BIG, "big.jar")
+    environ = request(range="bytes=100-")
+    environ["wsgi.file_wrapper"] = ReadOnlyFileBasedBuffer
+    _, headers, body = downloads.answer(big, environ)
+    remaining = body.prepare(int(dict(headers)["Content-Length"]))
+    chunks = []
+    # What waitress's channel does when the socket takes every byte: it asks for a send
+    # buffer's worth (megabytes), sends what it gets and skips past it.
+    while remaining:
+        chunks.append(body.get(4 << 20))
+        body.skip(len(chunks[-1]), True)
+        remaining -= len(chunks[-1])
+    body.close()
+    assert b"".join(chunks) == BIG[100:]
+    assert [len(chunk) for chunk in chunks] == [downloads.READ_BYTES] * 3 + [
+        len(BIG) - 100 - (3 << 20)
+    ]
+
+
 # --- A file not as recorded ---
 
 
