@@ -20,6 +20,13 @@ from accesslog import access_record
 # this bounds what each connection holds as copies, and nothing goes to a temporary file.
 UNSENT_OUTPUT_LIMIT = 64 * 1024
 BY_REFERENCE_BYTES = 16 * 1024
+# What a turn of the loop sends at most, shared among the open connections (at least
+# MIN_SHARE each): then the loop goes on to the others. waitress would send until the socket
+# is full, megabytes a connection for downloads to fast clients, while every other waited. A
+# lone download still goes out in big sends; a worker thread handing an answer over sends
+# MIN_SHARE of it at most, and the loop the rest.
+TURN_BYTES = 4 << 20
+MIN_SHARE = 64 << 10
 # Pipelined requests the loop thread answers from memory per read of a connection (8 KiB: up
 # to about 200 requests) before a worker thread takes over the rest.
 ANSWERS_PER_READ = 32
@@ -125,6 +132,8 @@ class GuardedChannel(HTTPChannel):
         super().__init__(*args, **kwargs)
         self.idle_since = self.creation_time  # since the last answer, or since connecting
         self.accepted_in_turn = self.server.turn
+        self.send_buffer_bytes = self.sendbuf_len  # waitress asks its outbuf for this a send
+        self.turn_left, self.sendbuf_len = MIN_SHARE, min(self.sendbuf_len, MIN_SHARE)
 
     def handle_read_event(self):
         # Readiness that select() reported in the turn this connection was accepted belongs
@@ -192,7 +201,18 @@ class GuardedChannel(HTTPChannel):
             return False
         return self.awaiting_drain or super().writable()
 
+    def send(self, data, do_close=True):
+        # waitress sends until a send takes nothing. Past the turn's share, its outbuf is
+        # asked for nothing more (sendbuf_len), so no byte is read to be thrown away, and
+        # sending nothing ends its loop.
+        sent = super().send(data, do_close) if data else 0
+        self.turn_left -= sent
+        self.sendbuf_len = max(0, min(self.send_buffer_bytes, self.turn_left))
+        return sent
+
     def handle_write(self):
+        share = max(MIN_SHARE, TURN_BYTES // max(1, len(self.server.active_channels)))
+        self.turn_left, self.sendbuf_len = share, min(self.send_buffer_bytes, share)
         super().handle_write()
         if self.awaiting_drain and self.total_outbufs_len <= UNSENT_OUTPUT_LIMIT:
             self.awaiting_drain = False

@@ -63,6 +63,8 @@ PRIVATE_NAMES = (
             "parser_class",
             "received",
             "requests",
+            "send",
+            "sendbuf_len",
             "service",
             "task_class",
             "total_outbufs_len",
@@ -70,7 +72,8 @@ PRIVATE_NAMES = (
             "writable",
         ),
         "connection.GuardedChannel never lets a worker wait for a client that does not read, "
-        "and answers remembered requests on the loop thread with waitress's own service()",
+        "answers remembered requests on the loop thread with waitress's own service(), and "
+        "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len)",
     ),
     (
         "waitress.parser",

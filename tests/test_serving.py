@@ -1,8 +1,10 @@
 """The real server over a real socket: reloads, limits, the access log, shutdown."""
 
 import http.client
+import io
 import json
 import os
+import random
 import re
 import resource
 import signal
@@ -12,7 +14,10 @@ import sys
 import time
 
 import pytest
+from waitress.adjustments import Adjustments
+from waitress.buffers import ReadOnlyFileBasedBuffer
 
+import connection
 import serving
 from helpers import ROOT, free_port, make_build, make_project, real_server, server_argv, write_file
 
@@ -548,6 +553,51 @@ def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_thr
     finally:
         for sock in attackers:
             sock.close()
+
+
+class TakesAll:
+    """A socket whose client reads every byte at once (a fast client on loopback)."""
+
+    def __init__(self, sock):
+        self.sock, self.sent = sock, []
+
+    def send(self, data):
+        self.sent.append(bytes(data))
+        return len(data)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+class StubServer:
+    turn = 0
+
+    def __init__(self, others):
+        self.active_channels = {-n: None for n in range(1, others + 1)}
+
+    def pull_trigger(self):
+        pass
+
+
+@pytest.mark.parametrize("others", [0, 15, 1000])
+def test_a_turn_sends_at_most_a_connections_share_of_turn_bytes(others):
+    share = max(connection.MIN_SHARE, connection.TURN_BYTES // (others + 1))
+    body = random.Random(3).randbytes(connection.MIN_SHARE + 2 * share + 100)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        server = StubServer(others)
+        channel = connection.GuardedChannel(server, ours, ("x", 1), Adjustments(), map={})
+        channel.socket = client = TakesAll(ours)
+        outbuf = ReadOnlyFileBasedBuffer(io.BytesIO(body))
+        outbuf.prepare()
+        channel.write_soon(outbuf)  # as a worker thread hands a file over
+        sent = [sum(map(len, client.sent))]
+        while channel.total_outbufs_len:  # then each turn of the loop
+            channel.handle_write()
+            sent.append(sum(map(len, client.sent)))
+    first = connection.MIN_SHARE
+    assert sent == [first, first + share, first + 2 * share, len(body)]
+    assert b"".join(client.sent) == body
 
 
 @pytest.mark.parametrize(
