@@ -1,4 +1,5 @@
-"""Attack: every way issue 7 found to deny service, tried on the real server, with a verdict.
+"""Attack: every way issue 7 found to deny service, and downloads never read (issue 16),
+tried on the real server, with a verdict.
 
     python bench/attack.py              # default form, about six minutes
     python bench/attack.py --short      # CI form: smaller and fewer cases (2.5 min before the
@@ -24,7 +25,10 @@ server's RSS, temporary files and CPU from /proc.
  6. Content-Length with Transfer-Encoding, and HTTP/1.1 without Host, over a raw socket;
  7. 30,000 builds with distinct channels written to a new file;
  8. memory after loading a very large project and after asking for every view of it;
- 9. javadocBaseUrl with a Kelvin sign (and the long s, and the dotless i).
+ 9. javadocBaseUrl with a Kelvin sign (and the long s, and the dotless i);
+10. 400 connections ask for a kept file of 32 MiB (published with `buildshelf publish
+    --file`), a third of them whole, the others a range, and never read, until the server
+    closes them; meanwhile 16 routed requests at once (twice the worker threads).
 
 It prints a table of checks (goal, measured, PASS/FAIL) and exits 1 if one fails. Every wait is
 bounded: a server that hangs is a FAIL, never a hung script. Servers, sockets and the temporary
@@ -82,6 +86,9 @@ HEALTH_GOAL = 1.0  # seconds for /healthz to answer while a bad file is around
 CHECK_SECONDS = 30  # for `server.py --check` on one bad file (the 200 MB one included)
 CHANNELS_BUILDS = 30_000
 LOAD_GOAL = 1.0  # seconds of load for the 30,000 channels (the server's own log line)
+# What hundreds of unread downloads may cost in memory: each sends from its open file, so
+# nothing of the file is held but the read being sent.
+DOWNLOAD_BOUND = 64 << 20
 # RSS after every view may exceed RSS after load by the cache of encoded answers (its default
 # bound, --cache-mb) and this much of what encoding leaves in the allocator.
 MEMORY_SLACK = 64 << 20
@@ -1313,6 +1320,176 @@ def memory(run):
     )
 
 
+# --- phase 10: downloads never read ----------------------------------------------------------
+
+DOWNLOAD_SEED = 10
+ROUTED_AT_ONCE = 16  # twice the server's worker threads
+STALL_WAIT = 2.0  # seconds for the unread downloads to fill their sockets before measuring
+
+
+def publish_hosted(data, work, mib):
+    """A file of `mib` MiB of random bytes kept in `data`'s store by the real `buildshelf
+    publish --file`, as build 1 of project `files`."""
+    synthetic.write_project(data, "files", [])
+    source = os.path.join(work, "files-1.0-1.jar")
+    with open(source, "wb") as f:
+        f.write(random.Random(DOWNLOAD_SEED).randbytes(mib << 20))
+    subprocess.run(
+        [sys.executable, os.path.join(soak.ROOT, "cli.py"), "publish", "files", "--build", "1"]
+        + ["--channel", "1.0", "--file", source, "--data", data],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    os.remove(source)
+
+
+def download_target(port):
+    """The path of build 1 of `files`'s download URL, as the API gives it."""
+    status, body = fetch_json(port, "/api/v2/builds/latest?project=files")
+    if status != 200:
+        raise RuntimeError(f"/builds/latest of the kept file: {status}")
+    return "/" + body["downloadUrl"].split("/", 3)[3]
+
+
+def unread_download(target, n, size):
+    """The request of the `n`th attacker: the whole file, or a range of it, never read."""
+    ranges = (None, f"bytes={size // 3}-", f"bytes=-{size // 2}")
+    value = ranges[n % len(ranges)]
+    head = request_bytes(target, close=False)
+    return head[:-2] + f"Range: {value}\r\n\r\n".encode() if value else head
+
+
+def open_fds(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def routed_at_once(port):
+    """ROUTED_AT_ONCE requests sent together, each with a query of its own so that none is
+    answered from memory (they need worker threads): (how many got a 200, slowest seconds)."""
+    results = []
+
+    def one(n):
+        started = time.monotonic()
+        try:
+            reply = fetch(port, f"/api/v2/builds/latest?project=p01&routed={n}")
+            results.append((reply.status == 200, time.monotonic() - started))
+        except (OSError, ValueError):
+            results.append((False, math.inf))
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(ROUTED_AT_ONCE)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(REQUEST_CAP + 1)
+    return sum(ok for ok, _ in results), max((t for _, t in results), default=math.inf)
+
+
+def unread_downloads(run):
+    count, file_mib = (200, 16) if run.args.short else (400, 32)
+    seconds = 4 if run.args.short else 10  # held, measured, after the sockets fill
+    phase = f"10. unread downloads x{count}"
+    until = "then go" if run.args.short else "until the server closes them"
+    print(
+        f"{phase}: {count} connections each ask for a kept file of {file_mib} MiB (a third "
+        f"whole, two thirds a range) and never read, {until}",
+        flush=True,
+    )
+    data = run.fresh_data("downloads")
+    publish_hosted(data, run.work, file_mib)
+    with Server(run.work, data) as server:
+        target = download_target(server.port)
+        size = fetch(server.port, target, keep_body=False).size  # read whole once: it works
+        idle_rss, idle_fds = server.rss() or 0, open_fds(server.pid)
+        offset = log_size(server.log_path)
+        sockets, closed_after, held = [], None, count
+        with Watch(server) as watch:
+            started = time.monotonic()
+            try:
+                for n in range(count):
+                    sock = socket.create_connection(("127.0.0.1", server.port), timeout=2)
+                    sockets.append(sock)
+                    sock.sendall(unread_download(target, n, size))
+                ports = {sock.getsockname()[1] for sock in sockets}
+                time.sleep(STALL_WAIT)
+                peak_fds, cpu_before = open_fds(server.pid), server.cpu()
+                answered, slowest = routed_at_once(server.port)
+                time.sleep(max(0.0, seconds - (time.monotonic() - started - STALL_WAIT)))
+                cpu = (server.cpu() - cpu_before) / (time.monotonic() - started - STALL_WAIT)
+                if run.args.short:  # the clients go away: each file is closed with its socket
+                    for sock in sockets:
+                        abort(sock)
+                    started = time.monotonic()
+                while time.monotonic() - started < CLOSE_GOAL + 2:
+                    table = server_connections(server.port)
+                    held = sum(1 for p in ports if table.get(p, ("",))[0] in OPEN_STATES)
+                    if not held:
+                        closed_after = time.monotonic() - started
+                        break
+                    time.sleep(0.1)
+            finally:
+                for sock in sockets:
+                    abort(sock)
+        deadline = time.monotonic() + 5
+        while open_fds(server.pid) > idle_fds and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left_fds = open_fds(server.pid)
+        logged = server.log_text(offset).splitlines()
+    other = [line for line in logged if not ACCESS_LINE.match(line)]
+    cost = max(0, watch.sampler.peak_rss - idle_rss) + watch.sampler.peak_temp
+    run.latency_check(phase, watch)
+    run.check(
+        phase,
+        f"{ROUTED_AT_ONCE} routed requests at once",
+        f"all 200 within {LATENCY_GOAL:.0f} s",
+        f"{answered} answered, the slowest in "
+        + ("none" if slowest == math.inf else f"{slowest * 1000:.0f} ms"),
+        answered == ROUTED_AT_ONCE and slowest < LATENCY_GOAL,
+    )
+    run.check(
+        phase,
+        "memory (RSS growth + temp files)",
+        f"<= {mib(DOWNLOAD_BOUND)}",
+        f"{mib(cost)}: RSS {mib(idle_rss)} -> peak {mib(watch.sampler.peak_rss)}, temp files "
+        f"peak {mib(watch.sampler.peak_temp)}; {count} downloads of {mib(size)} asked for",
+        cost <= DOWNLOAD_BOUND,
+    )
+    run.check(
+        phase,
+        "no busy loop: server CPU",
+        f"< {CPU_GOAL:.0%} of a core",
+        f"{cpu:.0%} of a core",
+        cpu < CPU_GOAL,
+    )
+    run.check(
+        phase,
+        "closed" + (" once the clients go" if run.args.short else " by the server"),
+        f"all within {CLOSE_GOAL:.0f} s",
+        f"all after {closed_after:.1f} s"
+        if closed_after is not None
+        else f"{held} of {count} still open after {CLOSE_GOAL:.0f} s",
+        closed_after is not None,
+    )
+    run.check(
+        phase,
+        "files closed with their connections",
+        "open files back to idle",
+        f"{idle_fds} idle, {peak_fds} held, {left_fds} after",
+        left_fds <= idle_fds and peak_fds >= idle_fds + count,
+    )
+    example = f" e.g. {other[0].strip()[:60]!r}" if other else ""
+    run.check(
+        phase,
+        "log: nothing but access lines",
+        "0 other lines",
+        f"{len(other)}{example}",
+        not other,
+    )
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 
@@ -1344,6 +1521,7 @@ def phases(args):
         (7, many_channels),
         (8, memory),
         (9, non_ascii_urls),
+        (10, unread_downloads),
     ]
     return [(n, f) for n, f in every if not args.only or n in args.only]
 
@@ -1367,7 +1545,7 @@ def parse_args(argv):
         "--short",
         action="store_true",
         help="the CI form: 64 pipelining clients only, shorter holds, a 50 MB "
-        "file, 50,000 builds in the memory phase",
+        "file, 50,000 builds in the memory phase, 200 unread downloads that go after 6 s",
     )
     parser.add_argument(
         "--big", action="store_true", help="1,000,000 builds in the memory phase (default 300,000)"
@@ -1375,7 +1553,7 @@ def parse_args(argv):
     parser.add_argument(
         "--only",
         type=lambda s: {int(n) for n in s.split(",")},
-        help="comma-separated phase numbers (1-9) to run",
+        help="comma-separated phase numbers (1-10) to run",
     )
     return parser.parse_args(argv)
 
