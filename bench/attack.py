@@ -1161,7 +1161,7 @@ def non_ascii_urls(run):
 
 
 def loaded_ms(log_text, slug):
-    match = re.search(rf"loaded {slug}: \d+ builds in (\d+) ms", log_text)
+    match = re.search(rf"loaded {slug}: [\d,]+ builds in (\d+) ms", log_text)  # 30,000
     return int(match[1]) / 1000 if match else None
 
 
