@@ -1,7 +1,7 @@
 """Attack: every way issue 7 found to deny service, and downloads never read (issue 16),
 tried on the real server, with a verdict.
 
-    python bench/attack.py              # default form, about six minutes
+    python bench/attack.py              # default form, about four minutes
     python bench/attack.py --short      # CI form: smaller and fewer cases (2.5 min before the
                                         # fixes of issue 7, whose failing waits run to bounds)
     python bench/attack.py --big        # the memory phase with 1,000,000 builds (3.2 GiB today)
