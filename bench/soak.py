@@ -506,9 +506,13 @@ def check_projects(body, shared):
 
 
 def check_health(body):
+    # The writer leaves files torn and invalid: "degraded" while one is, and then only.
+    not_as_on_disk = isinstance(body, dict) and bool(
+        body.get("rejectedFiles") or body.get("unavailableFiles")
+    )
     if not (
         isinstance(body, dict)
-        and body.get("status") == "ok"
+        and body.get("status") == ("degraded" if not_as_on_disk else "ok")
         and len(CORE) + 1 <= body.get("projects", 0) <= len(SLUGS)
         and isinstance(body.get("rejectedFiles"), list)
     ):
