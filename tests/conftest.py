@@ -1,4 +1,9 @@
-"""Fixtures: a temporary data directory, the store over it, the app and a webtest client."""
+"""Fixtures: a temporary data directory, the store over it, the app and a webtest client; a
+fake Jenkins."""
+
+import http.server
+import threading
+from typing import NamedTuple
 
 import pytest
 import webtest
@@ -6,7 +11,7 @@ from hypothesis import settings
 
 import server
 import store as store_module
-from helpers import ALPHA_BUILDS, make_build, make_project, write_file
+from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, write_file
 
 # The same examples on every run, so CI never fails one run in ten: a property test found a
 # crash on its own that way, and a test that fails at random is no test. To look for new
@@ -52,3 +57,48 @@ def client(app, store):
         return app(environ, start_response)
 
     return webtest.TestApp(checked_first)
+
+
+class FakeJenkins(NamedTuple):
+    base: str  # http://127.0.0.1:PORT
+    paths: list  # the paths asked for, in order
+    routes: dict  # path -> bytes to answer 200 with, or a function of the request handler
+    release: threading.Event  # set at the end: a handler that stalls waits for it
+
+
+@pytest.fixture
+def fake_jenkins():
+    """A Jenkins on 127.0.0.1 serving the freestyle fixture at /job/Alpha/api/json, and what a
+    test puts in `routes`."""
+    paths, routes, release = [], {}, threading.Event()
+    with open(FREESTYLE, "rb") as f:
+        freestyle = f.read()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            paths.append(self.path)
+            route = routes.get(self.path)
+            if callable(route):
+                return route(self)
+            if route is not None or self.path.startswith("/job/Alpha/api/json"):
+                body = freestyle if route is None else route
+                self.send_response(200)
+            else:
+                body = b"<html>Not found</html>"
+                self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.fake = FakeJenkins(f"http://127.0.0.1:{httpd.server_address[1]}", paths, routes, release)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield httpd.fake
+    release.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()

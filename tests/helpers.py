@@ -75,6 +75,9 @@ def bump_mtime(path, seconds=10):
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Saved remote API JSON of Jenkins jobs: a freestyle job's, a pipeline's.
+JENKINS_JOBS = os.path.join(ROOT, "tests", "jenkins_jobs")
+FREESTYLE = os.path.join(JENKINS_JOBS, "freestyle.json")
 
 
 def free_port():

@@ -4,14 +4,11 @@ tests/jenkins_jobs/) merged into a project's file, from a file or over HTTP."""
 import errno
 import fcntl
 import hashlib
-import http.server
 import json
 import os
 import socket
-import threading
 import time
 from contextlib import suppress
-from typing import NamedTuple
 
 import pytest
 import webtest
@@ -22,10 +19,9 @@ import jenkins_mirror
 import server
 import store as store_module
 import writer
+from helpers import FREESTYLE, JENKINS_JOBS, ROOT
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jenkins_jobs")
-FREESTYLE = os.path.join(FIXTURES, "freestyle.json")
-PIPELINE = os.path.join(FIXTURES, "pipeline.json")
+PIPELINE = os.path.join(JENKINS_JOBS, "pipeline.json")
 JOB = "https://ci.example.org/job/Alpha/"
 
 
@@ -314,51 +310,6 @@ def test_a_missing_file_or_project_is_refused(project, capsys):
 
 
 # --- over HTTP ----------------------------------------------------------------------------------
-
-
-class FakeJenkins(NamedTuple):
-    base: str  # http://127.0.0.1:PORT
-    paths: list  # the paths asked for, in order
-    routes: dict  # path -> bytes to answer 200 with, or a function of the request handler
-    release: threading.Event  # set at the end: a handler that stalls waits for it
-
-
-@pytest.fixture
-def fake_jenkins():
-    """A Jenkins on 127.0.0.1 serving the freestyle fixture at /job/Alpha/api/json, and what a
-    test puts in `routes`."""
-    paths, routes, release = [], {}, threading.Event()
-    with open(FREESTYLE, "rb") as f:
-        freestyle = f.read()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            paths.append(self.path)
-            route = routes.get(self.path)
-            if callable(route):
-                return route(self)
-            if route is not None or self.path.startswith("/job/Alpha/api/json"):
-                body = freestyle if route is None else route
-                self.send_response(200)
-            else:
-                body = b"<html>Not found</html>"
-                self.send_response(404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.fake = FakeJenkins(f"http://127.0.0.1:{httpd.server_address[1]}", paths, routes, release)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield httpd.fake
-    release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
 
 
 def test_the_job_is_fetched_from_its_url(project, fake_jenkins):
@@ -705,7 +656,7 @@ def test_an_object_removed_before_the_lock_skips_its_build(
 
 # --- saving the job's JSON (issue 17) --------------------------------------------------------
 
-PUBLISHING = os.path.join(os.path.dirname(FIXTURES), "..", "docs", "publishing.md")
+PUBLISHING = os.path.join(ROOT, "docs", "publishing.md")
 
 
 def test_the_docs_save_the_job_json_with_the_tree_import_jenkins_reads():

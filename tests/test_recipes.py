@@ -3,14 +3,12 @@ docs/running.md in a temporary root, then the CI recipes of docs/publishing.md a
 deploy/buildshelf.cron, each in a clean environment (`env -i` with the PATH that sshd or cron
 gives), and what they wrote read back where the service reads."""
 
-import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 
 import pytest
 
@@ -26,7 +24,6 @@ SSHD_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
 # for it), no user (it writes as whoever runs it) and starts no service.
 NOT_RUN = re.compile(r"^(python3 -m venv |/opt/buildshelf/\.venv/bin/pip |adduser |systemctl )")
 JOB_URL = "https://ci.buildshelf.example/job/Tinplate/"
-FREESTYLE = os.path.join(REPO, "tests", "jenkins_jobs", "freestyle.json")
 
 
 def read(*path):
@@ -147,32 +144,8 @@ def test_the_jenkins_recipe_publishes_on_the_box(box, ci_side):
     assert len(build.commits) == 2
 
 
-@pytest.fixture
-def jenkins():
-    """A Jenkins on 127.0.0.1 answering every job's api/json with the freestyle fixture."""
-    with open(FREESTYLE, "rb") as f:
-        job = f.read()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(job)))
-            self.end_headers()
-            self.wfile.write(job)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/job/Tinplate/"
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-def test_the_cron_lines_run_with_cron_s_path(box, jenkins):
+def test_the_cron_lines_run_with_cron_s_path(box, fake_jenkins):
+    jenkins = fake_jenkins.base + "/job/Alpha/"  # it serves the freestyle job there
     with open(box + "/etc/cron.d/buildshelf", encoding="utf-8") as f:
         crontab = f.read()
     [path] = re.findall(r"^PATH=(.*)$", crontab, re.M)
