@@ -4,7 +4,6 @@ import bottle
 
 import query
 from answers import JSON, iso_time
-from artifacts import object_path
 from shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
 
 
@@ -19,12 +18,7 @@ def install(app: bottle.Bottle, store) -> None:
         checking_for, stalled = store.progress()
         late = stalled or (checking_for or 0) > 2 * store.read_wait
         unavailable = [
-            UnavailableFile(
-                slug,
-                build.number,
-                build.file,
-                f"{object_path(store.artifacts, build.sha256)} {problem}",
-            )
+            UnavailableFile(slug, build.number, build.file, problem)
             for slug, build, problem in store.unavailable()
         ]
         bottle.response.status = 200 if snapshot.projects else 503

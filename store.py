@@ -166,8 +166,12 @@ QUICK_RELOAD_BYTES = 100 << 20
 OBJECTS = "artifacts/"
 
 
-def _problems(store_dir, kept):
-    return tuple(artifacts.problems(store_dir, kept))
+def _unavailable(store_dir, kept):
+    """(slug, build, its object's path and what is wrong with it) for `kept`'s problems."""
+    return tuple(
+        (slug, build, f"{printable(artifacts.object_path(store_dir, build.sha256))} {problem}")
+        for slug, build, problem in artifacts.problems(store_dir, kept)
+    )
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,8 @@ class Store:
 
     def unavailable(self) -> tuple[tuple[str, Build, str], ...]:
         """(project slug, build, problem) for each served build whose kept file's object is
-        missing or damaged, as the last check found: never waits, never touches a file."""
+        missing or damaged, as the last check found, the problem naming the object's path
+        ("/srv/.../ab/abcd... is missing"): never waits, never touches a file."""
         return self._unavailable
 
     def refresh(self) -> Snapshot:
@@ -365,7 +370,7 @@ class Store:
         if not kept:
             self._unavailable = ()
             return
-        reads = {OBJECTS: self._start_reading(OBJECTS, _problems, self.artifacts, kept)}
+        reads = {OBJECTS: self._start_reading(OBJECTS, _unavailable, self.artifacts, kept)}
         if not self._finish_reading(reads, time.monotonic() + self.read_wait):
             return  # the store's file system hangs: keep the last report
         unavailable = reads[OBJECTS].result()
@@ -374,11 +379,10 @@ class Store:
         for slug, build, problem in unavailable:
             if before.get((slug, build.number)) != problem:
                 log.error(
-                    "the file of build %d of %s, %s, is unavailable: its object %s %s",
+                    "the file of build %d of %s, %s, is unavailable: its object %s",
                     build.number,
                     slug,
                     build.file,
-                    printable(artifacts.object_path(self.artifacts, build.sha256)),
                     problem,
                 )
         for slug, number in before.keys() - now.keys():
