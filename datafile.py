@@ -61,19 +61,19 @@ MAX_PROBLEMS = 20
 
 class DataError(Exception):
     """A data file that cannot be served, with where in the file the problem is; `also` holds
-    the file's other problems (MAX_PROBLEMS at most in all), `unshown` counts the rest."""
+    the file's other problems (MAX_PROBLEMS at most in all), `count` counts them all."""
 
     def __init__(self, path, message, line=None, column=None, where=None):
         super().__init__(message)
         self.path, self.message = path, message
         self.line, self.column, self.where = line, column, where
-        self.also, self.unshown = (), 0
+        self.also, self.count = (), 1
 
     @classmethod
     def of_all(cls, problems: list["DataError"]) -> "DataError":
         """The first of `problems` (one file's, in file order), carrying the others."""
         first = problems[0]
-        first.also, first.unshown = problems[1:MAX_PROBLEMS], max(0, len(problems) - MAX_PROBLEMS)
+        first.also, first.count = problems[1:MAX_PROBLEMS], len(problems)
         return first
 
     @property
@@ -99,8 +99,8 @@ class DataError(Exception):
         """Every problem, one line each (with the file's path unless `located`), and how
         many more there are."""
         lines = [e.located() if located else str(e) for e in (self, *self.also)]
-        if self.unshown:
-            more = f"and {self.unshown} more problems, not shown"
+        if unshown := self.count - len(lines):
+            more = f"and {unshown} more problems, not shown"
             lines.append(more if located else f"{printable(os.fspath(self.path))}: {more}")
         return lines
 

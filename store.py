@@ -132,7 +132,7 @@ def check(directory: str, store_dir: str | None = None, rehash: bool = False) ->
         log.info(
             "checked %s: %s, %s",
             directory,
-            counted(sum(1 + len(p.also) + p.unshown for p in problems), "problem"),
+            counted(sum(problem.count for problem in problems), "problem"),
             counted(len(unused), "unused object"),
         )
     return 1 if problems else 0

@@ -111,7 +111,7 @@ def _validate(path, slug, data, advice=None):
         datafile.parse_project(path, slug, data)
     except datafile.DataError as error:
         notes = [advice] if advice else []
-        if others := len(error.also) + error.unshown:
+        if others := error.count - 1:
             notes.append(f"'buildshelf check' lists its {counted(others, 'other problem')}")
         raise Refused(f"{error}" + (f" ({'; '.join(notes)})" if notes else "")) from None
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
