@@ -308,14 +308,6 @@ def install(app, store, max_age: int, cache, shapes) -> None:
         bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         return send(representation, max_age, HTML, shown=shown)
 
-    def fail_page(error):
-        """An HTML error: never cached, the message the JSON API would give."""
-        bottle.response.status = error.status_code
-        bottle.response.content_type = HTML
-        bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        bottle.response.set_header("Cache-Control", "no-store")
-        return error_page(error.status_code, error.body)
-
     @app.get("/")
     def index():
         """Every project with its latest builds, for people."""
@@ -357,11 +349,9 @@ def install(app, store, max_age: int, cache, shapes) -> None:
         """The address with a trailing slash, as people type it: moved to the one without."""
         try:
             pairs = query.parse()
+            project = _project(store.snapshot(), slug)
         except bottle.HTTPError as error:
             return fail_page(error)
-        project = store.snapshot().project(slug)
-        if project is None:
-            return fail_page(bottle.HTTPError(404, f"There is no project {slug!r} here."))
         target = f"/projects/{project.slug}" + (f"?{urlencode(pairs)}" if pairs else "")
         return answers.redirect(target, max_age, status=301)
 
@@ -396,22 +386,33 @@ def not_found(error: bottle.HTTPError) -> bytes:
     path, accept = bottle.request.path, bottle.request.get_header("Accept", "")
     if path.startswith(("/api/", DOWNLOADS + "/")) or "text/html" not in accept:
         return answers.error_response(error)
-    response = bottle.response
-    answers.set_common_headers(response)
-    response.content_type = HTML
-    response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-    response.set_header("Cache-Control", "no-store")
-    response.set_header("Vary", "Accept")
+    answers.set_common_headers(bottle.response)  # bottle dropped those the hook had set
+    bottle.response.set_header("Vary", "Accept")
     message = error.body if isinstance(error.body, str) and error.body else None
-    return error_page(404, message or "There is no page at this address.")
+    return fail_page(bottle.HTTPError(404, message or "There is no page at this address."))
+
+
+def fail_page(error: bottle.HTTPError) -> bytes:
+    """An HTML error: never cached, the message the JSON API would give."""
+    bottle.response.status = error.status_code
+    bottle.response.content_type = HTML
+    bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    bottle.response.set_header("Cache-Control", "no-store")
+    return error_page(error.status_code, error.body)
+
+
+def _project(snapshot, slug):
+    """The project a page's address names, or an HTML 404."""
+    project = snapshot.project(slug)
+    if project is None:
+        raise bottle.HTTPError(404, f"There is no project {slug!r} here.")
+    return project
 
 
 def _page_filter(snapshot, slug):
     """The project, channel, experimental flag and page number a page request names."""
     params = query.build_query()
-    project = snapshot.project(slug)
-    if project is None:
-        raise bottle.HTTPError(404, f"There is no project {slug!r} here.")
+    project = _project(snapshot, slug)
     channel, experimental = query.filters(params)
     pages = page_count(project.select(channel, experimental))
     number = params.get("page") or "1"
