@@ -37,6 +37,7 @@ PROJECT_KEYS = file_keys(Project)
 OPTIONAL_PROJECT_KEYS = ("slug", "javadocPagePrefix")
 BUILD_KEYS = file_keys(Build)
 LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
+WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
 AUTHORED_COMMIT_KEYS = file_keys(Commit)
 COMMIT_KEYS = AUTHORED_COMMIT_KEYS[:2]  # 'author' is optional
 # As sets, for the checks on every build.
@@ -49,7 +50,7 @@ _PROJECT_KEYS, _REQUIRED_PROJECT_KEYS = (
 PLAIN_BUILD_KEYS = BUILD_KEYS[:7]
 _PLAIN_BUILD_KEYS = set(PLAIN_BUILD_KEYS)
 _REQUIRED_BUILD_KEYS = _PLAIN_BUILD_KEYS - {"downloadUrl"}
-_ALLOWED_BUILD_KEYS = set(BUILD_KEYS + LEGACY_BUILD_KEYS)
+_ALLOWED_BUILD_KEYS = set(WRITTEN_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")

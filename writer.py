@@ -66,7 +66,7 @@ def encode(doc: dict) -> bytes:
         doc,
         builds=[
             dict(
-                _ordered(build, datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS),
+                _ordered(build, datafile.WRITTEN_BUILD_KEYS),
                 commits=[
                     _ordered(commit, datafile.AUTHORED_COMMIT_KEYS) for commit in build["commits"]
                 ],
@@ -306,9 +306,7 @@ def publish(
             with locked(directory):
                 remove_unused_objects(directory, store_dir)
         if "duplicate" in outcome and "more than once" in str(refused):
-            fields = ", ".join(
-                k for k in datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS if k in differing
-            )
+            fields = ", ".join(k for k in datafile.WRITTEN_BUILD_KEYS if k in differing)
             raise Refused(
                 f"{project_path(directory, slug)}: build {build['buildNumber']} is already "
                 f"there with another {fields}: give --replace to replace it (nothing written)"

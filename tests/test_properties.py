@@ -406,7 +406,7 @@ def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefi
 
 
 PROJECT_FIELDS = sorted(datafile.PROJECT_KEYS) + ["other"]
-BUILD_FIELDS = sorted(datafile.BUILD_KEYS + datafile.LEGACY_BUILD_KEYS) + [
+BUILD_FIELDS = sorted(datafile.WRITTEN_BUILD_KEYS) + [
     "gameVersion",
     "other",
 ]
