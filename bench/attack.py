@@ -59,7 +59,7 @@ import soak
 import synthetic
 
 sys.path.insert(0, soak.ROOT)
-import settings  # noqa: E402  (for its defaults)
+from buildshelf import settings  # noqa: E402  (for its defaults)
 
 REQUEST_CAP = 5.0  # seconds: a normal request unanswered by then failed
 NORMAL_INTERVAL = 0.075  # seconds between two normal requests (one at a time)
@@ -1335,7 +1335,7 @@ def publish_hosted(data, work, mib):
     with open(source, "wb") as f:
         f.write(random.Random(DOWNLOAD_SEED).randbytes(mib << 20))
     subprocess.run(
-        [sys.executable, os.path.join(soak.ROOT, "cli.py"), "publish", "files", "--build", "1"]
+        [sys.executable, "-m", "buildshelf", "publish", "files", "--build", "1"]
         + ["--channel", "1.0", "--file", source, "--data", data],
         check=True,
         capture_output=True,

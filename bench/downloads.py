@@ -65,7 +65,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 import synthetic  # noqa: E402
-from artifacts import default_store, object_path  # noqa: E402
+from buildshelf.artifacts import default_store, object_path  # noqa: E402
 from nginx import nginx_pids, stop_nginx  # noqa: E402
 from run import (  # noqa: E402
     cpu_seconds,
@@ -258,7 +258,7 @@ def whole_download(port, target):
 
 def buildshelf_cli(*argv):
     return subprocess.run(
-        [sys.executable, os.path.join(ROOT, "cli.py"), *argv],
+        [sys.executable, "-m", "buildshelf", *argv],
         check=True,
         capture_output=True,
         text=True,
@@ -529,7 +529,7 @@ def measure_publish(work, data_dir, args, rows):
         f"{args.rounds} rounds",
         flush=True,
     )
-    cli = [sys.executable, os.path.join(ROOT, "cli.py")]
+    cli = [sys.executable, "-m", "buildshelf"]
     copy = os.path.join(work, "copy.jar")
     publish, yardstick, synced, start_up = [], [], [], []
     for r in range(args.rounds):

@@ -71,7 +71,7 @@ from run import (  # noqa: E402
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
-CLI = os.path.join(ROOT, "cli.py")
+CLI = ["-m", "buildshelf"]  # the command line, after the interpreter
 STORE = "/srv/buildshelf/data/artifacts"  # the artifact store as deploy/ places it
 LATEST = "/api/v2/builds/latest?project=p10"
 PROBED = "/api/v2/projects"
@@ -592,7 +592,7 @@ def unit_environment():
 
 def buildshelf_command(*argv):
     subprocess.run(
-        [sys.executable, CLI, *argv], check=True, capture_output=True, text=True, timeout=300
+        [sys.executable, *CLI, *argv], check=True, capture_output=True, text=True, timeout=300
     )
 
 

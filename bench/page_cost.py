@@ -14,9 +14,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import server  # noqa: E402
-import store  # noqa: E402
 import synthetic  # noqa: E402
+from buildshelf import (
+    server,  # noqa: E402
+    store,  # noqa: E402
+)
 
 REPEAT = 5000
 

@@ -22,13 +22,13 @@ import urllib.request
 import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLI = os.path.join(ROOT, "cli.py")
+CLI = ["-m", "buildshelf"]  # the command line, after the interpreter
 
 
 def publish(data_dir, slug, number, wait=True):
     argv = [
         sys.executable,
-        CLI,
+        *CLI,
         "publish",
         slug,
         "--build",

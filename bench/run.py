@@ -44,8 +44,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
-import store  # noqa: E402
 import synthetic  # noqa: E402
+from buildshelf import store  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROJECT_SIZES = [500 + round(i * 1500 / 19) for i in range(20)]  # p00..p19, 500 to 2,000 builds
@@ -400,7 +400,7 @@ def measure_app_cost(work, data_dir, bodies, rows):
     """The part of a request that is Buildshelf's own, measured in process: precise where
     the loaded servers are noisy. Also: the same request beside 19 other projects and alone."""
     import bare
-    import server
+    from buildshelf import server
 
     print("\nIn process (the WSGI app called directly, no server, no access log), CPU a call:")
     ours = server.make_app(store.Store(data_dir, check_interval=1))

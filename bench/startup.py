@@ -50,7 +50,7 @@ print(time.perf_counter() - started)
 TIMED_STORE = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-import store
+from buildshelf import store
 started = time.perf_counter()
 store.Store(sys.argv[1])
 print(time.perf_counter() - started)

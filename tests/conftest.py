@@ -9,8 +9,8 @@ import pytest
 import webtest
 from hypothesis import settings
 
-import server
-import store as store_module
+from buildshelf import server
+from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, write_file
 
 # The same examples on every run, so CI never fails one run in ten: a property test found a

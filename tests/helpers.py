@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-import store as store_module
+from buildshelf import store as store_module
 
 
 def make_build(number, channel="1.21", experimental=False, commit_count=1, **fields):

@@ -5,7 +5,7 @@ import json
 import pytest
 import webtest
 
-import server
+from buildshelf import server
 from helpers import make_build, make_project, write_file
 
 API = "/api/v2"
@@ -70,7 +70,7 @@ def test_bodies_are_compact_utf8_json(client):
 
 
 def test_projects_with_no_data_is_an_empty_list(tmp_path):
-    import store
+    from buildshelf import store
 
     client = webtest.TestApp(server.make_app(store.Store(tmp_path, check_interval=0)))
     assert client.get(API + "/projects").json == {"projects": []}

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 import pytest
 
-import artifacts
-from artifacts import NAME_RULE, Refused
+from buildshelf import artifacts
+from buildshelf.artifacts import NAME_RULE, Refused
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
@@ -336,7 +336,7 @@ def test_a_store_without_write_permission_stores_nothing(tmp_path, store):
 KILLED_MID_COPY = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import artifacts
+from buildshelf import artifacts
 write = os.write
 def write_then_stop(fd, data):
     written = write(fd, data)

@@ -13,10 +13,9 @@ import bottle
 import pytest
 import webtest
 
-import accesslog
-import cli
-import serving
-import settings
+from buildshelf import cli, settings
+from buildshelf.serving import accesslog
+from buildshelf.serving import server as serving
 from helpers import make_build, make_project, server_argv, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -293,7 +292,10 @@ def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
     )
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
-    assert "ERROR serving: cannot listen on no-such-host.invalid: it is not an address" in line
+    assert (
+        "ERROR buildshelf.serving.server: cannot listen on no-such-host.invalid: it is not an address"
+        in line
+    )
 
 
 # --- the default data directory ---------------------------------------------------------------
@@ -306,25 +308,27 @@ def test_the_default_data_is_beside_the_code_only_when_there(tmp_path):
     assert settings.default_data_dir() == os.path.join(ROOT, "data")
 
 
-INSTALLED = [name for name in os.listdir(ROOT) if name.endswith(".py")]
-
-
 @pytest.fixture
 def installed_copy(tmp_path):
-    """The modules alone, as a non-editable `pip install .` puts them in site-packages."""
+    """The package alone, as a non-editable `pip install .` puts it in site-packages: no data/
+    comes with it. tests/test_pages.py installs for real."""
     site = tmp_path / "site-packages"
-    site.mkdir()
-    for name in INSTALLED:
-        shutil.copy(os.path.join(ROOT, name), site / name)
-    # Installed elsewhere (share/buildshelf/views) by a real install; what matters here is
-    # that no data/ comes with the modules. tests/test_pages.py installs for real.
-    shutil.copytree(os.path.join(ROOT, "views"), site / "views")
+    shutil.copytree(
+        os.path.join(ROOT, "buildshelf"),
+        site / "buildshelf",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
 
     def run(argv, **environ):
         env = {k: v for k, v in os.environ.items() if not k.startswith("BUILDSHELF_")}
         env.update(environ, PYTHONPATH=str(site))
         return subprocess.run(
-            [sys.executable, "-c", "import sys, cli; sys.exit(cli.main())", *argv],
+            [
+                sys.executable,
+                "-c",
+                "import sys; from buildshelf import cli; sys.exit(cli.main())",
+                *argv,
+            ],
             capture_output=True,
             text=True,
             cwd=tmp_path,

@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-import datafile
-import model
+from buildshelf import datafile, model
 from helpers import ALPHA_BUILDS, make_build, make_project
 
 

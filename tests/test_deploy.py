@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-import cli
-import serving
-from shapes import DOWNLOADS
+from buildshelf import cli
+from buildshelf.serving import server as serving
+from buildshelf.web.shapes import DOWNLOADS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -65,7 +65,7 @@ def test_the_unit_restarts_on_failure_as_a_dynamic_user_reading_its_data():
 
 def test_the_unit_runs_the_installed_command():
     assert unit_value("ExecStart") == "/opt/buildshelf/.venv/bin/buildshelf"
-    assert "buildshelf = cli:main" in read("setup.cfg")
+    assert "buildshelf = buildshelf.cli:main" in read("setup.cfg")
 
 
 def test_nginx_sends_to_the_address_the_unit_serves(tmp_path):

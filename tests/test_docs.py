@@ -11,9 +11,7 @@ import subprocess
 
 import pytest
 
-import cli
-import server
-import settings
+from buildshelf import cli, server, settings
 from helpers import ROOT, real_server
 
 DOCS = [os.path.join(ROOT, "README.md")] + sorted(

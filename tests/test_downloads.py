@@ -15,8 +15,8 @@ import webtest
 from waitress import wasyncore
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
-import downloads
-from downloads import Download, Unavailable
+from buildshelf.web import downloads
+from buildshelf.web.downloads import Download, Unavailable
 
 MODIFIED = 1700000000
 MODIFIED_DATE = "Tue, 14 Nov 2023 22:13:20 GMT"

@@ -14,10 +14,10 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import openapi
-import server
-import store as store_module
-from settings import default_data_dir
+from buildshelf import server
+from buildshelf import store as store_module
+from buildshelf.settings import default_data_dir
+from buildshelf.web import openapi
 
 DOCUMENT = openapi.DOCUMENT
 REGISTRY = referencing.Registry().with_resource(

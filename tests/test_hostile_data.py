@@ -8,11 +8,8 @@ import os
 import pytest
 import webtest
 
-import cli
-import datafile
-import names
-import server
-import store as store_module
+from buildshelf import cli, datafile, server, text
+from buildshelf import store as store_module
 from helpers import bump_mtime, make_build, make_project
 
 API = "/api/v2"
@@ -300,7 +297,7 @@ def test_a_vanished_directory_with_a_newline_in_its_name_is_logged_on_one_line(t
     ],
 )
 def test_printable_names(name, shown):
-    assert names.printable(name) == shown
+    assert text.printable(name) == shown
 
 
 def test_many_distinct_channels_each_get_their_builds():
@@ -316,7 +313,7 @@ def test_many_distinct_channels_each_get_their_builds():
 
 
 def test_logging_a_hostile_name_gives_one_line(data_dir, caplog):
-    caplog.set_level(logging.INFO, logger="store")
+    caplog.set_level(logging.INFO, logger="buildshelf.store")
     path = write_raw(data_dir, b"x\nERROR forged.json", VALID)
     store = store_module.Store(data_dir, check_interval=0)
     os.remove(path)

@@ -10,11 +10,10 @@ import pytest
 import webob
 import webtest
 
-import answers
-import connection
-import representation
-import server
-import store as store_module
+from buildshelf import server
+from buildshelf import store as store_module
+from buildshelf.serving import connection
+from buildshelf.web import answers, representation
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 API = "/api/v2"

@@ -4,8 +4,8 @@ a kept file's downloadUrl on --public-url."""
 import pytest
 import webtest
 
-import server
-import store as store_module
+from buildshelf import server
+from buildshelf import store as store_module
 from helpers import make_build, make_project, write_file
 
 SHA = "4c7b68ce5c0be31b0767eb687d1cbee97723d7b74c7b68ce5c0be31b0767eb68"
@@ -71,7 +71,7 @@ def test_the_upstream_mode_carries_integrity_data_too(integrity_dir):
     "value", ["ftp://x.example/", "https://x.example/?q", "/relative", "https://x.example/#f"]
 )
 def test_a_bad_public_url_is_bad_usage(integrity_dir, value, capsys):
-    import cli
+    from buildshelf import cli
 
     with pytest.raises(SystemExit) as raised:
         cli.parse_args(["--data", str(integrity_dir), "--public-url", value])

@@ -13,12 +13,9 @@ from contextlib import suppress
 import pytest
 import webtest
 
-import cli
-import jenkins_job as jenkins
-import jenkins_mirror
-import server
-import store as store_module
-import writer
+from buildshelf import cli, jenkins, server, writer
+from buildshelf import mirror as jenkins_mirror
+from buildshelf import store as store_module
 from helpers import FREESTYLE, JENKINS_JOBS, ROOT
 
 PIPELINE = os.path.join(JENKINS_JOBS, "pipeline.json")

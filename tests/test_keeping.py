@@ -9,9 +9,8 @@ import threading
 import pytest
 import webtest
 
-import cli
-import server
-import store as store_module
+from buildshelf import cli, server
+from buildshelf import store as store_module
 
 API = "/api/v2"
 

@@ -20,11 +20,9 @@ from types import SimpleNamespace
 import pytest
 import webtest
 
-import cli
-import downloads
-import server
-import settings
-import store as store_module
+from buildshelf import cli, server, settings
+from buildshelf import store as store_module
+from buildshelf.web import downloads
 from helpers import ROOT, real_server
 from test_downloads import CONTENT, MODIFIED_DATE, body_bytes, request, stored, whole_headers
 

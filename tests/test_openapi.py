@@ -12,11 +12,9 @@ import referencing.exceptions
 import referencing.jsonschema
 import webtest
 
-import answers
-import openapi
-import pages
-import server
-import store as store_module
+from buildshelf import server
+from buildshelf import store as store_module
+from buildshelf.web import answers, openapi, pages
 from helpers import make_build, make_project, write_file
 
 DOCUMENT = openapi.DOCUMENT

@@ -12,7 +12,7 @@ import feedparser
 import pytest
 import webob
 
-import pages
+from buildshelf.web import pages
 from helpers import make_build, make_project, write_file
 
 CSP = (
@@ -106,8 +106,8 @@ def test_projects_without_a_stable_build(data_dir, client):
 def test_the_index_with_no_projects(tmp_path):
     import webtest
 
-    import server
-    import store as store_module
+    from buildshelf import server
+    from buildshelf import store as store_module
 
     client = webtest.TestApp(server.make_app(store_module.Store(tmp_path, check_interval=0)))
     assert "No projects are served yet." in client.get("/").text
@@ -526,7 +526,7 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 
 
 def test_a_non_editable_install_finds_the_templates(tmp_path):
-    """`pip install .` puts views/ under share/; the pages must find it from any directory."""
+    """`pip install .` puts views/ in the package; the pages must find it from any directory."""
     root = pages.os.path.dirname(pages.os.path.dirname(pages.os.path.abspath(__file__)))
     # A copy: pip builds in the source tree and would leave build/ behind in the developer's.
     source = tmp_path / "source"
@@ -559,9 +559,10 @@ def test_a_non_editable_install_finds_the_templates(tmp_path):
     )
     [site] = (tmp_path / "prefix").glob("lib/python3*/site-packages")
     script = (
-        "import os, cli, pages, server, store, webtest\n"
-        "assert not os.path.isdir(os.path.join(os.path.dirname(pages.__file__), 'views'))\n"
-        "client = webtest.TestApp(server.make_app(store.Store(os.path.join(os.path.dirname(cli.__file__), 'data'))))\n"
+        "import os, webtest\n"
+        "from buildshelf import server, store\n"
+        "from buildshelf.web import pages\n"
+        "client = webtest.TestApp(server.make_app(store.Store(os.path.join(os.path.dirname(server.__file__), 'data'))))\n"
         "print(pages.VIEWS)\n"
         "print(client.get('/').status, client.get('/static/style.css').status)\n"
     )
@@ -575,7 +576,7 @@ def test_a_non_editable_install_finds_the_templates(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     views, statuses = done.stdout.splitlines()
-    assert views == str(tmp_path / "prefix" / "share" / "buildshelf" / "views")
+    assert views == str(site / "buildshelf" / "web" / "views")
     assert sorted(pages.os.listdir(views)) == sorted(pages.os.listdir(pages.VIEWS))
     assert statuses == "200 OK 200 OK"
 

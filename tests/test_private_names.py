@@ -1,6 +1,6 @@
 """The private parts of waitress and bottle that the code relies on are all there."""
 
-import private_names
+from buildshelf.serving import private_names
 
 
 def test_every_private_name_relied_on_is_in_the_installed_versions():

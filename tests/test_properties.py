@@ -10,13 +10,9 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import answers
-import datafile
-import javadoc
-import model
-import server
-import shapes
-import store as store_module
+from buildshelf import datafile, javadoc, model, server
+from buildshelf import store as store_module
+from buildshelf.web import answers, shapes
 from helpers import write_file
 
 API = "/api/v2"

@@ -21,13 +21,12 @@ import time
 import pytest
 import webtest
 
-import artifacts
-import server
-import store as store_module
+from buildshelf import artifacts, server
+from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
 
 MiB = 1 << 20
-CLI = os.path.join(ROOT, "cli.py")
+CLI = ["-m", "buildshelf"]  # the command line, after the interpreter
 TIMESTAMP = "1700000000000"
 
 
@@ -42,7 +41,7 @@ def publish_argv(data, number, path, *flags):
 
 def run(argv, script=None, **options):
     """The real command with `argv` (through `script`, a faulty system's preamble, if given)."""
-    command = [sys.executable, CLI] if script is None else [sys.executable, "-c", script]
+    command = [sys.executable, *CLI] if script is None else [sys.executable, "-c", script]
     return subprocess.run(
         command + [str(arg) for arg in argv],
         capture_output=True,
@@ -217,7 +216,7 @@ else:
     for name in ["replace", "rename"]:
         setattr(os, name, renamed(name))
 
-import cli
+from buildshelf import cli
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -383,7 +382,7 @@ def write(fd, data):
         signal.pause()
     return written
 os.write = write
-import cli
+from buildshelf import cli
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -434,7 +433,7 @@ def test_a_writer_killed_during_the_copy_loses_nothing(data_dir, tmp_path):
 
 def start(argv):
     return subprocess.Popen(
-        [sys.executable, CLI, *map(str, argv)],
+        [sys.executable, *CLI, *map(str, argv)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

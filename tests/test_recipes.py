@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-import store as store_module
+from buildshelf import store as store_module
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The places the set-up uses: each moves under the temporary root.

@@ -17,8 +17,8 @@ import pytest
 from waitress.adjustments import Adjustments
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
-import connection
-import serving
+from buildshelf.serving import connection
+from buildshelf.serving import server as serving
 from helpers import ROOT, free_port, make_build, make_project, real_server, server_argv, write_file
 
 # --- the real thing --------------------------------------------------------------------------
@@ -80,7 +80,8 @@ def test_a_published_build_is_served_within_the_reload_interval(running_server, 
     done = subprocess.run(
         [
             sys.executable,
-            os.path.join(ROOT, "cli.py"),
+            "-m",
+            "buildshelf",
             "publish",
             "alpha",
             "--build",
@@ -338,7 +339,7 @@ def test_an_answer_from_memory_closes_the_connection_as_http_says(
 TOY_SERVER = """
 import sys, threading
 sys.path.insert(0, sys.argv[1])
-import serving
+from buildshelf.serving import server as serving
 released = threading.Event()
 
 def recall(environ):  # what the app knows without waiting

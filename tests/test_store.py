@@ -11,9 +11,8 @@ import threading
 import pytest
 import webtest
 
-import cli
-import server
-import store as store_module
+from buildshelf import cli, server
+from buildshelf import store as store_module
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 # --- the directory ---------------------------------------------------------------------------
@@ -229,7 +228,7 @@ def test_the_watcher_thread_reloads_an_edit(data_dir):
 
 
 def test_reload_logs_say_what_happened(data_dir, store, caplog):
-    caplog.set_level(logging.INFO, logger="store")
+    caplog.set_level(logging.INFO, logger="buildshelf.store")
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     (data_dir / "beta.json").unlink()
     store.refresh()

@@ -7,8 +7,8 @@ import pytest
 import referencing
 import webtest
 
-import openapi
-import server
+from buildshelf import server
+from buildshelf.web import openapi
 from helpers import make_build, make_project, write_file
 
 API = "/api/v2"

@@ -15,8 +15,8 @@ import pytest
 import webtest
 from webtest.http import StopableWSGIServer
 
-import server
-import store as store_module
+from buildshelf import server
+from buildshelf import store as store_module
 from helpers import write_file
 
 CHANNEL = "1.0.0+71"  # the case that failed: the client sends the '+' raw

@@ -14,10 +14,8 @@ import textwrap
 
 import pytest
 
-import cli
-import datafile
-import store as store_module
-import writer
+from buildshelf import cli, datafile, writer
+from buildshelf import store as store_module
 from helpers import make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -606,7 +604,8 @@ def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(
 KILLED_WRITER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import cli, writer
+from buildshelf import cli
+from buildshelf import writer
 real_replace = os.replace
 def replace(src, dst):
     if dst.endswith("alpha.json"):
@@ -642,7 +641,8 @@ def test_twenty_publishers_at_once_lose_nothing(data_dir):
         subprocess.Popen(
             [
                 sys.executable,
-                os.path.join(ROOT, "cli.py"),
+                "-m",
+                "buildshelf",
                 *publish_argv(data_dir, 100 + n, "--commit", f"{n:x}", f"Change {n}"),
             ],
             stdout=subprocess.PIPE,

@@ -13,9 +13,8 @@ from operator import attrgetter, lt
 
 import msgspec
 
-import javadoc
-import strictjson
-from model import (
+from buildshelf import javadoc, strictjson
+from buildshelf.model import (
     CHANNEL_PATTERN,
     FILE_NAME_PATTERN,
     FILE_NAME_RULE,
@@ -27,7 +26,7 @@ from model import (
     Project,
     file_keys,
 )
-from names import printable
+from buildshelf.text import printable
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")

@@ -10,9 +10,9 @@ from operator import attrgetter
 import msgspec
 from msgspec import Meta
 
-import upstream
-from answers import encode
-from model import Build, Commit, Project, served_fields
+from buildshelf.model import Build, Commit, Project, served_fields
+from buildshelf.web import upstream
+from buildshelf.web.answers import encode
 
 ENCODE_SLICE = 1000  # builds encoded in one call
 SCHEMA_REF = "#/components/schemas/{name}"

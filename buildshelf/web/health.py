@@ -2,9 +2,9 @@
 
 import bottle
 
-import query
-from answers import JSON, iso_time
-from shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
+from buildshelf.web import query
+from buildshelf.web.answers import JSON, iso_time
+from buildshelf.web.shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
 
 
 def install(app: bottle.Bottle, store) -> None:

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-import artifacts
-from datafile import DataError, parse_project
-from model import Build, Project
-from names import counted, printable
+from buildshelf import artifacts
+from buildshelf.datafile import DataError, parse_project
+from buildshelf.model import Build, Project
+from buildshelf.text import counted, printable
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,9 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 
-import artifacts
-import datafile
-import store
-from model import SLUG_PATTERN
-from names import counted
+from buildshelf import artifacts, datafile, store
+from buildshelf.model import SLUG_PATTERN
+from buildshelf.text import counted
 
 LOCK_NAME = ".buildshelf.lock"
 

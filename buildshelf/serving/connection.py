@@ -12,7 +12,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import InternalServerError
 
-from accesslog import access_record
+from buildshelf.serving.accesslog import access_record
 
 # A connection stops taking on pipelined requests while this much of its output is unsent;
 # it goes on when the client has read it. Bodies of BY_REFERENCE_BYTES or more are queued by

@@ -11,9 +11,9 @@ import time
 
 import bottle
 
-from connection import BY_REFERENCE_BYTES, MALFORMED
-from query import API, ApiError
-from representation import Representation
+from buildshelf.serving.connection import BY_REFERENCE_BYTES, MALFORMED
+from buildshelf.web.query import API, ApiError
+from buildshelf.web.representation import Representation
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from urllib.parse import unquote_to_bytes
 
 import bottle
 
-import javadoc
-from model import Build, Project, sha256_hex, whole_number
+from buildshelf import javadoc
+from buildshelf.model import Build, Project, sha256_hex, whole_number
 
 API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")

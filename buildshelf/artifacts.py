@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
-from model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
-from names import counted
+from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
+from buildshelf.text import counted
 
 MAX_BYTES_DEFAULT = 1 << 30
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up

@@ -18,14 +18,13 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 import bottle
 
-import answers
-import query
-from answers import ISO_TIME, send
-from model import epoch_seconds
-from names import counted
-from query import API
-from representation import Representation
-from shapes import DOWNLOADS
+from buildshelf.model import epoch_seconds
+from buildshelf.text import counted
+from buildshelf.web import answers, query
+from buildshelf.web.answers import ISO_TIME, send
+from buildshelf.web.query import API
+from buildshelf.web.representation import Representation
+from buildshelf.web.shapes import DOWNLOADS
 
 log = logging.getLogger(__name__)
 

@@ -10,12 +10,11 @@ import logging
 
 import bottle
 
-import downloads
-import query
-from artifacts import object_path
-from model import epoch_seconds, whole_number
-from query import ApiError
-from shapes import DOWNLOADS
+from buildshelf.artifacts import object_path
+from buildshelf.model import epoch_seconds, whole_number
+from buildshelf.web import downloads, query
+from buildshelf.web.query import ApiError
+from buildshelf.web.shapes import DOWNLOADS
 
 log = logging.getLogger(__name__)
 

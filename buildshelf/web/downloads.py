@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from email.utils import formatdate, parsedate_to_datetime
 
-from names import counted
+from buildshelf.text import counted
 
 CHUNK_BYTES = 64 * 1024
 # The most read from the file at a time. waitress's file wrapper asks for as much as the

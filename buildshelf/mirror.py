@@ -14,10 +14,8 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import unquote, urlsplit
 
-import artifacts
-import jenkins_job
-import writer
-from artifacts import Refused
+from buildshelf import artifacts, jenkins, writer
+from buildshelf.artifacts import Refused
 
 SCHEMES = ("http", "https")
 # A download may take as long as it must, as long as it moves: at least 1 MiB for each
@@ -40,7 +38,7 @@ def file_name(build: dict) -> str:
     return unquote(urlsplit(build["downloadUrl"]).path.rsplit("/", 1)[-1])
 
 
-def named(selection: jenkins_job.Selection) -> jenkins_job.Selection:
+def named(selection: jenkins.Selection) -> jenkins.Selection:
     """The selection without the builds whose file name may not be kept (skipped, with the
     rule): nothing is downloaded for them."""
     added, skipped = [], list(selection.skipped)
@@ -112,7 +110,7 @@ def _reader(response, url, timeout):
     return read
 
 
-def hosted(selection: jenkins_job.Selection, downloads: dict, store: str) -> jenkins_job.Selection:
+def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins.Selection:
     """The selection's builds kept as `publish --file` keeps them, from `downloads`; under the
     lock. A build whose download failed, did not happen or is gone failed, saying why."""
     added, failed = [], list(selection.failed)
@@ -134,12 +132,12 @@ def hosted(selection: jenkins_job.Selection, downloads: dict, store: str) -> jen
 def add_builds(
     directory: str,
     slug: str,
-    select: Callable[[dict], jenkins_job.Selection],
+    select: Callable[[dict], jenkins.Selection],
     store: str,
     max_bytes: int,
     timeout: float,
     dry_run: bool = False,
-) -> jenkins_job.Selection:
+) -> jenkins.Selection:
     """writer.add_builds for the builds `select(doc)` adds to project `slug`, kept: each one's
     file downloaded into `store` first, without the lock, then the builds added under it.
     Objects downloaded that no build uses at the end (a write refused, a download

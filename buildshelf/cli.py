@@ -13,16 +13,10 @@ import subprocess
 import sys
 import time
 
-import accesslog
-import artifacts
-import jenkins_job
-import jenkins_mirror
-import server
-import settings
-import store
-import writer
-from model import SECONDS_BELOW, sha256_hex, whole_number
-from names import counted
+from buildshelf import artifacts, jenkins, mirror, server, settings, store, writer
+from buildshelf.model import SECONDS_BELOW, sha256_hex, whole_number
+from buildshelf.serving import accesslog
+from buildshelf.text import counted
 
 GIT_TIMEOUT = 60
 
@@ -216,7 +210,7 @@ def make_parser():
         type=_regex,
         metavar="REGEX",
         help="the artifact whose "
-        f"relativePath this matches (default: {jenkins_job.DEFAULT_ARTIFACT_RULE})",
+        f"relativePath this matches (default: {jenkins.DEFAULT_ARTIFACT_RULE})",
     )
     sub.add_argument(
         "--experimental-pattern",
@@ -274,7 +268,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return args.func(args)
-    except (writer.Refused, jenkins_job.JenkinsError) as refused:
+    except (writer.Refused, jenkins.JenkinsError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -375,17 +369,17 @@ def yank(args):
 
 def import_jenkins(args):
     if args.job_json is not None:
-        data, source = jenkins_job.read_job_file(args.job_json), args.job_json
+        data, source = jenkins.read_job_file(args.job_json), args.job_json
     else:  # fetched before the lock is taken: other writers need not wait for Jenkins
         data, source = (
-            jenkins_job.fetch_job(args.job_url, args.timeout),
-            jenkins_job.api_url(args.job_url),
+            jenkins.fetch_job(args.job_url, args.timeout),
+            jenkins.api_url(args.job_url),
         )
-    builds = jenkins_job.parse_job(data, source)
+    builds = jenkins.parse_job(data, source)
     selections = []
 
     def select(doc):
-        return jenkins_job.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
+        return jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
 
     def new_builds(doc):
         selections.append(select(doc))
@@ -393,7 +387,7 @@ def import_jenkins(args):
 
     if args.mirror:
         selections.append(
-            jenkins_mirror.add_builds(
+            mirror.add_builds(
                 args.data,
                 args.slug,
                 select,
@@ -433,7 +427,3 @@ def import_jenkins(args):
     elif skipped and not (added or failed or present):
         print(f"{args.slug}: none of the job's builds is for it: --verbose says why of each")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

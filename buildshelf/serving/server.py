@@ -21,9 +21,9 @@ from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from accesslog import LineWriter, access_line
-from connection import RECALLED, UNSENT_OUTPUT_LIMIT, GuardedChannel
-from names import counted
+from buildshelf.serving.accesslog import LineWriter, access_line
+from buildshelf.serving.connection import RECALLED, UNSENT_OUTPUT_LIMIT, GuardedChannel
+from buildshelf.text import counted
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import copy
 
 import msgspec
 
-import shapes
-from model import URL_PATTERN, Build, Commit, Project, json_pattern
-from openapi_parts import (
+from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
+from buildshelf.web import shapes
+from buildshelf.web.openapi_parts import (
     FILE_HEADERS,
     FILE_TYPES,
     HEADERS,
@@ -22,8 +22,8 @@ from openapi_parts import (
     cacheable,
     ref,
 )
-from query import API
-from shapes import DOWNLOADS
+from buildshelf.web.query import API
+from buildshelf.web.shapes import DOWNLOADS
 
 
 def _redirect(description):

@@ -11,11 +11,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import artifacts
-import upstream
-from model import URL_PATTERN
+from buildshelf import artifacts
+from buildshelf.model import URL_PATTERN
+from buildshelf.web import upstream
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# The directory that holds the package: a checkout (with data/ and setup.cfg), or site-packages.
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENVIRONMENT_PREFIX = "BUILDSHELF_"
 COMPAT_MODES = (None, upstream.MODE)
 

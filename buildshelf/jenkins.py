@@ -11,7 +11,7 @@ import urllib.request
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-import datafile
+from buildshelf import datafile
 
 # What a build's JSON must tell: Jenkins' remote API says only what the tree= asks for.
 BUILD_TREE = {

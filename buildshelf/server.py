@@ -1,0 +1,231 @@
+"""The HTTP routes of the build-distribution API (v2): a bottle app over a `store.Store`.
+
+`make_app(store)` builds the app: the JSON routes here, the pages and the feed from pages.py.
+What a route serves is decided by the store's current snapshot, taken once per request; the
+query is read by query.py and the answer sent by answers.py. `python server.py [flags]`
+serves it, as `buildshelf serve` does.
+"""
+
+import argparse
+import bisect
+import logging
+import os
+import time
+from operator import attrgetter
+
+import bottle
+
+from buildshelf import javadoc, settings
+from buildshelf.serving import accesslog
+from buildshelf.serving import server as serving
+from buildshelf.serving.connection import MALFORMED
+from buildshelf.store import Store, check
+from buildshelf.text import counted
+from buildshelf.web import answers, health, hosted, openapi, pages, query
+from buildshelf.web.answers import encode, redirect, send
+from buildshelf.web.query import API, ApiError
+from buildshelf.web.representation import Representation, RepresentationCache
+from buildshelf.web.shapes import DOWNLOADS, Shapes, project_json
+
+log = logging.getLogger(__name__)
+
+
+def make_app(
+    store: Store,
+    max_age: int = settings.DEFAULT_MAX_AGE,
+    cache_mb: int = settings.DEFAULT_CACHE_MB,
+    compat: str | None = None,
+    accel_redirect: str | None = None,
+    public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
+) -> bottle.Bottle:
+    """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
+    With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
+
+    At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
+    upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
+    served at addresses on `public_url`, from `store`'s artifact store.
+    """
+    if compat not in settings.COMPAT_MODES:
+        raise ValueError(f"unknown compat mode {compat!r}")
+    app = bottle.Bottle()
+    cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
+    shapes = Shapes(compat, public_url)
+
+    def send_json(data, view, make_body, shown):
+        """The JSON `make_body()` makes of `data`, made once per data version (`view` names
+        what it shows), answering a request to which `shown` is the data version."""
+        representation = cache.get(
+            data, view, lambda: Representation.of(make_body(), data.loaded_at)
+        )
+        return send(representation, max_age, shown=shown)
+
+    @app.hook("before_request")
+    def refuse_malformed():
+        problem = bottle.request.environ.get(MALFORMED)
+        if problem:  # the server closes the connection after this answer
+            raise ApiError(400, "malformed_request", f"malformed request: {problem}")
+
+    @app.hook("after_request")
+    def common_headers():
+        answers.set_common_headers(bottle.response)
+
+    @app.get(API + "/projects")
+    def projects():
+        """Every project served."""
+        query.parse()  # takes no parameters, but refuses a malformed query like every route
+        snapshot = store.snapshot()
+        body = lambda: encode({"projects": list(map(project_json, snapshot.projects.values()))})  # noqa: E731
+        return send_json(snapshot, "projects", body, snapshot)
+
+    @app.get(API + "/builds")
+    @app.get(API + "/builds/all")
+    def builds():
+        """A project's builds passing the filters, ascending by build number."""
+        snapshot = store.snapshot()
+        project, channel, experimental = query.build_filter(snapshot, query.build_query())
+        selected = project.select(channel, experimental)
+        # The spec's two names serve one body; the upstream's envelopes differ.
+        with_project = compat is not None and bottle.request.path == API + "/builds"
+        # Keyed by the selection itself: filters that select the same builds share one body.
+        view = ("builds", id(selected), with_project)
+        return send_json(
+            project, view, lambda: shapes.build_list(project, selected, with_project), snapshot
+        )
+
+    @app.get(API + "/builds/latest")
+    def latest_build():
+        """The highest-numbered build passing the filters."""
+        snapshot = store.snapshot()
+        project, _, _, build = query.latest(snapshot, query.build_query())
+        return send_json(
+            project, ("latest", id(build)), lambda: shapes.build(project, build), snapshot
+        )
+
+    @app.get(API + "/jd")
+    def javadoc_redirect():
+        """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
+        params = query.build_query(query.JAVADOC_PARAMETERS)
+        page = query.javadoc_page(params)
+        project, _, _, build = query.latest(store.snapshot(), params)
+        # Only checked values reach Location: data, and a page path of plain segments.
+        return redirect(
+            javadoc.javadoc_url(
+                project.javadoc_base_url, build.channel, page, project.javadoc_page_prefix
+            ),
+            max_age,
+        )
+
+    @app.get(DOWNLOADS + "/latest")
+    def latest_download():
+        """A redirect to the artifact of the build /builds/latest would answer with."""
+        project, *_, build = query.latest(store.snapshot(), query.build_query())
+        return redirect(shapes.download_url(project, build), max_age)
+
+    openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
+
+    @app.get(API + "/openapi.json")
+    def openapi_json():
+        """The OpenAPI 3.1 description of this API."""
+        query.parse()
+        return send(openapi_document, max_age)
+
+    @app.get(API + "/builds/check")
+    def update_check():
+        """Whether a build, named by number or by its file's sha256, is the latest."""
+        snapshot = store.snapshot()
+        params = query.build_query(query.CHECK_PARAMETERS)
+        asked = query.asked_build(params)
+        number = query.number_of(query.build_filter(snapshot, params)[0], asked)
+        project, channel, experimental, latest = query.latest(snapshot, params)
+        selected = project.select(channel, experimental)
+        behind = len(selected) - bisect.bisect_right(selected, number, key=attrgetter("number"))
+
+        def body():
+            status = "outdated" if behind else "up_to_date"
+            return encode(
+                {"status": status, "behind": behind, "latest": shapes.build_json(project, latest)}
+            )
+
+        return send_json(project, ("check", id(selected), number), body, snapshot)
+
+    health.install(app, store)
+    hosted.install(app, store, accel_redirect)
+    pages.install(app, store, max_age, cache, shapes)
+
+    @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
+    def removed_v1(rest):
+        """API version 1, removed."""
+        raise ApiError(
+            410,
+            "api_version_removed",
+            f"API v1 was removed on 2025-11-05: use {API} (e.g. {API}/projects)",
+        )
+
+    for status in answers.ERROR_STATUSES:
+        app.error(status)(pages.not_found if status == 404 else answers.error_response)
+    for rule in {route.rule for route in app.routes if route.method == "GET"}:
+        app.route(rule, "OPTIONS", answers.preflight)
+    # Bottle.__call__ calls self.wsgi: the app stays a Bottle, with its routes and config.
+    app.recall = answers.from_memory(store, cache)
+    app.wsgi = answers.repeats_remembered(app.wsgi, app.recall, cache)
+    return app
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Serve args.data as the settings in `args` say until SIGTERM or SIGINT, or only check
+    it (--check): the exit status."""
+    accesslog.log_to_stderr()
+    if args.check:
+        return check(args.data)
+    if not serving.resolves(args.host, args.port):
+        return 1
+    if args.public_url is None and args.host in ("0.0.0.0", "::", ""):
+        log.warning(
+            "listening on every interface without --public-url: the kept files' downloadUrl "
+            "will name %s, which other machines may not reach (set --public-url or "
+            "BUILDSHELF_PUBLIC_URL)",
+            serving.base_url(args.host, args.port),
+        )
+    data = Store(args.data, artifacts_dir=args.artifacts)
+    data.start()
+    try:
+        app = make_app(
+            data,
+            max_age=args.max_age,
+            cache_mb=args.cache_mb,
+            compat=args.compat,
+            accel_redirect=args.accel_redirect,
+            public_url=args.public_url or serving.base_url(args.host, args.port),
+        )
+
+        def listening(base_url):
+            snapshot, where = data.snapshot(), os.path.abspath(args.data)
+            served = counted(len(snapshot.projects), "project")
+            log.info("serving %s from %s on %s%s/projects", served, where, base_url, API)
+            if not snapshot.projects:
+                log.warning(
+                    "nothing to serve: %s holds %s; is --data right? ('buildshelf add-project' "
+                    "makes a project file; /healthz answers 503 until one is served)",
+                    where,
+                    "files that are refused (above)" if snapshot.errors else "no SLUG.json file",
+                )
+
+        return serving.run(app, args.host, args.port, args.threads, args.quiet, listening)
+    finally:
+        data.stop()
+
+
+def make_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="python server.py",
+        parents=[settings.options(serve=True)],
+        description="Serve the build-distribution API (v2): 'buildshelf serve' from a checkout.",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python server.py [flags]`: `buildshelf serve [flags]` from a checkout."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    settings.settle(parser, args, os.environ, serve=True)
+    return serve(args)

@@ -1,0 +1,1 @@
+"""The HTTP side: what a request asks, what is answered and how. It never imports waitress."""
