@@ -525,8 +525,9 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 # --- installed without the source tree ----------------------------------------------------------
 
 
-def test_a_non_editable_install_finds_the_templates(tmp_path):
-    """`pip install .` puts views/ in the package; the pages must find it from any directory."""
+def test_a_real_install_is_one_package_that_finds_its_templates(tmp_path):
+    """`pip install .` puts the buildshelf package, with views/ in it, and nothing else at the
+    top of site-packages; the pages must find views/ from any directory."""
     root = pages.os.path.dirname(pages.os.path.dirname(pages.os.path.abspath(__file__)))
     # A copy: pip builds in the source tree and would leave build/ behind in the developer's.
     source = tmp_path / "source"
@@ -558,6 +559,8 @@ def test_a_non_editable_install_finds_the_templates(tmp_path):
         timeout=300,
     )
     [site] = (tmp_path / "prefix").glob("lib/python3*/site-packages")
+    top_level = sorted(p.name for p in site.iterdir() if not p.name.endswith(".dist-info"))
+    assert top_level == ["buildshelf"]
     script = (
         "import os, webtest\n"
         "from buildshelf import server, store\n"

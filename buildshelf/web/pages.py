@@ -8,7 +8,7 @@ both answer by the same rules.
 """
 
 import datetime
-import importlib.metadata
+import importlib.resources
 import logging
 import os
 import re
@@ -49,22 +49,9 @@ MAX_PAGE_DIGITS = 6
 KEPT_PAGES = 4
 
 
-def views_directory():
-    """views/ beside this file, or where a non-editable install put it (setup.cfg data_files)."""
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "views")
-    if os.path.isdir(here):
-        return here
-    try:
-        files = importlib.metadata.files("buildshelf") or ()
-    except importlib.metadata.PackageNotFoundError:
-        files = ()
-    for file in files:
-        if file.parts[-4:] == ("share", "buildshelf", "views", "index.tpl"):
-            return os.path.dirname(os.path.abspath(file.locate()))
-    raise RuntimeError(f"the page templates are missing: no {here} and none installed")
-
-
-VIEWS = views_directory()
+# The templates, stylesheet and icon: package data beside this module (setup.cfg). Bottle's
+# templates need a directory on disk, which a package installed from a wheel always has.
+VIEWS = str(importlib.resources.files(__package__) / "views")
 _templates = {}
 
 
