@@ -3,7 +3,8 @@
 Over the sample data plus a hostile project, it checks what only a browser can tell: the
 page renders, the console is clean, the CSP blocks nothing we serve, no request leaves the
 server, the filters work by clicking, hostile data stays text, and 375 px needs no sideways
-scrolling. It writes screenshots to docs/screenshots/ (or $BUILDSHELF_SCREENSHOTS).
+scrolling. It takes screenshots into a temporary directory, or into $BUILDSHELF_SCREENSHOTS
+when set (`BUILDSHELF_SCREENSHOTS=docs/screenshots` refreshes the docs' pictures).
 
 Without Chromium these tests are skipped, naming the command that installs it, so that
 `pip install -e '.[test]' && pytest` works on any machine; in CI (CI=true) they fail instead.
@@ -20,7 +21,6 @@ from helpers import ROOT, make_build, make_project, real_server, write_file
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-SCREENSHOTS = os.environ.get("BUILDSHELF_SCREENSHOTS", os.path.join(ROOT, "docs", "screenshots"))
 XSS = "<script>alert(1)</script>"
 LONG_WORD = "Refactor" * 40  # no break opportunity: must wrap, not widen the page
 # Chromium reaches for Google services unless told not to; none of that is reachable here.
@@ -259,8 +259,10 @@ def test_no_horizontal_scroll_at_375_px(page, browser, path):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width, height", [(375, 812), (1280, 900)])
-def test_screenshots(sample_page, browser, width, height, scheme):
-    os.makedirs(SCREENSHOTS, exist_ok=True)
+def test_screenshots(sample_page, browser, width, height, scheme, tmp_path):
+    # Only when asked: the test command writes nothing into the checkout.
+    screenshots = os.environ.get("BUILDSHELF_SCREENSHOTS") or str(tmp_path)
+    os.makedirs(screenshots, exist_ok=True)
     for name, path in [("index", "/"), ("project", "/projects/tinplate?experimental=true")]:
         sample_page(path)
         viewport(browser, width, height, scheme)
@@ -268,6 +270,6 @@ def test_screenshots(sample_page, browser, width, height, scheme):
             "return getComputedStyle(document.body).backgroundColor"
         )
         assert background == {"light": "rgb(246, 247, 248)", "dark": "rgb(17, 20, 24)"}[scheme]
-        file = os.path.join(SCREENSHOTS, f"{name}-{width}-{scheme}.png")
+        file = os.path.join(screenshots, f"{name}-{width}-{scheme}.png")
         assert browser.save_screenshot(file)
         assert os.path.getsize(file) > 1000
