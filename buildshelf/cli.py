@@ -376,30 +376,23 @@ def import_jenkins(args):
             jenkins.api_url(args.job_url),
         )
     builds = jenkins.parse_job(data, source)
-    selections = []
 
     def select(doc):
         return jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
 
-    def new_builds(doc):
-        selections.append(select(doc))
-        return selections[-1].added
-
     if args.mirror:
-        selections.append(
-            mirror.add_builds(
-                args.data,
-                args.slug,
-                select,
-                args.artifacts,
-                args.max_file_mb << 20,
-                args.timeout,
-                dry_run=args.dry_run,
-            )
+        selection = mirror.add_builds(
+            args.data,
+            args.slug,
+            select,
+            args.artifacts,
+            args.max_file_mb << 20,
+            args.timeout,
+            dry_run=args.dry_run,
         )
     else:
-        writer.add_builds(args.data, args.slug, new_builds, dry_run=args.dry_run)
-    added, failed, skipped, present = selections[-1]
+        selection = writer.add_builds(args.data, args.slug, select, dry_run=args.dry_run)
+    added, failed, skipped, present = selection
     # cron mails what a job prints: a run that finds nothing new prints nothing.
     verbose = args.verbose or args.dry_run
     add, fail, skip = ("would add", "would fail", "would skip") if args.dry_run else (

@@ -143,32 +143,25 @@ def add_builds(
     Objects downloaded that no build uses at the end (a write refused, a download
     interrupted, a build another writer added meanwhile) are deleted. Returns the selection
     made under the lock; with `dry_run`, what would be downloaded, downloading nothing."""
-    selections, downloads = [], {}
-
-    def to_download(doc):
-        selections.append(named(select(doc)))
-        return []
-
-    def new_builds(doc):
-        selections.append(hosted(named(select(doc)), downloads, store))
-        return selections[-1].added
-
-    writer.add_builds(directory, slug, to_download, dry_run=True)
+    # Picked without the lock, so that other writers need not wait for the downloads.
+    wanted = writer.selected(directory, slug, lambda doc: named(select(doc)))
     if dry_run:
-        return selections[-1]
-    used = []
+        return wanted
+    downloads, used = {}, []
     try:
-        for build in selections[-1].added:
+        for build in wanted.added:
             try:
                 got = download(build["downloadUrl"], store, max_bytes, timeout)
             except Refused as refused:
                 got = str(refused)
             downloads[build["buildNumber"]] = got
-        writer.add_builds(directory, slug, new_builds)
-        used = selections[-1].added
+        selection = writer.add_builds(
+            directory, slug, lambda doc: hosted(named(select(doc)), downloads, store)
+        )
+        used = selection.added
     finally:
         stored = {got.sha256 for got in downloads.values() if isinstance(got, artifacts.Stored)}
         if stored - {build["sha256"] for build in used}:
             with writer.locked(directory):
                 writer.remove_unused_objects(directory, store)
-    return selections[-1]
+    return selection

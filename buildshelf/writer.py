@@ -18,10 +18,14 @@ import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
+from typing import TypeVar
 
 from buildshelf import artifacts, datafile, store
 from buildshelf.model import SLUG_PATTERN
 from buildshelf.text import counted
+
+Result = TypeVar("Result")  # what a change says happened, which update() returns
+Selected = TypeVar("Selected")  # a selection of builds, whose `added` are to be added
 
 LOCK_NAME = ".buildshelf.lock"
 
@@ -165,26 +169,26 @@ def replace_file(path: str, data: bytes, mode: int) -> None:
 def update(
     directory: str,
     slug: str,
-    change: Callable[[dict | None], dict | None],
+    change: Callable[[dict | None], tuple[dict | None, Result]],
     dry_run: bool = False,
-    then: Callable[[], None] | None = None,
-) -> bool:
+    then: Callable[[Result], None] | None = None,
+) -> Result:
     """Apply `change` to project `slug`'s document under the lock and write the result.
 
     `change(doc)` gets the current document (None when the file does not exist) and returns
-    the new one, or None when there is nothing to do; it raises Refused to refuse. The new
-    bytes are validated as the server validates them before anything is written. Returns
-    True when the file was (or, with `dry_run`, would have been) written. `then()` runs
-    after the write, still under the lock.
+    `(new, result)`: the new document, or None when there is nothing to write, and what
+    happened, which `update` returns. It raises Refused to refuse. The new bytes are
+    validated as the server validates them before anything is written (with `dry_run`, only
+    validated). `then(result)` runs after the write, still under the lock.
     """
     path = project_path(directory, slug)
     # A dry run writes nothing, so it needs no lock (nor write access): renames are atomic.
     with nullcontext() if dry_run else locked(directory):
         target = os.path.realpath(path)  # a symlinked data file stays a symlink
         doc, mode = _read(target, slug)
-        new = change(doc)
+        new, result = change(doc)
         if new is None:
-            return False
+            return result
         data = encode(new)
         _validate(path, slug, data)
         if not dry_run:
@@ -195,8 +199,8 @@ def update(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"
                 ) from None
             if then is not None:
-                then()
-        return True
+                then(result)
+        return result
 
 
 # --- the changes the commands make ------------------------------------------------------------
@@ -210,10 +214,10 @@ def add_project(
 
     def change(doc):
         if doc is None:
-            return dict(fields, builds=[])
+            return dict(fields, builds=[]), True
         differing = [key for key, value in fields.items() if doc[key] != value]
         if not differing:
-            return None
+            return None, False
         key = differing[0]
         raise Refused(
             f"project {slug!r} exists with {key} {doc[key]!r}, not "
@@ -263,7 +267,6 @@ def publish(
     so that the project file never names an object that is not there; a replaced build's
     object no build uses any more is then deleted from it.
     """
-    outcome, differing = [], []
 
     def change(doc):
         doc = _existing_project(doc, directory, slug)
@@ -277,40 +280,39 @@ def publish(
             build.update(sha256=stored.sha256, size=stored.size, file=name)
         if build["url"] is None:
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
-        builds = doc["builds"]
-        same = [b for b in builds if b.get("buildNumber") == build["buildNumber"]]
-        if same:
-            compared = dict(build, timestamp=same[0].get("timestamp")) if any_timestamp else build
-            if same[0] == compared:
-                outcome.append("unchanged")
-                return None
-            if replace:
-                builds = [b for b in builds if b.get("buildNumber") != build["buildNumber"]]
-            else:  # left in, so that the refusal is the server's own words
-                keys = same[0].keys() | compared.keys()
-                differing.extend(k for k in keys if same[0].get(k) != compared.get(k))
-                outcome.append("duplicate")
-        outcome.append("replaced" if same else "added")
-        return dict(doc, builds=builds + [build])
-
-    def forget_replaced():
-        if outcome[-1] == "replaced":
-            remove_unused_objects(directory, store_dir)
-
-    try:
-        update(directory, slug, change, then=forget_replaced)
-    except Refused as refused:
-        if keep is not None:  # the object just stored, if no build uses it
-            with locked(directory):
-                remove_unused_objects(directory, store_dir)
-        if "duplicate" in outcome and "more than once" in str(refused):
-            fields = ", ".join(k for k in datafile.WRITTEN_BUILD_KEYS if k in differing)
+        same = [b for b in doc["builds"] if b.get("buildNumber") == build["buildNumber"]]
+        others = [b for b in doc["builds"] if b.get("buildNumber") != build["buildNumber"]]
+        new = dict(doc, builds=others + [build])
+        if not same:
+            return new, "added"
+        compared = dict(build, timestamp=same[0].get("timestamp")) if any_timestamp else build
+        if same[0] == compared:
+            return None, "unchanged"
+        if not replace:
+            _validate(project_path(directory, slug), slug, encode(new))  # the build's own faults
+            keys = same[0].keys() | compared.keys()
+            fields = ", ".join(
+                k
+                for k in datafile.WRITTEN_BUILD_KEYS
+                if k in keys and same[0].get(k) != compared.get(k)
+            )
             raise Refused(
                 f"{project_path(directory, slug)}: build {build['buildNumber']} is already "
                 f"there with another {fields}: give --replace to replace it (nothing written)"
-            ) from None
+            )
+        return new, "replaced"
+
+    def forget_replaced(outcome):
+        if outcome == "replaced":
+            remove_unused_objects(directory, store_dir)
+
+    try:
+        return update(directory, slug, change, then=forget_replaced)
+    except Refused:
+        if keep is not None:  # the object just stored, if no build uses it
+            with locked(directory):
+                remove_unused_objects(directory, store_dir)
         raise
-    return outcome[-1]
 
 
 def yank(directory: str, slug: str, number: int, store_dir: str | None = None) -> None:
@@ -322,9 +324,9 @@ def yank(directory: str, slug: str, number: int, store_dir: str | None = None) -
         kept = [b for b in builds if b.get("buildNumber") != number]
         if len(kept) == len(builds):
             raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
-        return dict(doc, builds=kept)
+        return dict(doc, builds=kept), None
 
-    update(directory, slug, change, then=lambda: remove_unused_objects(directory, store_dir))
+    update(directory, slug, change, then=lambda _: remove_unused_objects(directory, store_dir))
 
 
 def remove_unused_objects(directory: str, store_dir: str | None) -> list[str]:
@@ -341,13 +343,22 @@ def remove_unused_objects(directory: str, store_dir: str | None) -> list[str]:
 
 
 def add_builds(
-    directory: str, slug: str, new_builds: Callable[[dict], list], dry_run: bool = False
-) -> None:
-    """Add the builds `new_builds(doc)` returns for project `slug`'s document; the builds
-    already there stay exactly as they are."""
+    directory: str, slug: str, select: Callable[[dict], Selected], dry_run: bool = False
+) -> Selected:
+    """Add the builds `select(doc)` picks (its `added`) to project `slug`'s document; the
+    builds already there stay exactly as they are. Returns the selection made under the lock."""
 
     def change(doc):
-        added = new_builds(_existing_project(doc, directory, slug))
-        return dict(doc, builds=doc["builds"] + added) if added else None
+        selection = select(_existing_project(doc, directory, slug))
+        added = selection.added
+        return (dict(doc, builds=doc["builds"] + added) if added else None), selection
 
-    update(directory, slug, change, dry_run)
+    return update(directory, slug, change, dry_run)
+
+
+def selected(directory: str, slug: str, select: Callable[[dict], Selected]) -> Selected:
+    """What `select(doc)` picks from project `slug`'s document as it is now: no lock taken,
+    nothing validated or written."""
+    return update(
+        directory, slug, lambda doc: (None, select(_existing_project(doc, directory, slug))), True
+    )
