@@ -48,7 +48,7 @@ def make_app(
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
-    cache = app.config["buildshelf.cache"] = RepresentationCache(cache_mb << 20)
+    cache = RepresentationCache(cache_mb << 20)
     shapes = Shapes(compat, public_url)
 
     def send_json(data, view, make_body, shown):

@@ -209,7 +209,6 @@ SETTINGS = (
         from_environment=False,
     ),
 )
-BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 
 def options(serve: bool) -> argparse.ArgumentParser:

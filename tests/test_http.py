@@ -5,6 +5,7 @@ import gzip
 import os
 import re
 import threading
+import weakref
 
 import pytest
 import webob
@@ -287,16 +288,25 @@ def test_the_cache_keeps_at_most_its_size_and_drops_the_least_recently_used():
     assert cache.get(data[3], "big", lambda: big) is big and cache.size == 3000  # not kept
 
 
+def recalled(app, target):
+    """Whether the app answers a GET of `target` from memory (the server's `recall`)."""
+    path, _, query = target.partition("?")
+    return app.recall({"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query})
+
+
 def test_entries_go_with_the_data_they_show(data_dir, client, app, store):
-    cache = app.config["buildshelf.cache"]
-    client.get(API + "/builds?project=alpha&experimental=true")
-    client.get(API + "/builds?project=beta")
-    client.get(API + "/projects")
-    before = cache.size
+    targets = [API + "/builds?project=alpha&experimental=true", API + "/builds?project=beta"]
+    for target in targets + [API + "/projects"]:
+        client.get(target)
+    old_alpha = weakref.ref(store.snapshot().projects["alpha"])
     write_file(data_dir / "alpha.json", make_project([make_build(40)]))
     store.refresh()
     gc.collect()
-    assert 0 < cache.size < before  # beta's entries stay; alpha's old ones and /projects go
+    assert old_alpha() is None  # the cache keeps nothing of the data it showed
+    # Answers are remembered for one snapshot: the new one is answered afresh.
+    assert not any(recalled(app, target) for target in targets + [API + "/projects"])
+    client.get(targets[1])
+    assert recalled(app, targets[1])
 
 
 # --- repeats answered from memory -------------------------------------------------------------
@@ -386,7 +396,7 @@ def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
         API + "/openapi.json",
     ):
         client.get(path, expect_errors=True)
-    assert not app.config["buildshelf.cache"]._answers
+        assert not recalled(app, path)
 
 
 def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
@@ -399,13 +409,14 @@ def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
 def test_remembered_targets_are_bounded(app, monkeypatch):
     monkeypatch.setattr(representation, "REMEMBERED_TARGETS", 50)
     client = webtest.TestApp(app)
-    for i in range(120):  # unknown parameters are ignored: each is another target
-        client.get(API + f"/builds/latest?project=alpha&n={i}")
-    answers = app.config["buildshelf.cache"]._answers
-    assert 0 < len(answers) <= 50
-    client.get(API + "/builds/latest?project=alpha&n=" + "9" * 2000)
-    answers = app.config["buildshelf.cache"]._answers
-    assert answers and not any(len(query) > 1000 for _, _, query in answers)
+    targets = [API + f"/builds/latest?project=alpha&n={i}" for i in range(120)]
+    for target in targets:  # unknown parameters are ignored: each is another target
+        client.get(target)
+    assert 0 < sum(bool(recalled(app, target)) for target in targets) <= 50
+    long_query = API + "/builds/latest?project=alpha&n=" + "9" * 2000
+    client.get(long_query)
+    client.get(targets[0])
+    assert recalled(app, targets[0]) and not recalled(app, long_query)
 
 
 def test_only_what_the_cache_holds_is_remembered(data_dir, store):
@@ -413,7 +424,7 @@ def test_only_what_the_cache_holds_is_remembered(data_dir, store):
     client = webtest.TestApp(app)
     client.get(API + "/projects")
     client.get(API + "/projects")
-    assert not app.config["buildshelf.cache"]._answers
+    assert not recalled(app, API + "/projects")
 
 
 def test_letting_a_representation_go_forgets_every_answer():

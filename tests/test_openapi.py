@@ -17,7 +17,7 @@ from buildshelf import store as store_module
 from buildshelf.web import answers, openapi, pages
 from helpers import make_build, make_project, write_file
 
-DOCUMENT = openapi.DOCUMENT
+DOCUMENT = openapi.document()  # the spec's shapes
 # The document is registered under a URI of its own so that "#/components/..." in any of its
 # schemas resolves against the whole document wherever validation starts.
 DOCUMENT_URI = "urn:buildshelf:openapi"

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import threading
+import time
 
 import pytest
 import webtest
@@ -221,7 +222,7 @@ def test_the_watcher_thread_reloads_an_edit(data_dir):
         for _ in range(1000):  # at most 10 s, in steps of the check interval
             if [b.number for b in store.snapshot().project("alpha").builds] == [40]:
                 break
-            store._stopping.wait(0.01)
+            time.sleep(0.01)
         assert [b.number for b in store.snapshot().project("alpha").builds] == [40]
     finally:
         store.stop()

@@ -145,11 +145,6 @@ class RepresentationCache:
                 self._let_go(old)
         return made
 
-    def views(self, data):
-        """The views of `data` kept now."""
-        with self._lock:
-            return set(self._views.get(id(data), ()))
-
     def _forget(self, owner):
         with self._lock:
             for view in self._views.pop(owner, ()):
