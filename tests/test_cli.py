@@ -234,6 +234,23 @@ def test_the_version_is_the_installed_one(argv, capsys):
     assert capsys.readouterr().out == f"buildshelf {importlib.metadata.version('buildshelf')}\n"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [os.path.join(os.path.dirname(sys.executable), "buildshelf")],  # the console script
+        [sys.executable, "-m", "buildshelf"],
+        [sys.executable, os.path.join(ROOT, "server.py")],  # the checkout's launcher
+    ],
+    ids=["buildshelf", "python -m buildshelf", "python server.py"],
+)
+def test_each_way_to_run_it_is_the_same_command(command, tmp_path):
+    done = subprocess.run(
+        [*command, "--version"], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"buildshelf {importlib.metadata.version('buildshelf')}\n"
+
+
 def test_a_checkout_not_installed_has_the_version_of_its_setup_cfg(tmp_path, monkeypatch):
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
