@@ -14,10 +14,10 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from datetime import UTC
-from email.utils import formatdate, parsedate_to_datetime
+from email.utils import formatdate
 
 from buildshelf.text import counted
+from buildshelf.web.conditional import http_date
 
 CHUNK_BYTES = 64 * 1024
 # The most read from the file at a time. waitress's file wrapper asks for as much as the
@@ -166,7 +166,7 @@ def _not_modified(download, environ):
             return True
         # Weak comparison (RFC 9110 8.8.3.2): W/ or not, the same opaque tag matches.
         return any(tag == _etag(download) for _, tag in _ENTITY_TAG.findall(if_none_match))
-    since = _http_date(environ.get("HTTP_IF_MODIFIED_SINCE"))
+    since = http_date(environ.get("HTTP_IF_MODIFIED_SINCE"))
     return since is not None and since >= download.modified
 
 
@@ -177,7 +177,7 @@ def _if_range_holds(if_range, download):
     value = if_range.strip()
     if value.startswith(('"', "W/")):
         return value == _etag(download)  # strong comparison: a weak tag never matches
-    return _http_date(value) == download.modified
+    return http_date(value) == download.modified
 
 
 def _byte_range(value, size):
@@ -243,20 +243,6 @@ def _etag(download):
 
 def _content_type(name):
     return CONTENT_TYPES.get(os.path.splitext(name)[1].lower(), DEFAULT_CONTENT_TYPE)
-
-
-def _http_date(value):
-    """Epoch seconds of an HTTP date, or None for a missing or invalid one (then ignored,
-    RFC 9110 13.1.3)."""
-    if value is None:
-        return None
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    if when.tzinfo is None:  # "-0000" gives no zone; HTTP dates are all in GMT anyway
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
 
 
 class _File(io.FileIO):

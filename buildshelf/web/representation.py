@@ -16,7 +16,9 @@ import threading
 import weakref
 from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
-from email.utils import formatdate, parsedate_to_datetime
+from email.utils import formatdate
+
+from buildshelf.web.conditional import http_date
 
 GZIP_MIN_BYTES = 1024  # below this, gzip saves less than its header and CPU cost
 # Request targets remembered per data version; past this, the memory starts again, so that
@@ -205,8 +207,5 @@ def etag_matches(if_none_match, etag):
 
 def modified_since(if_modified_since, last_modified_second):
     """False when the client's copy, dated `if_modified_since`, is still current."""
-    try:
-        since = parsedate_to_datetime(if_modified_since).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return True  # an invalid date is ignored (RFC 9110 13.1.3)
-    return last_modified_second > since
+    since = http_date(if_modified_since)
+    return since is None or last_modified_second > since  # an invalid date is ignored

@@ -1,0 +1,27 @@
+"""The validators of RFC 9110's conditional requests as a recipient reads them: HTTP dates and
+entity tags. The JSON routes (representation.py) and the kept files (downloads.py) both read
+them here, so that both answer a conditional request alike."""
+
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+
+
+def http_date(value: str | None) -> float | None:
+    """Epoch seconds of an HTTP date, or None for a missing or invalid one (which a
+    conditional request ignores, RFC 9110 13.1.3).
+
+    All three forms that recipients must read (RFC 9110 5.6.7) are times in UTC: the
+    IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete RFC 850 form ("Sunday,
+    06-Nov-94 08:49:37 GMT") and asctime's ("Sun Nov  6 08:49:37 1994"). The last names no
+    zone, and email.utils then gives a naive time, which the server's local zone would
+    otherwise shift by hours.
+    """
+    if value is None:
+        return None
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime's form, or "-0000": no zone given, so GMT as all are
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
