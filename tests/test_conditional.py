@@ -9,8 +9,10 @@ import time
 import urllib.parse
 
 import pytest
+import webtest
 
-from buildshelf import cli
+from buildshelf import cli, server
+from buildshelf import store as store_module
 from buildshelf.web.conditional import http_date
 from helpers import real_server
 
@@ -149,3 +151,34 @@ def test_http_dates_are_read_as_utc_in_any_server_time_zone(data_dir, kept_file,
                 got = get(port, download_path, Range="bytes=0-9", If_Range=if_range)
                 answered["If-Range", form.__name__, age] = got[0]
     assert answered == expected
+
+
+@pytest.mark.parametrize(
+    "template, matches",
+    [
+        ("{etag}", True),
+        ("W/{etag}", True),  # If-None-Match compares weakly (RFC 9110 13.1.2)
+        (' "x", {etag} ', True),
+        ('"x",W/{etag}', True),
+        ('"x", , {etag},', True),  # empty elements are allowed in a list
+        ("*", True),
+        (" * ", True),
+        ('"x"', False),
+        ('"x", "y"', False),
+        ('"{bare},x"', False),  # a comma inside a tag is part of it
+        ('"x, "{bare}"', False),  # not a list of tags that holds ours
+        ("{bare}", False),  # unquoted: not an entity tag
+        ("w/{etag}", False),  # W/ is written in capitals
+        ("{etag}x", False),
+        ("", False),
+    ],
+)
+def test_json_routes_and_downloads_match_entity_tags_alike(data_dir, kept_file, template, matches):
+    client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    json_path = API + "/builds/latest?project=alpha&channel=9.9"
+    download_path = urllib.parse.urlsplit(client.get(json_path).json["downloadUrl"]).path
+    for path in (json_path, download_path):
+        etag = client.get(path).headers["ETag"]
+        if_none_match = template.format(etag=etag, bare=etag.strip('"'))
+        answer = client.get(path, headers={"If-None-Match": if_none_match})
+        assert answer.status_int == (304 if matches else 200), (path, if_none_match)

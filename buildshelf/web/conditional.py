@@ -2,8 +2,19 @@
 entity tags. The JSON routes (representation.py) and the kept files (downloads.py) both read
 them here, so that both answer a conditional request alike."""
 
+import re
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+
+# An entity tag, weak or not (RFC 9110 8.8.3): the quoted part is the opaque tag compared.
+_ENTITY_TAG = r'(?:W/)?("[^"]*")'
+_OPAQUE_TAG = re.compile(_ENTITY_TAG)
+# A list of them, empty elements allowed (RFC 9110 5.6.1). Spaces are taken whole (*+) and
+# only before an element or after its tag: no run of them is tried in many ways, so a value
+# of any length is checked in time linear in its length.
+_ENTITY_TAG_LIST = re.compile(
+    rf"[ \t]*+(?:{_ENTITY_TAG}[ \t]*+)?(?:,[ \t]*+(?:{_ENTITY_TAG}[ \t]*+)?)*"
+)
 
 
 def http_date(value: str | None) -> float | None:
@@ -25,3 +36,15 @@ def http_date(value: str | None) -> float | None:
     if when.tzinfo is None:  # asctime's form, or "-0000": no zone given, so GMT as all are
         when = when.replace(tzinfo=UTC)
     return when.timestamp()
+
+
+def etag_matches(if_none_match: str, etag: str) -> bool:
+    """Whether an If-None-Match value names `etag` (quoted), by weak comparison (RFC 9110
+    13.1.2): with W/ or without, the same opaque tag. A value that is not a list of entity
+    tags names none."""
+    if if_none_match.strip(" \t") == "*":
+        return True
+    # Checked whole first: in a value like '"x, "tag"' the quotes pair up otherwise.
+    if _ENTITY_TAG_LIST.fullmatch(if_none_match) is None:
+        return False
+    return etag in _OPAQUE_TAG.findall(if_none_match)

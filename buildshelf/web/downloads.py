@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 
 from buildshelf.text import counted
-from buildshelf.web.conditional import http_date
+from buildshelf.web.conditional import etag_matches, http_date
 
 CHUNK_BYTES = 64 * 1024
 # The most read from the file at a time. waitress's file wrapper asks for as much as the
@@ -36,8 +36,6 @@ _KINDS = {
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
 }
-# An entity tag in a list (RFC 9110 8.8.3): the quoted part is the opaque tag.
-_ENTITY_TAG = re.compile(r'(W/)?("[^"]*")')
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
 _UNSATISFIABLE = "unsatisfiable"
 # One range in a form that nginx reads as _byte_range does: no spaces, numbers well within
@@ -162,10 +160,7 @@ def _decided(download, environ):
 def _not_modified(download, environ):
     if_none_match = environ.get("HTTP_IF_NONE_MATCH")
     if if_none_match is not None:  # then If-Modified-Since is ignored (RFC 9110 13.1.3)
-        if if_none_match.strip() == "*":
-            return True
-        # Weak comparison (RFC 9110 8.8.3.2): W/ or not, the same opaque tag matches.
-        return any(tag == _etag(download) for _, tag in _ENTITY_TAG.findall(if_none_match))
+        return etag_matches(if_none_match, _etag(download))
     since = http_date(environ.get("HTTP_IF_MODIFIED_SINCE"))
     return since is not None and since >= download.modified
 

@@ -18,7 +18,7 @@ from collections import OrderedDict, namedtuple
 from dataclasses import dataclass
 from email.utils import formatdate
 
-from buildshelf.web.conditional import http_date
+from buildshelf.web.conditional import etag_matches, http_date
 
 GZIP_MIN_BYTES = 1024  # below this, gzip saves less than its header and CPU cost
 # Request targets remembered per data version; past this, the memory starts again, so that
@@ -196,13 +196,6 @@ def accepts_gzip(accept_encoding):
             weights.setdefault(name.strip(), 0.0)
     weight = weights.get("gzip", weights.get("x-gzip", weights.get("*", 0.0)))
     return weight > 0
-
-
-def etag_matches(if_none_match, etag):
-    """If-None-Match by weak comparison (RFC 9110 13.1.2)."""
-    if if_none_match.strip() == "*":
-        return True
-    return any(tag.strip().removeprefix("W/") == etag for tag in if_none_match.split(","))
 
 
 def modified_since(if_modified_since, last_modified_second):
