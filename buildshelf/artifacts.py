@@ -8,7 +8,6 @@ at any point leaves no object or a whole one, and at most a temporary file that 
 removes.
 """
 
-import errno
 import hashlib
 import os
 import re
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
+from buildshelf import files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
 from buildshelf.text import counted
 
@@ -139,16 +139,14 @@ def rehash(store: str, sha256: str) -> str | None:
     """None if the object's bytes hash to `sha256`, else what is wrong, as verify says it
     (reads in chunks)."""
     try:
-        fd = os.open(
-            object_path(store, sha256), os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
-        )
+        fd, _ = files.open_regular(object_path(store, sha256), follow_symlinks=False)
     except FileNotFoundError:
         return "is missing"
+    except files.NotRegular:
+        return "is not a regular file"
     except OSError as error:
-        return "is not a regular file" if error.errno == errno.ELOOP else error.strerror
+        return error.strerror
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "is not a regular file"
         actual = hashlib.file_digest(f, "sha256").hexdigest()
     return None if actual == sha256 else f"holds other bytes: they hash to {actual}"
 
@@ -227,31 +225,15 @@ def remove_unused(store: str, used: set[str]) -> list[str]:
 def _open_source(source, max_bytes):
     """An open descriptor on `source`, checked to be a regular file within the limit."""
     try:
-        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, st = files.open_regular(source)
+    except files.NotRegular as error:
+        raise Refused(f"{source} is {error.kind}, not a regular file: give a file") from None
     except OSError as error:
         raise Refused(f"cannot read {source}: {error.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"{source} is {_kind(st.st_mode)}, not a regular file: give a file")
-        if st.st_size > max_bytes:
-            raise _too_large(source, max_bytes)
-    except BaseException:
+    if st.st_size > max_bytes:
         os.close(fd)
-        raise
+        raise _too_large(source, max_bytes)
     return fd
-
-
-def _kind(mode):
-    kinds = {
-        stat.S_IFDIR: "a directory",
-        stat.S_IFIFO: "a FIFO",
-        stat.S_IFCHR: "a character device",
-        stat.S_IFBLK: "a block device",
-        stat.S_IFSOCK: "a socket",
-    }
-    return kinds.get(stat.S_IFMT(mode), "not a file")
 
 
 def _too_large(source, max_bytes):

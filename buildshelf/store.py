@@ -11,14 +11,13 @@ import gc
 import hashlib
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from buildshelf import artifacts
+from buildshelf import artifacts, files
 from buildshelf.datafile import DataError, parse_project
 from buildshelf.model import Build, Project
 from buildshelf.text import counted, printable
@@ -65,11 +64,8 @@ def data_files(directory: str) -> dict[str, str]:
 
 def read_regular_file(path: str) -> tuple[bytes, os.stat_result]:
     """The bytes and stat of the regular file at `path`; never blocks on a FIFO or device."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd, st = files.open_regular(path)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
         if st.st_size > MAX_FILE_BYTES:
             raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES >> 20} MiB")
         chunks, size = [], 0

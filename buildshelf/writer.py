@@ -9,7 +9,6 @@ the old file or the new one. Files are written in one stable format, so that a c
 a diff as the lines it changed.
 """
 
-import errno
 import fcntl
 import glob
 import json
@@ -20,7 +19,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
-from buildshelf import artifacts, datafile, store
+from buildshelf import artifacts, datafile, files, store
 from buildshelf.model import SLUG_PATTERN
 from buildshelf.text import counted
 
@@ -99,9 +98,9 @@ def _read(path, slug):
         data, st = store.read_regular_file(path)
     except FileNotFoundError:
         return None, None
+    except files.NotRegular:
+        raise Refused(f"{path} is not a regular file: it is left as it is") from None
     except OSError as error:
-        if error.errno == errno.EINVAL:
-            raise Refused(f"{path} is not a regular file: it is left as it is") from None
         raise Refused(f"cannot read {path}: {error.strerror}") from None
     mode = st.st_mode & 0o7777
     _validate(path, slug, data, "it is left as it is: fix it by hand first")

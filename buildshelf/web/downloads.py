@@ -8,14 +8,13 @@ to send. Where files live and which method reaches here is the caller's business
 """
 
 import base64
-import errno
 import io
 import os
 import re
-import stat
 from dataclasses import dataclass
 from email.utils import formatdate
 
+from buildshelf import files
 from buildshelf.text import counted
 from buildshelf.web.conditional import etag_matches, http_date
 
@@ -29,13 +28,6 @@ READ_BYTES = 1 << 20
 CACHE_CONTROL = "public, max-age=31536000, immutable"
 CONTENT_TYPES = {".jar": "application/java-archive"}
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
 _UNSATISFIABLE = "unsatisfiable"
 # One range in a form that nginx reads as _byte_range does: no spaces, numbers well within
@@ -102,25 +94,18 @@ def checksum_line(download: Download) -> bytes:
 def _opened(download):
     """A descriptor of the download's file, checked to be the regular file recorded."""
     try:
-        # Non-blocking, so that a FIFO put in the file's place cannot hang a worker on open.
-        # A link is not followed (nginx in front refuses one too, deploy/nginx.conf).
-        fd = os.open(download.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # Without blocking, so that a FIFO put in the file's place cannot hang a worker. A
+        # link is not followed (nginx in front refuses one too, deploy/nginx.conf).
+        fd, st = files.open_regular(download.path, follow_symlinks=False)
     except FileNotFoundError:
         raise Unavailable("missing") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise Unavailable("is a symbolic link, not a regular file") from None
-        raise Unavailable(f"cannot be opened: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "something else")
-            raise Unavailable(f"is {kind}, not a regular file")
-        if st.st_size != download.size:
-            raise Unavailable(f"is {counted(st.st_size, 'byte')}, expected {download.size}")
-    except BaseException:
+    except files.NotRegular as error:
+        raise Unavailable(f"is {error.kind}, not a regular file") from None
+    except OSError as error:
+        raise Unavailable(f"cannot be opened: {error.strerror}") from None
+    if st.st_size != download.size:
         os.close(fd)
-        raise
+        raise Unavailable(f"is {counted(st.st_size, 'byte')}, expected {download.size}")
     return fd
 
 

@@ -1,0 +1,48 @@
+"""Facts about files on disk that several modules rely on, written once: how a file is opened
+without blocking and known to be a regular file."""
+
+import errno
+import os
+import stat
+
+# What a file that is not a regular one is, as a message names it. (A socket is not here:
+# opening one fails with ENXIO before any fstat.)
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFLNK: "a symbolic link",
+}
+
+
+class NotRegular(OSError):
+    """The path names something other than a regular file: `kind` says what ("a FIFO")."""
+
+    def __init__(self, kind: str):
+        super().__init__(errno.EINVAL, "not a regular file")
+        self.kind = kind
+
+
+def open_regular(path, follow_symlinks: bool = True) -> tuple[int, os.stat_result]:
+    """A read-only descriptor on the regular file at `path` (close-on-exec), and its stat.
+
+    Opened without blocking: opening a FIFO put in a file's place would otherwise wait for a
+    writer forever (and a device may block too). Raises NotRegular for anything but a regular
+    file (and, unless `follow_symlinks`, for a symbolic link), or the OSError of the open.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ELOOP and not follow_symlinks:
+            raise NotRegular(_KINDS[stat.S_IFLNK]) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(_KINDS.get(stat.S_IFMT(st.st_mode), "something else"))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st

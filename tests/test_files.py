@@ -1,0 +1,74 @@
+"""files.py: opening a regular file without blocking."""
+
+import os
+
+import pytest
+
+from buildshelf import files
+
+
+@pytest.fixture
+def no_fd_leaked():
+    before = sorted(os.listdir("/proc/self/fd"))
+    yield
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("follow_symlinks", [True, False])
+def test_a_regular_file_is_opened_read_only_and_not_inherited(tmp_path, follow_symlinks):
+    path = tmp_path / "a.json"
+    path.write_bytes(b"{}")
+    fd, st = files.open_regular(path, follow_symlinks)
+    try:
+        assert (os.read(fd, 10), st.st_size, os.get_inheritable(fd)) == (b"{}", 2, False)
+        with pytest.raises(OSError):
+            os.write(fd, b"x")
+    finally:
+        os.close(fd)
+
+
+def make_fifo(path):
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    "make, kind",
+    [(os.mkdir, "a directory"), (make_fifo, "a FIFO")],
+)
+@pytest.mark.parametrize("follow_symlinks", [True, False])
+def test_anything_else_is_refused_without_blocking(
+    tmp_path, make, kind, follow_symlinks, no_fd_leaked
+):
+    path = tmp_path / "x"
+    make(path)
+    # A FIFO without a writer would block a plain open for ever.
+    with pytest.raises(files.NotRegular) as refused:
+        files.open_regular(path, follow_symlinks)
+    assert (refused.value.kind, refused.value.strerror) == (kind, "not a regular file")
+
+
+def test_a_device_is_refused(no_fd_leaked):
+    with pytest.raises(files.NotRegular) as refused:
+        files.open_regular("/dev/null")
+    assert refused.value.kind == "a character device"
+
+
+def test_a_symbolic_link_is_followed_or_refused(tmp_path, no_fd_leaked):
+    (tmp_path / "real").write_bytes(b"x")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    fd, st = files.open_regular(tmp_path / "link")
+    os.close(fd)
+    assert st.st_size == 1
+    with pytest.raises(files.NotRegular) as refused:
+        files.open_regular(tmp_path / "link", follow_symlinks=False)
+    assert refused.value.kind == "a symbolic link"
+    os.symlink(tmp_path / "fifo", tmp_path / "to-fifo")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(files.NotRegular) as refused:
+        files.open_regular(tmp_path / "to-fifo")
+    assert refused.value.kind == "a FIFO"
+
+
+def test_a_missing_file_raises_the_open_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        files.open_regular(tmp_path / "nothing")
