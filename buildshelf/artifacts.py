@@ -215,7 +215,7 @@ def remove_unused(store: str, used: set[str]) -> list[str]:
     # that does not survive leaves an unused object again, nothing worse.
     for directory in sorted(directories):
         with suppress(OSError):
-            _fsync_directory(directory)
+            files.fsync_directory(directory)
     return removed
 
 
@@ -285,7 +285,7 @@ def _store(store, source, read, max_bytes, expected):
             raise _cannot_store(source, store, error) from None
         raise
     try:
-        _fsync_directory(directory)
+        files.fsync_directory(directory)
     except OSError as error:
         raise Refused(
             f"stored {source} as {path} but could not fsync its directory: {error.strerror} "
@@ -339,12 +339,4 @@ def _make_directories(path):
     for directory in reversed(missing):
         with suppress(FileExistsError):  # made meanwhile by a concurrent writer
             os.mkdir(directory)
-        _fsync_directory(os.path.dirname(directory))
-
-
-def _fsync_directory(directory):
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        files.fsync_directory(os.path.dirname(directory))

@@ -1,5 +1,5 @@
 """Facts about files on disk that several modules rely on, written once: how a file is opened
-without blocking and known to be a regular file."""
+without blocking and known to be a regular file, and how a directory is synced to disk."""
 
 import errno
 import os
@@ -46,3 +46,13 @@ def open_regular(path, follow_symlinks: bool = True) -> tuple[int, os.stat_resul
         os.close(fd)
         raise
     return fd, st
+
+
+def fsync_directory(path) -> None:
+    """Flush the directory at `path` to disk, so that a rename or a new entry in it survives a
+    crash, as the file it names does once fsynced."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -128,14 +128,6 @@ def _new_file_mode():
     return 0o666 & ~umask
 
 
-def _fsync_directory(directory):
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def replace_file(path: str, data: bytes, mode: int) -> None:
     """Put `data` at `path` whole: temp file beside it, fsync, rename over, fsync the
     directory. Interrupted anywhere, `path` holds its old content or the new one."""
@@ -157,7 +149,7 @@ def replace_file(path: str, data: bytes, mode: int) -> None:
             os.unlink(tmp)
         raise
     try:
-        _fsync_directory(directory)
+        files.fsync_directory(directory)
     except OSError as error:
         raise Refused(
             f"wrote {path} but could not fsync its directory: {error.strerror} (the "

@@ -1,4 +1,4 @@
-"""files.py: opening a regular file without blocking."""
+"""files.py: opening a regular file without blocking, syncing a directory."""
 
 import os
 
@@ -72,3 +72,25 @@ def test_a_symbolic_link_is_followed_or_refused(tmp_path, no_fd_leaked):
 def test_a_missing_file_raises_the_open_error(tmp_path):
     with pytest.raises(FileNotFoundError):
         files.open_regular(tmp_path / "nothing")
+
+
+def test_a_directory_is_synced(tmp_path, monkeypatch, no_fd_leaked):
+    synced = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    files.fsync_directory(tmp_path)
+    assert synced == [str(tmp_path)]
+
+
+@pytest.mark.parametrize(
+    "name, error", [("missing", FileNotFoundError), ("file", NotADirectoryError)]
+)
+def test_only_a_directory_is_synced(tmp_path, name, error, no_fd_leaked):
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(error):
+        files.fsync_directory(tmp_path / name)
