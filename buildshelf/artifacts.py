@@ -35,11 +35,8 @@ STALE_TEMP_SECONDS = 3600
 _PREFIX = re.compile(r"[0-9a-f]{2}")
 
 # Objects are read-only (they never change) and readable as the umask allows, so that a
-# server running as another user can send them. Read once, at import: reading the umask
-# means setting it, which would race with other threads creating files.
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-OBJECT_MODE = 0o444 & ~_UMASK
+# server running as another user can send them.
+OBJECT_PERMISSIONS = 0o444
 
 
 class Refused(Exception):
@@ -262,7 +259,7 @@ def _store(store, source, read, max_bytes, expected):
     try:
         try:
             sha256, size = _copy(read, out, source, max_bytes)
-            os.fchmod(out, OBJECT_MODE)
+            os.fchmod(out, files.new_file_mode(OBJECT_PERMISSIONS))
             os.fsync(out)
         finally:
             os.close(out)

@@ -1,5 +1,6 @@
 """Facts about files on disk that several modules rely on, written once: how a file is opened
-without blocking and known to be a regular file, and how a directory is synced to disk."""
+without blocking and known to be a regular file, how a directory is synced to disk, and which
+mode a new file gets."""
 
 import errno
 import os
@@ -56,3 +57,28 @@ def fsync_directory(path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def umask() -> int:
+    """The process's umask, in force now.
+
+    Read from /proc/self/status where Linux gives it (4.7 and later): os.umask() can only read
+    it by setting it, and files other threads create meanwhile would get the value set. Only
+    where there is no other way is it set, to the strictest mask, and put back.
+    """
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode(permissions: int) -> int:
+    """The mode a file created now with `permissions` would get from open(): what the umask
+    leaves of them. For files made private (by mkstemp) and given their mode once written."""
+    return permissions & ~umask()

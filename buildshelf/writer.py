@@ -122,12 +122,6 @@ def _validate(path, slug, data, advice=None):
         ) from None
 
 
-def _new_file_mode():
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def replace_file(path: str, data: bytes, mode: int) -> None:
     """Put `data` at `path` whole: temp file beside it, fsync, rename over, fsync the
     directory. Interrupted anywhere, `path` holds its old content or the new one."""
@@ -184,7 +178,7 @@ def update(
         _validate(path, slug, data)
         if not dry_run:
             try:
-                replace_file(target, data, _new_file_mode() if mode is None else mode)
+                replace_file(target, data, files.new_file_mode(0o666) if mode is None else mode)
             except OSError as error:
                 raise Refused(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"

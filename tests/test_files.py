@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from buildshelf import files
+from buildshelf import artifacts, files, writer
 
 
 @pytest.fixture
@@ -94,3 +94,30 @@ def test_only_a_directory_is_synced(tmp_path, name, error, no_fd_leaked):
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(error):
         files.fsync_directory(tmp_path / name)
+
+
+@pytest.fixture
+def umask_077():
+    old = os.umask(0o077)
+    yield
+    os.umask(old)
+
+
+def test_the_umask_is_read_without_changing_it(umask_077):
+    assert files.umask() == 0o077
+    assert files.umask() == 0o077
+    assert files.new_file_mode(0o666) == 0o600
+
+
+def test_new_files_and_objects_follow_the_umask_of_the_moment(tmp_path, umask_077):
+    # The umask is the one in force when the file is made, not the one at import.
+    data = tmp_path / "data"
+    data.mkdir()
+    writer.add_project(
+        str(data), "gamma", "G", "https://ci.example.org/", "https://jd.example.org/"
+    )
+    source = tmp_path / "a.jar"
+    source.write_bytes(b"PK")
+    stored = artifacts.store_file(str(tmp_path / "store"), str(source))
+    modes = [os.stat(path).st_mode & 0o7777 for path in (data / "gamma.json", stored.path)]
+    assert modes == [0o600, 0o400]
