@@ -15,8 +15,9 @@ import webtest
 from waitress import wasyncore
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
-from buildshelf.web import downloads
+from buildshelf.web import downloads, openapi
 from buildshelf.web.downloads import Download, Unavailable
+from buildshelf.web.shapes import DOWNLOADS
 
 MODIFIED = 1700000000
 MODIFIED_DATE = "Tue, 14 Nov 2023 22:13:20 GMT"
@@ -106,6 +107,15 @@ def test_head_has_the_headers_of_get_and_no_body(download, no_fd_leaked):
 def test_content_type_by_extension(tmp_path, name, content_type):
     _, headers, body = downloads.answer(stored(tmp_path, name=name), request("HEAD"))
     assert dict(headers)["Content-Type"] == content_type
+
+
+def test_the_api_document_gives_the_types_a_kept_file_is_sent_as():
+    path = DOWNLOADS + "/{project}/{build}/{sha256}/{file}"
+    responses = openapi.document()["paths"][path]["get"]["responses"]
+    sent = {*downloads.CONTENT_TYPES.values(), downloads.DEFAULT_CONTENT_TYPE}
+    checksum_line = downloads.CHECKSUM_CONTENT_TYPE.partition(";")[0]
+    for status in ("200", "206"):
+        assert set(responses[status]["content"]) == sent | {checksum_line}
 
 
 def test_content_disposition_escapes_quotes_and_backslashes(tmp_path):

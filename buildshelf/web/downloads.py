@@ -26,8 +26,11 @@ READ_BYTES = 1 << 20
 # The URL of a stored file names its bytes, which never change: cache it for a year, and do
 # not even revalidate it on reload.
 CACHE_CONTROL = "public, max-age=31536000, immutable"
+# A kept file's Content-Type, by its extension: the one table (the API document's list of
+# the types a download is sent as follows from it).
 CONTENT_TYPES = {".jar": "application/java-archive"}
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+CHECKSUM_CONTENT_TYPE = "text/plain; charset=utf-8"  # of checksum_line's answer
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
 _UNSATISFIABLE = "unsatisfiable"
 # One range in a form that nginx reads as _byte_range does: no spaces, numbers well within

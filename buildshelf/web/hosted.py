@@ -51,7 +51,7 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
             int(epoch_seconds(build.timestamp)),
         )
         if name != build.file:  # made from the data: it answers while the object is missing
-            bottle.response.content_type = "text/plain; charset=utf-8"
+            bottle.response.content_type = downloads.CHECKSUM_CONTENT_TYPE
             bottle.response.set_header("Cache-Control", downloads.CACHE_CONTROL)
             bottle.response.set_header("ETag", f'"{sha256}"')
             return downloads.checksum_line(wanted)

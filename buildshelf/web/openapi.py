@@ -11,10 +11,9 @@ import copy
 import msgspec
 
 from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
-from buildshelf.web import shapes
+from buildshelf.web import downloads, shapes
 from buildshelf.web.openapi_parts import (
     FILE_HEADERS,
-    FILE_TYPES,
     HEADERS,
     LOADED,
     PARAMETERS,
@@ -54,6 +53,14 @@ def _health(description, status, projects):
 def _path(name, description):
     return {"name": name, "in": "path", "required": True, "description": description,
             "schema": {"type": "string"}}  # fmt: skip
+
+
+# The types a kept file's URL is answered with: the file's (by downloads.py's table), and its
+# checksum line's.
+FILE_TYPES = (
+    *dict.fromkeys([*downloads.CONTENT_TYPES.values(), downloads.DEFAULT_CONTENT_TYPE]),
+    downloads.CHECKSUM_CONTENT_TYPE.partition(";")[0],
+)
 
 
 def _file(description, status):

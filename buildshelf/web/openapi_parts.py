@@ -140,11 +140,10 @@ HEADERS = {
     "ContentRange": _header("The range sent, or `bytes */LENGTH` for an unsatisfiable one.",
                             {"type": "string", "pattern": "^bytes ([0-9]+-[0-9]+|\\*)/[0-9]+$"}),
 }
-# A kept file's answers: what each carries, and the types of the file and its checksum line.
+# A kept file's answers: what each carries.
 FILE_HEADERS = {"ETag": "FileETag", "Cache-Control": "FileCacheControl",
                 "Content-Disposition": "ContentDisposition", "Repr-Digest": "ReprDigest",
                 "Accept-Ranges": "AcceptRanges"}
-FILE_TYPES = ("application/java-archive", "application/octet-stream", "text/plain")
 RESPONSES = {
     "Builds": cacheable("The builds, ascending by `buildNumber`; `[]` when none passes the "
                          f"filters. {LOADED}", "BuildList"),
