@@ -12,10 +12,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from buildshelf import artifacts, jenkins, writer
 from buildshelf.artifacts import Refused
+from buildshelf.model import file_name_in_url
 
 SCHEMES = ("http", "https")
 # A download may take as long as it must, as long as it moves: at least 1 MiB for each
@@ -33,18 +34,13 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def file_name(build: dict) -> str:
-    """The name a build's file is kept under: the last segment of its downloadUrl."""
-    return unquote(urlsplit(build["downloadUrl"]).path.rsplit("/", 1)[-1])
-
-
 def named(selection: jenkins.Selection) -> jenkins.Selection:
     """The selection without the builds whose file name may not be kept (skipped, with the
     rule): nothing is downloaded for them."""
     added, skipped = [], list(selection.skipped)
     for build in selection.added:
         try:
-            artifacts.check_name(file_name(build))
+            artifacts.check_name(file_name_in_url(build["downloadUrl"]))
         except Refused as refused:
             skipped.append((f"build {build['buildNumber']}", str(refused)))
         else:
@@ -125,7 +121,8 @@ def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins
             failed.append((f"build {build['buildNumber']}", got))
             continue
         kept = {key: value for key, value in build.items() if key != "downloadUrl"}
-        added.append(dict(kept, sha256=got.sha256, size=got.size, file=file_name(build)))
+        name = file_name_in_url(build["downloadUrl"])
+        added.append(dict(kept, sha256=got.sha256, size=got.size, file=name))
     return selection._replace(added=added, failed=failed)
 
 

@@ -11,6 +11,7 @@ import re
 import time
 from operator import attrgetter
 from typing import Annotated
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -19,7 +20,7 @@ SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
 HASH_PATTERN = re.compile(r"[0-9a-fA-F]+\Z")
 SHA256_PATTERN = re.compile(r"[0-9a-f]{64}\Z")
-# A hosted file's name: it ends its download URL and names the file clients save.
+# A kept file's name: it ends its download URL and names the file clients save.
 FILE_NAME_PATTERN = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}\Z")
 FILE_NAME_RULE = (
     "must be ASCII letters, digits and . _ + -, not start with a dot, and be at most 200 characters"
@@ -38,6 +39,13 @@ def whole_number(text: str) -> int | None:
     """`text` as a whole number of ASCII digits, or None; more than 30 digits is none (int()
     refuses over 4,300, and no build number or size is near 30)."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 30 else None
+
+
+def file_name_in_url(url: str) -> str:
+    """The name a download URL gives its file: the last segment of its path that is not empty,
+    percent-decoded; '' when the path has none. A name to show, or to keep the file under once
+    FILE_NAME_PATTERN allows it."""
+    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
 
 
 def sha256_hex(text: str) -> str | None:
@@ -142,6 +150,12 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     def hosted(self) -> bool:
         """Whether Buildshelf keeps this build's file (its artifact store has the bytes)."""
         return self.file is not msgspec.UNSET
+
+    @property
+    def file_name(self) -> str:
+        """The name of the build's file: the kept file's, else the one its downloadUrl gives
+        ('' when that gives none)."""
+        return self.file if self.hosted else file_name_in_url(self.download_url)
 
 
 class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True):

@@ -12,6 +12,7 @@ import feedparser
 import pytest
 import webob
 
+from buildshelf import model
 from buildshelf.web import pages
 from helpers import make_build, make_project, write_file
 
@@ -245,18 +246,29 @@ def test_a_project_in_another_letter_case_is_served(client):
     assert numbers_shown(client.get("/projects/ALPHA")) == [5, 3, 1]
 
 
-@pytest.mark.parametrize(
-    "url, name",
-    [
-        ("https://ci.example.org/job/A/1/artifact/a-1.jar", "a-1.jar"),
-        ("https://ci.example.org/dl/a%20b.zip?token=1#x", "a b.zip"),
-        ("https://ci.example.org/job/A/1/", "1"),
-        ("https://ci.example.org/", "artifact"),
-        ("https://ci.example.org", "artifact"),
-    ],
-)
-def test_the_download_button_names_the_file(url, name):
-    assert pages.file_name(url) == name
+FILE_NAMES_IN_URLS = [
+    ("https://ci.example.org/job/A/1/artifact/a-1.jar", "a-1.jar"),
+    ("https://ci.example.org/dl/a%20b.zip?token=1#x", "a b.zip"),
+    ("https://ci.example.org/job/A/1/", "1"),
+    ("https://ci.example.org/", ""),
+    ("https://ci.example.org", ""),
+]
+
+
+@pytest.mark.parametrize("url, name", FILE_NAMES_IN_URLS)
+def test_the_file_name_in_a_download_url(url, name):
+    assert model.file_name_in_url(url) == name
+
+
+@pytest.mark.parametrize("url, name", FILE_NAMES_IN_URLS)
+def test_the_download_button_and_the_feed_name_the_file(data_dir, client, url, name):
+    write_file(data_dir / "alpha.json", make_project([make_build(9, downloadUrl=url)]))
+    shown = name or "artifact"
+    page = client.get("/projects/alpha").text
+    assert f'<span class="file">{shown}</span>' in page
+    feed = ET.fromstring(client.get("/api/v2/feed?project=alpha").body)
+    links = feed.findall("{http://www.w3.org/2005/Atom}entry/{http://www.w3.org/2005/Atom}link")
+    assert [link.get("title") for link in links if link.get("rel") == "alternate"] == [shown]
 
 
 # --- safety --------------------------------------------------------------------------------------

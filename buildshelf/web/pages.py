@@ -14,7 +14,7 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
-from urllib.parse import unquote, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import bottle
 
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 FEED_SIZE = 50
+UNNAMED_FILE = "artifact"  # a download's name when its URL names no file
 HTML = "text/html; charset=utf-8"
 ATOM = "application/atom+xml"
 ATOM_NS = "http://www.w3.org/2005/Atom"
@@ -80,11 +81,6 @@ def utc_time(timestamp):
         return None
 
 
-def file_name(url):
-    """The last path segment of a download URL, for the button; 'artifact' if there is none."""
-    return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]) or "artifact"
-
-
 def size_text(size):
     """A size in bytes as people read it: 371 bytes, 12.4 KiB, 63.2 MiB."""
     for unit in ("bytes", "KiB", "MiB"):
@@ -102,7 +98,7 @@ def build_view(project, build, shapes):
         experimental=build.is_experimental,
         url=build.url,
         download_url=shapes.download_url(project, build),
-        file=build.file if build.hosted else file_name(build.download_url),
+        file=build.file_name or UNNAMED_FILE,
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
         iso=when.strftime(ISO_TIME) if when else None,
@@ -259,7 +255,7 @@ def feed_xml(project, channel, experimental, shapes):
             "link",
             rel="alternate",
             href=shapes.download_url(project, build),
-            title=build.file if build.hosted else file_name(build.download_url),
+            title=build.file_name or UNNAMED_FILE,
         )
         if build.sha256:  # the size is known: podcast-style clients can fetch it
             add(entry, "link", rel="enclosure", href=shapes.download_url(project, build),
