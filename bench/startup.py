@@ -26,12 +26,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import run  # noqa: E402  (free_port, start, stop, cpu_seconds)
-import synthetic  # noqa: E402
+import harness
+import synthetic
 
 JSON_ONLY = """
 import json, os, sys
@@ -49,7 +45,6 @@ print(time.perf_counter() - started)
 """
 TIMED_STORE = """
 import sys, time
-sys.path.insert(0, sys.argv[2])
 from buildshelf import store
 started = time.perf_counter()
 store.Store(sys.argv[1])
@@ -78,36 +73,17 @@ def process_seconds(code, *args):
 
 def rss_mb(pid, field="VmRSS"):
     """A memory figure of process `pid` from /proc, in MB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return (harness.memory(pid, field) or 0) / 2**20
 
 
 def first_answer(data_dir):
     """(seconds to the first answer, CPU seconds by then, VmRSS MB, VmHWM MB) of one start of
     the real server."""
-    port = run.free_port()
     started = time.perf_counter()
-    proc = run.start(
-        [
-            sys.executable,
-            os.path.join(ROOT, "server.py"),
-            "--data",
-            data_dir,
-            "--port",
-            str(port),
-            "--quiet",
-        ],
-        port,
-        os.devnull,
-    )
-    seconds = time.perf_counter() - started
-    try:
-        return (seconds, run.cpu_seconds(proc.pid), rss_mb(proc.pid), rss_mb(proc.pid, "VmHWM"))
-    finally:
-        run.stop(proc)
+    with harness.Server.buildshelf(data_dir, ["--quiet"], ready="/api/v2/projects") as server:
+        seconds = time.perf_counter() - started
+        pid = server.pid
+        return (seconds, harness.cpu_seconds(pid), rss_mb(pid), rss_mb(pid, "VmHWM"))
 
 
 def median_of(rounds, measure):
@@ -136,7 +112,7 @@ def main(argv=None):
 
         json_load, values = median_of(rounds, lambda: child_seconds(TIMED_JSON, data_dir))
         print(f"  json.load of every file, in process   {json_load:6.2f} s   ({shown(values)})")
-        store_load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, data_dir, ROOT))
+        store_load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, data_dir))
         print(
             f"  store.Store(dir), in process          {store_load:6.2f} s   ({shown(values)})"
             f"   {store_load / json_load:.2f}x json.load"
@@ -174,7 +150,7 @@ def main(argv=None):
             "many",
             [synthetic.build(random.Random(n), n, f"c{n}", n % 10 == 9) for n in range(30_000)],
         )
-        load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, channels_dir, ROOT))
+        load, values = median_of(rounds, lambda: child_seconds(TIMED_STORE, channels_dir))
         print(f"  30,000 builds in 30,000 channels      {load:6.2f} s   ({shown(values)})")
 
 
