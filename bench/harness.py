@@ -169,10 +169,12 @@ def fetch(
     source=None,
     hash_body=False,
     limit=None,
-    host="127.0.0.1",
+    host=None,
 ):
     """One request on a new connection to 127.0.0.1:`port` (from address `source` if given),
-    the whole answer within `timeout` seconds; `raw`: these bytes instead of the request."""
+    the whole answer within `timeout` seconds; `raw`: these bytes instead of the request.
+    The Host header is 127.0.0.1:`port`, as curl and wrk send it, unless `host` is given."""
+    host = f"127.0.0.1:{port}" if host is None else host
     deadline = time.monotonic() + timeout
     with socket.create_connection(
         ("127.0.0.1", port), timeout=timeout, source_address=(source, 0) if source else None

@@ -38,14 +38,12 @@ Everything is started in a temporary directory and stopped at the end, even on f
 
 import argparse
 import hashlib
-import http.client
 import json
 import os
 import random
 import re
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -53,21 +51,9 @@ import tempfile
 import time
 from urllib.parse import urlsplit
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import synthetic  # noqa: E402
-from run import (  # noqa: E402
-    PROJECT_SIZES,
-    cpu_seconds,
-    free_port,
-    get,
-    start_buildshelf,
-    stop,
-    stop_servers_on_sigterm,
-    wrk,
-)
+import harness
+import synthetic
+from harness import ROOT, free_port, wrk
 
 SITE = os.path.join(ROOT, "deploy", "nginx.conf")
 UNIT = os.path.join(ROOT, "deploy", "buildshelf.service")
@@ -272,32 +258,6 @@ def check_unit(work, checks):
     )
 
 
-def start_nginx(argv, port):
-    proc = subprocess.Popen(
-        argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            get(port, "/healthz")
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_nginx(proc)
-                raise SystemExit(f"nginx did not start: {' '.join(argv)}") from None
-            time.sleep(0.05)
-
-
-def stop_nginx(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGQUIT)  # graceful: workers finish, then the master exits
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def listening_addresses(pids):
     """The TCP addresses the processes `pids` listen on, as 'a.b.c.d:port' (or IPv6 hex)."""
     inodes = set()
@@ -323,39 +283,10 @@ def listening_addresses(pids):
     return addresses
 
 
-def nginx_pids(master):
-    children = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == master:
-                        children.append(int(pid))
-            except OSError:
-                continue
-    return [master] + children
-
-
-def running(pid):
-    """Whether `pid` is a live process (a zombie left for init to reap is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def fetch(port, target, source=None, headers=None):
-    """(status, headers, body) of one GET, on a connection from `source` if given."""
-    connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=30, source_address=(source, 0) if source else None
-    )
-    try:
-        connection.request("GET", target, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        connection.close()
+def fetch(port, target, source=None):
+    """(status, {lower-case name: value}, body) of one GET, from address `source` if given."""
+    reply = harness.fetch(port, target, source=source)
+    return reply.status, reply.headers, reply.body
 
 
 def access_lines(log_path, offset):
@@ -392,13 +323,8 @@ def cache_statuses(access_log, offset):
 def cpu_by_process(pids):
     """{pid: CPU seconds so far}, for those of `pids` still there (nginx's cache loader
     comes and goes)."""
-    used = {}
-    for pid in pids:
-        try:
-            used[pid] = cpu_seconds(pid)
-        except OSError:
-            continue
-    return used
+    used = {pid: harness.cpu_seconds(pid) for pid in pids}
+    return {pid: seconds for pid, seconds in used.items() if seconds is not None}
 
 
 def measure_throughput(
@@ -479,11 +405,11 @@ def measure_edit(data_dir, nginx_port, max_age, checks):
     deadline = time.monotonic() + max_age + 5
     while True:  # wait for the cached copy to expire, so the next answer is fresh from upstream
         status, headers, _ = fetch(nginx_port, LATEST)
-        if headers.get("X-Cache-Status") in ("MISS", "EXPIRED", "REVALIDATED"):
+        if headers.get("x-cache-status") in ("MISS", "EXPIRED", "REVALIDATED"):
             break
         if time.monotonic() > deadline:
             raise SystemExit(
-                f"nginx kept answering {headers.get('X-Cache-Status')} for "
+                f"nginx kept answering {headers.get('x-cache-status')} for "
                 f"{LATEST}: it does not refresh its cache"
             )
         time.sleep(0.05)
@@ -529,8 +455,8 @@ def measure_revalidation(work, nginx_port, max_age, log_path, checks):
         status for _, target, status in access_lines(log_path, log_offset) if target == PROBED
     ]
     print(
-        f"{PROBED} through nginx: {first[0]} {first[1].get('X-Cache-Status')}, then after "
-        f"{max_age + 1.2:.1f} s {status} {headers.get('X-Cache-Status')}; nginx sent "
+        f"{PROBED} through nginx: {first[0]} {first[1].get('x-cache-status')}, then after "
+        f"{max_age + 1.2:.1f} s {status} {headers.get('x-cache-status')}; nginx sent "
         f"{'If-None-Match: ' + sent[0] if sent else 'no If-None-Match'}; Buildshelf "
         f"answered {', '.join(upstream) or 'nothing'}"
     )
@@ -539,23 +465,23 @@ def measure_revalidation(work, nginx_port, max_age, log_path, checks):
             "nginx revalidates with If-None-Match",
             "sent, 304, REVALIDATED",
             f"{'sent' if sent else 'not sent'}, {'/'.join(upstream) or '-'}, "
-            f"{headers.get('X-Cache-Status')}",
-            bool(sent) and upstream == ["304"] and headers.get("X-Cache-Status") == "REVALIDATED",
+            f"{headers.get('x-cache-status')}",
+            bool(sent) and upstream == ["304"] and headers.get("x-cache-status") == "REVALIDATED",
         )
     )
 
 
 def measure_stale(buildshelf, nginx_port, max_age, checks):
     """Buildshelf stopped (a restart, a crash): nginx answers from its expired copy."""
-    stop(buildshelf)
+    buildshelf.stop()
     deadline = time.monotonic() + max_age + 2
     while True:
         status, headers, body = fetch(nginx_port, LATEST)
-        if headers.get("X-Cache-Status") != "HIT" or time.monotonic() > deadline:
+        if headers.get("x-cache-status") != "HIT" or time.monotonic() > deadline:
             break
         time.sleep(0.2)
     health = fetch(nginx_port, "/healthz")[0]
-    cache_status = headers.get("X-Cache-Status")
+    cache_status = headers.get("x-cache-status")
     print(
         f"Buildshelf stopped: {LATEST} through nginx {status} {cache_status}, /healthz "
         f"(never cached) {health}"
@@ -615,23 +541,12 @@ def keep_files(data_dir, work):
 
 
 def download(port, target, headers=None, method="GET"):
-    """(status, {lowercase name: value}, sha256 hex of the body, its length), the body read
-    in 1 MiB pieces; a header sent twice is kept as 'first, second'."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        connection.request(method, target, headers=headers or {})
-        response = connection.getresponse()
-        received = {}
-        for name, value in response.getheaders():
-            name = name.lower()
-            received[name] = f"{received[name]}, {value}" if name in received else value
-        digest, length = hashlib.sha256(), 0
-        while piece := response.read(1 << 20):
-            digest.update(piece)
-            length += len(piece)
-        return response.status, received, digest.hexdigest(), length
-    finally:
-        connection.close()
+    """(status, {lowercase name: value}, sha256 hex of the body, its length), the body hashed
+    as it comes; a header sent twice is kept as 'first, second'."""
+    reply = harness.fetch(
+        port, target, 60, keep_body=False, method=method, headers=headers, hash_body=True
+    )
+    return reply.status, reply.headers, reply.sha256, reply.size
 
 
 def downloaded_lines(log_path, offset):
@@ -675,14 +590,8 @@ def check_whole_download(nginx_port, direct_port, big, log_path, checks):
 def check_resumed_download(work, nginx_port, big, checks):
     """A download cut at 20 MiB (the connection closed), then resumed with curl -C -."""
     part = os.path.join(work, "resumed.jar")
-    connection = http.client.HTTPConnection("127.0.0.1", nginx_port, timeout=60)
-    try:
-        connection.request("GET", big["path"])
-        response = connection.getresponse()
-        with open(part, "wb") as f:
-            f.write(response.read(CUT_BYTES))
-    finally:
-        connection.close()
+    with open(part, "wb") as f:
+        f.write(harness.fetch(nginx_port, big["path"], 60, limit=CUT_BYTES).body)
     url = f"http://127.0.0.1:{nginx_port}{big['path']}"
     out = subprocess.run(
         ["curl", "-sS", "-f", "-C", "-", "-o", part, "-w", "%{http_code}", url],
@@ -795,7 +704,7 @@ def check_checksum_line(nginx_port, big, checks):
     target = big["path"] + ".sha256"
     answers = [fetch(nginx_port, target) for _ in range(2)]
     line = f"{big['sha256']}  {big['path'].rsplit('/', 1)[1]}\n".encode()
-    cached = answers[1][1].get("X-Cache-Status")
+    cached = answers[1][1].get("x-cache-status")
     print(f"{target.rsplit('/', 1)[1]} twice through nginx: {answers[0][0]}, then {cached}")
     checks.append(
         (
@@ -861,7 +770,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    stop_servers_on_sigterm()
+    harness.stop_servers_on_sigterm()
     missing = [
         tool
         for tool in ("nginx", "wrk", "systemd-analyze", "openssl", "curl")
@@ -880,27 +789,30 @@ def main(argv=None):
         os.chmod(work, 0o755)  # nginx's workers run as nobody when started by root
         check_nginx_syntax(work, site_text, checks)
         check_unit(work, checks)
-        data_dir = synthetic.generate(os.path.join(work, "data"), PROJECT_SIZES)
+        data_dir = synthetic.generate(os.path.join(work, "data"), synthetic.TWENTY_SIZES)
         keep_files(data_dir, work)
         nginx_port = free_port()
         # As deploy/buildshelf.service runs it behind the site: nginx sends the kept files.
         common = ["--max-age", str(args.max_age), "--public-url", f"http://127.0.0.1:{nginx_port}"]
         accel = ["--accel-redirect", unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]]
         log_path = os.path.join(work, "buildshelf.log")
-        buildshelf, port = start_buildshelf(data_dir, common + accel + args.server_args, log_path)
-        nginx, plain, pids = None, None, [buildshelf.pid]
+        buildshelf = harness.Server.buildshelf(
+            data_dir, common + accel + args.server_args, log_path
+        )
+        port, nginx, plain, pids = buildshelf.port, None, None, [buildshelf.pid]
         try:
             # The same data served without nginx, sending the files itself: what nginx's
             # answers are compared with.
-            plain, plain_port = start_buildshelf(
+            plain = harness.Server.buildshelf(
                 data_dir, common, os.path.join(work, "buildshelf-plain.log")
             )
+            plain_port = plain.port
             nginx_dir = os.path.join(work, "nginx")
             site = render_site(
                 site_text, nginx_dir, port, nginx_port, store=os.path.join(data_dir, "artifacts")
             )
-            nginx = start_nginx(write_config(nginx_dir, site), nginx_port)
-            pids += nginx_pids(nginx.pid)
+            nginx = harness.Server.nginx(write_config(nginx_dir, site), nginx_port)
+            pids += harness.process_tree(nginx.pid)
             addresses = listening_addresses(pids[1:])
             print(
                 f"Buildshelf on 127.0.0.1:{port} (server.py "
@@ -933,12 +845,12 @@ def main(argv=None):
             measure_stale(buildshelf, nginx_port, args.max_age, checks)
         finally:
             if nginx is not None:
-                stop_nginx(nginx)
+                nginx.stop()
             if plain is not None:
-                stop(plain)
+                plain.stop()
                 pids.append(plain.pid)
-            stop(buildshelf)
-        left = [pid for pid in pids if running(pid)]
+            buildshelf.stop()
+        left = [pid for pid in pids if harness.running(pid)]
         checks.append(("everything stopped", "no process left", f"{len(left)} left", not left))
     report(checks)
     return 0 if all(ok for *_, ok in checks) else 1

@@ -4,6 +4,9 @@ import json
 import os
 import random
 
+# Twenty projects, p00..p19, of 500 to 2,000 builds: bench/run.py's data, and bench/nginx.py's.
+TWENTY_SIZES = [500 + round(i * 1500 / 19) for i in range(20)]
+
 WORDS = (
     "fix update chunk entity player world packet tick cache async region light "
     "command config plugin api event scheduler crash leak login proxy"

@@ -28,6 +28,7 @@ from test_downloads import CONTENT, MODIFIED_DATE, body_bytes, request, stored, 
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
+import harness  # noqa: E402  (bench/harness.py)
 import nginx as nginx_bench  # noqa: E402
 
 URI = "/_objects/ab/abcdef"
@@ -213,7 +214,7 @@ def behind_nginx(nginx_available, data_dir):
                          "1.21", "--timestamp", "1700000000000", "--file", jar]) == 0  # fmt: skip
         sha = hashlib.sha256(content).hexdigest()
         path = f"/downloads/alpha/9/{sha}/alpha-9.jar"
-        port = nginx_bench.free_port()
+        port = harness.free_port()
         prefix = nginx_bench.unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]
         flags = ("--accel-redirect", prefix, "--public-url", f"http://127.0.0.1:{port}")
         with real_server(data, *flags) as (upstream, _):
@@ -223,7 +224,7 @@ def behind_nginx(nginx_available, data_dir):
                     store=os.path.join(data, "artifacts"),
                 )  # fmt: skip
             argv = nginx_bench.write_config(os.path.join(work, "nginx"), site)
-            nginx = nginx_bench.start_nginx(argv, port)
+            nginx = harness.Server.nginx(argv, port)
             try:
                 plain = server.make_app(store_module.Store(data, check_interval=0))
                 yield SimpleNamespace(
@@ -234,7 +235,7 @@ def behind_nginx(nginx_available, data_dir):
                     plain=webtest.TestApp(plain),
                 )
             finally:
-                nginx_bench.stop_nginx(nginx)
+                nginx.stop()
 
 
 def through(port, path, method="GET", headers=None):
