@@ -41,9 +41,6 @@ It prints a table of targets (goal, measured, ok) and exits 1 if one is missed.
 """
 
 import argparse
-import hashlib
-import http.client
-import json
 import math
 import multiprocessing
 import os
@@ -59,24 +56,10 @@ import tempfile
 import time
 import urllib.parse
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-
-import synthetic  # noqa: E402
-from buildshelf.artifacts import default_store, object_path  # noqa: E402
-from nginx import nginx_pids, stop_nginx  # noqa: E402
-from run import (  # noqa: E402
-    cpu_seconds,
-    free_port,
-    report,
-    spread,
-    start_buildshelf,
-    stop,
-    stop_servers_on_sigterm,
-    wrk,
-)
+import harness
+import synthetic
+from buildshelf.artifacts import default_store, object_path
+from harness import cpu_seconds, report, spread, wrk
 
 MIB = 1 << 20
 FILE_MIB = 64
@@ -240,17 +223,8 @@ class Mark:
 
 def whole_download(port, target):
     """(status, sha256, size) of one whole download, read into user space and hashed."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        connection.request("GET", target)
-        response = connection.getresponse()
-        digest, size = hashlib.sha256(), 0
-        while chunk := response.read(MIB):
-            digest.update(chunk)
-            size += len(chunk)
-        return response.status, digest.hexdigest(), size
-    finally:
-        connection.close()
+    reply = harness.fetch(port, target, 60, keep_body=False, hash_body=True)
+    return reply.status, reply.sha256, reply.size
 
 
 # --- the servers ------------------------------------------------------------------------------
@@ -288,41 +262,19 @@ def make_data(work):
 def start_nginx(work, file):
     nginx_dir = os.path.join(work, "nginx")
     os.makedirs(nginx_dir)
-    port = free_port()
+    port = harness.free_port()
     conf = os.path.join(nginx_dir, "nginx.conf")
     with open(conf, "w") as f:
         f.write(NGINX_CONF.format(work=nginx_dir, port=port, file=file))
-    proc = subprocess.Popen(
-        ["nginx", "-p", nginx_dir, "-c", conf, "-e", os.path.join(nginx_dir, "error.log")]
-        + ["-g", "daemon off;"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("HEAD", "/file.jar")
-            connection.getresponse()
-            connection.close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_nginx(proc)
-                raise SystemExit(f"nginx did not start (see {nginx_dir}/error.log)") from None
-            time.sleep(0.05)
+    argv = ["nginx", "-p", nginx_dir, "-c", conf, "-e", os.path.join(nginx_dir, "error.log")]
+    nginx = harness.Server.nginx(argv, port, ready="/file.jar")
     time.sleep(0.2)  # its workers, forked after it listens
-    return proc, port, nginx_pids(proc.pid)
+    return nginx, harness.process_tree(nginx.pid)
 
 
 def hosted_target(port):
     """(path, sha256) of the kept file's download URL, as the API gives it."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("GET", f"/api/v2/builds/latest?project={SLUG}")
-        build = json.loads(connection.getresponse().read())
-    finally:
-        connection.close()
+    build = harness.fetch(port, f"/api/v2/builds/latest?project={SLUG}").json()
     return urllib.parse.urlsplit(build["downloadUrl"]).path, build["sha256"]
 
 
@@ -604,7 +556,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    stop_servers_on_sigterm()
+    harness.stop_servers_on_sigterm()
     missing = [tool for tool in ("nginx", "wrk", "sha256sum") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"missing {', '.join(missing)}: apt-get install nginx wrk")
@@ -619,27 +571,27 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as work:
         os.chmod(work, 0o755)  # nginx's workers run as nobody when started by root
         data_dir = make_data(work)
-        buildshelf, port = start_buildshelf(data_dir, [], os.path.join(work, "buildshelf.log"))
-        nginx = None
+        buildshelf = harness.Server.buildshelf(
+            data_dir, log_path=os.path.join(work, "buildshelf.log")
+        )
+        port, nginx = buildshelf.port, None
         try:
             target, sha256 = hosted_target(port)
-            nginx, nginx_port, pids = start_nginx(
-                work, object_path(default_store(data_dir), sha256)
-            )
+            nginx, pids = start_nginx(work, object_path(default_store(data_dir), sha256))
             servers = {
                 "buildshelf": (port, target, [buildshelf.pid]),
-                "nginx": (nginx_port, "/file.jar", pids),
+                "nginx": (nginx.port, "/file.jar", pids),
             }
             check_same_bytes(servers, sha256, rows)
             if "throughput" in args.only:
                 measure_throughput(servers, args, rows)
-            stop_nginx(nginx)
+            nginx.stop()
             if "api" in args.only:
                 measure_api(port, buildshelf.pid, target, args, rows)
         finally:
             if nginx is not None:
-                stop_nginx(nginx)
-            stop(buildshelf)
+                nginx.stop()
+            buildshelf.stop()
         if "publish" in args.only:
             measure_publish(work, data_dir, args, rows)
     report(rows)
