@@ -21,34 +21,25 @@ what other clients see during reloads. Start-up time and memory are bench/startu
 """
 
 import argparse
-import http.client
 import io
 import json
 import os
-import re
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
+import harness
+import synthetic
+from buildshelf import store
+from harness import spread
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, HERE)
-
-import synthetic  # noqa: E402
-from buildshelf import store  # noqa: E402
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-PROJECT_SIZES = [500 + round(i * 1500 / 19) for i in range(20)]  # p00..p19, 500 to 2,000 builds
 TARGETS = {  # name -> request
     "/builds/latest": "/api/v2/builds/latest?project=p10",
     "/projects": "/api/v2/projects",
@@ -56,115 +47,22 @@ TARGETS = {  # name -> request
 }
 CLIENTS = (1, 16, 64, 256)
 EFFICIENCY_GOAL = 0.85
-WRK_TIMEOUT = "10s"  # wrk's 2 s default would drop the slowest answers instead of timing them
 # Headers waitress writes itself: the bare app must not send them twice.
 SERVER_HEADERS = {"date", "server", "content-length", "connection", "transfer-encoding"}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(port, target):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{target}", timeout=30) as resp:
-        return resp.read()
-
-
 def answer(port, target):
     """The body and the headers a server sends for `target` (to a client like wrk)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request("GET", target)
-        response = connection.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise SystemExit(f"{target}: status {response.status}: {body[:200]!r}")
-        return body, [
-            (name, value)
-            for name, value in response.getheaders()
-            if name.lower() not in SERVER_HEADERS
-        ]
-    finally:
-        connection.close()
-
-
-def start(argv, port, log_path):
-    """Start a server process logging to `log_path`; return it once it answers."""
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            get(port, "/api/v2/projects")
-            return proc
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop(proc)
-                raise SystemExit(
-                    f"server did not start: {' '.join(argv)} (see {log_path})"
-                ) from None
-            time.sleep(0.01)
-
-
-def start_buildshelf(data_dir, server_args, log_path):
-    port = free_port()
-    argv = [
-        sys.executable,
-        os.path.join(ROOT, "server.py"),
-        "--data",
-        data_dir,
-        "--port",
-        str(port),
-    ] + server_args
-    return start(argv, port, log_path), port
-
-
-def stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def stop_servers_on_sigterm():
-    """Make SIGTERM unwind like an error, so the `finally` blocks stop the servers."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime, all threads
-
-
-class Load:
-    """What one wrk run did: requests, seconds, errors and wrk's own words."""
-
-    def __init__(self, out):
-        self.out = out
-        found = re.search(r"(\d+) requests in ([\d.]+)(\w+)", out)
-        if found is None:
-            raise SystemExit(f"wrk did not finish as expected:\n{out}")
-        self.requests = int(found[1])
-        self.seconds = float(found[2]) * {"ms": 1e-3, "s": 1, "m": 60}[found[3]]
-        non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        socket_errors = re.search(r"Socket errors: (.*)", out)
-        self.errors = ", ".join(
-            filter(
-                None,
-                [
-                    f"{non_2xx[1]} non-2xx" if non_2xx else "",
-                    f"socket errors: {socket_errors[1]}" if socket_errors else "",
-                ],
-            )
-        )
-        p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-        self.p99_ms = float(p99[1]) * {"us": 1e-3, "ms": 1, "s": 1e3}[p99[2]] if p99 else None
+    reply = harness.fetch(port, target)
+    if reply.status != 200:
+        raise SystemExit(f"{target}: status {reply.status}: {reply.body[:200]!r}")
+    lines = reply.head.decode("latin-1").split("\r\n")[1:]  # as sent: their order and case
+    headers = [
+        (name.strip(), value.strip()) for name, _, value in (h.partition(":") for h in lines)
+    ]
+    return reply.body, [
+        (name, value) for name, value in headers if name.lower() not in SERVER_HEADERS
+    ]
 
 
 # For wrk -s: the target with a query parameter of its own each time (ignored by the API),
@@ -178,32 +76,12 @@ end
 """
 
 
-def wrk(port, target, seconds, clients, script=None):
-    out = subprocess.run(
-        [
-            "wrk",
-            "-t1",
-            f"-c{clients}",
-            f"-d{seconds}s",
-            "--latency",
-            "--timeout",
-            WRK_TIMEOUT,
-            *(["-s", script] if script else []),
-            f"http://127.0.0.1:{port}{target}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=seconds + 60,
-    )
-    return Load(out.stdout + out.stderr)
-
-
-def load_run(proc, port, target, seconds, clients, script=None):
+def load_run(server, target, seconds, clients, script=None):
     """(CPU microseconds per request, requests per second, errors, requests, p99 latency in
     ms) of one run."""
-    before = cpu_seconds(proc.pid)
-    load = wrk(port, target, seconds, clients, script)
-    cpu = cpu_seconds(proc.pid) - before
+    before = harness.cpu_seconds(server.pid)
+    load = harness.wrk(server.port, target, seconds, clients, script)
+    cpu = harness.cpu_seconds(server.pid) - before
     if not load.requests:
         return float("inf"), 0.0, load.errors or "no request answered", 0, float("inf")
     return (
@@ -219,15 +97,16 @@ def sweep(servers, rounds, seconds, clients):
     """{(name, n): {label: [load_run() per round]}}, servers taking turns."""
     results = {}
     for name, target in TARGETS.items():
-        for _proc, port in servers.values():
-            wrk(port, target, 1, 16)  # warm up: the first requests encode and compress
+        for server in servers.values():
+            harness.wrk(
+                server.port, target, 1, 16
+            )  # warm up: the first requests encode and compress
         for n in clients:
             samples = {label: [] for label in servers}
             for r in range(rounds):
                 order = list(servers) if r % 2 == 0 else list(reversed(servers))
                 for label in order:
-                    proc, port = servers[label]
-                    samples[label].append(load_run(proc, port, target, seconds, n))
+                    samples[label].append(load_run(servers[label], target, seconds, n))
             results[name, n] = samples
             ours, bare = samples["buildshelf"], samples["bare"]
             print(
@@ -240,13 +119,6 @@ def sweep(servers, rounds, seconds, clients):
 
 
 P99 = "{:.1f}"  # milliseconds
-
-
-def spread(values, fmt="{:.0f}"):
-    return (
-        f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-"
-        f"{fmt.format(max(values))})"
-    )
 
 
 def print_sweep(results, sizes, rows):
@@ -295,11 +167,11 @@ def count_lines(path):
 
 
 def measure_servers(work, data_dir, args, rows):
-    """The concurrency sweep; returns (the Buildshelf process, its port, the bodies)."""
+    """The concurrency sweep; returns (the Buildshelf server, the bodies)."""
     log_path = os.path.join(work, "buildshelf.log")
-    ours, port = start_buildshelf(data_dir, args.server_args, log_path)
+    ours = harness.Server.buildshelf(data_dir, args.server_args, log_path)
     try:
-        answers = {target: answer(port, target) for target in TARGETS.values()}
+        answers = {target: answer(ours.port, target) for target in TARGETS.values()}
         answers_file = os.path.join(work, "answers.json")
         with open(answers_file, "w") as f:
             json.dump(
@@ -309,24 +181,20 @@ def measure_servers(work, data_dir, args, rows):
                 },
                 f,
             )
-        bare_port = free_port()
-        bare = start(
+        bare_port = harness.free_port()
+        bare = harness.Server(
             [sys.executable, os.path.join(HERE, "bare.py"), str(bare_port), answers_file],
             bare_port,
             os.path.join(work, "bare.log"),
+            ready=TARGETS["/projects"],  # it knows no other target
         )
-        try:
+        with bare:
             lines_before = count_lines(log_path)
             results = sweep(
-                {"buildshelf": (ours, port), "bare": (bare, bare_port)},
-                args.rounds,
-                args.seconds,
-                args.clients,
+                {"buildshelf": ours, "bare": bare}, args.rounds, args.seconds, args.clients
             )
-        finally:
-            stop(bare)
     except BaseException:
-        stop(ours)
+        ours.stop()
         raise
     sizes = {name: len(answers[target][0]) for name, target in TARGETS.items()}
     print_sweep(results, sizes, rows)
@@ -335,10 +203,10 @@ def measure_servers(work, data_dir, args, rows):
         f"\nBuildshelf answered {answered} requests in the measured runs (warm-ups "
         f"apart); its log grew by {count_lines(log_path) - lines_before} lines"
     )
-    return ours, port, {t: body for t, (body, _) in answers.items()}
+    return ours, {t: body for t, (body, _) in answers.items()}
 
 
-def measure_routed(work, proc, port, args):
+def measure_routed(work, server, args):
     """Buildshelf alone, each request a target of its own: what the worker threads answer
     (a repeat is answered from memory by the loop thread), and what --threads changes."""
     script = os.path.join(work, "each_routed.lua")
@@ -351,7 +219,7 @@ def measure_routed(work, proc, port, args):
         f"ms"
     )
     for n in args.clients:
-        runs = [load_run(proc, port, target, args.seconds, n, script) for _ in range(args.rounds)]
+        runs = [load_run(server, target, args.seconds, n, script) for _ in range(args.rounds)]
         errors = "; ".join(filter(None, (run[2] for run in runs)))
         print(
             f"  {n:>3} clients: {spread([r[0] for r in runs])} us, "
@@ -480,7 +348,7 @@ def measure_reload(data_dir, port, seconds, rows):
             f"-d{seconds}s",
             "--latency",
             "--timeout",
-            WRK_TIMEOUT,
+            harness.WRK_TIMEOUT,
             f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p01",
         ],
         stdout=subprocess.PIPE,
@@ -493,9 +361,9 @@ def measure_reload(data_dir, port, seconds, rows):
         edits += 1
         publish(9000 + edits)
         time.sleep(0.3)
-    result = Load(load.communicate(timeout=seconds + 60)[0])
+    result = harness.Load(load.communicate(timeout=seconds + 60)[0])
     time.sleep(1.1)  # the server looks at the files at most once a second
-    served = json.loads(get(port, "/api/v2/builds/latest?project=p19"))["buildNumber"]
+    served = harness.fetch(port, "/api/v2/builds/latest?project=p19").json()["buildNumber"]
     print(
         f"while p19 was rewritten {edits} times: {result.requests} requests for p01 from 16 "
         f"clients, p99 latency {result.p99_ms:.0f} ms, errors: {result.errors or 'none'}; "
@@ -509,13 +377,6 @@ def measure_reload(data_dir, port, seconds, rows):
             not result.errors and served == 9000 + edits,
         )
     )
-
-
-def report(rows):
-    width = max(len(r[0]) for r in rows)
-    print(f"\n{'target':<{width}}  {'goal':<14} {'measured':<22} ok")
-    for name, goal, measured, ok in rows:
-        print(f"{name:<{width}}  {goal:<14} {measured:<22} {'yes' if ok else 'NO'}")
 
 
 def parse_args(argv):
@@ -550,7 +411,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    stop_servers_on_sigterm()
+    harness.stop_servers_on_sigterm()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     print(
@@ -562,16 +423,14 @@ def main(argv=None):
     )
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        data_dir = synthetic.generate(os.path.join(work, "twenty"), PROJECT_SIZES)
-        ours, port, bodies = measure_servers(work, data_dir, args, rows)
-        try:
-            measure_routed(work, ours, port, args)
+        data_dir = synthetic.generate(os.path.join(work, "twenty"), synthetic.TWENTY_SIZES)
+        ours, bodies = measure_servers(work, data_dir, args, rows)
+        with ours:
+            measure_routed(work, ours, args)
             measure_app_cost(work, data_dir, bodies, rows)
             if not args.quick:
-                measure_reload(data_dir, port, max(args.seconds, 3), rows)
-        finally:
-            stop(ours)
-    report(rows)
+                measure_reload(data_dir, ours.port, max(args.seconds, 3), rows)
+    harness.report(rows)
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     return 0 if all(ok for *_, ok in rows) else 1
 
