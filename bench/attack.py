@@ -55,11 +55,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-import soak
+import harness
 import synthetic
-
-sys.path.insert(0, soak.ROOT)
-from buildshelf import settings  # noqa: E402  (for its defaults)
+from buildshelf import settings  # for its defaults
 
 REQUEST_CAP = 5.0  # seconds: a normal request unanswered by then failed
 NORMAL_INTERVAL = 0.075  # seconds between two normal requests (one at a time)
@@ -98,69 +96,9 @@ OPEN_STATES = {"01", "08"}  # ESTABLISHED, CLOSE_WAIT: the server still holds th
 # --- HTTP over raw sockets --------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    status: int
-    headers: dict  # lower-case name -> value, latin-1
-    body: bytes
-    head: bytes  # the status line and headers as received
-    size: int = 0  # body bytes received (also when not kept)
-
-
-def request_bytes(target, host="127.0.0.1", close=True):
-    lines = [f"GET {target} HTTP/1.1", f"Host: {host}"] + (["Connection: close"] if close else [])
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _recv(sock, deadline, size=65536):
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise TimeoutError("no complete answer in time")
-    sock.settimeout(remaining)
-    try:
-        return sock.recv(size)
-    except TimeoutError:
-        raise TimeoutError("no complete answer in time") from None
-
-
-def read_reply(sock, deadline, keep_body=True):
-    """One response from `sock` by `deadline`; raises TimeoutError or ConnectionError."""
-    buffer = b""
-    while b"\r\n\r\n" not in buffer:
-        chunk = _recv(sock, deadline)
-        if not chunk:
-            raise ConnectionError(f"closed before the headers ({len(buffer)} bytes)")
-        buffer += chunk
-    head, _, body = buffer.partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    match = re.match(r"HTTP/1\.[01] (\d{3})", status_line)
-    if not match:
-        raise ConnectionError(f"status line {status_line[:60]!r}")
-    headers = {}
-    for line in lines:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length = headers.get("content-length")
-    wanted = int(length) if length and length.isdigit() else None
-    size, kept = len(body), [body] if keep_body else []
-    while wanted is None or size < wanted:
-        chunk = _recv(sock, deadline, 1 << 20)
-        if not chunk:
-            if wanted is None:
-                break
-            raise ConnectionError(f"closed after {size} of {wanted} body bytes")
-        size += len(chunk)
-        if keep_body:
-            kept.append(chunk)
-    return Reply(int(match[1]), headers, b"".join(kept), head, size)
-
-
-def fetch(port, target, timeout=REQUEST_CAP, keep_body=True, raw=None, **options):
-    """A request on a new connection; the whole answer within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(raw if raw is not None else request_bytes(target, **options))
-        return read_reply(sock, deadline, keep_body)
+def fetch(port, target, timeout=REQUEST_CAP, **options):
+    """harness.fetch, the whole answer within REQUEST_CAP unless told."""
+    return harness.fetch(port, target, timeout, **options)
 
 
 def fetch_json(port, target, timeout=REQUEST_CAP):
@@ -178,18 +116,6 @@ def abort(sock):
 
 
 # --- the server and what /proc says about it --------------------------------------------------
-
-
-def proc_status(pid, key):
-    """A /proc/<pid>/status figure in bytes (VmRSS, VmHWM), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def temp_file_bytes(pid, ignore):
@@ -232,68 +158,28 @@ def server_connections(port):
     return found
 
 
-def log_size(path):
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+SERVER_LOGS = itertools.count()
 
 
-class Server:
+def start_server(work, data_dir, open_files=SERVER_OPEN_FILES):
     """server.py under test: default flags, its stderr (start-up, reloads, access lines) to
-    a log file; killed by stop(), by the `with` block's end, or by cleanup at exit."""
+    a log file in `work`, `open_files` as its open-file limit."""
 
-    running = []  # every server started and not yet stopped: killed on any exit
+    def limit():
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        soft = open_files if hard == resource.RLIM_INFINITY else min(open_files, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-    def __init__(self, work, data_dir, open_files=SERVER_OPEN_FILES):
-        self.data_dir, self.port = data_dir, soak.free_port()
-        self.log_path = os.path.join(work, f"server-{self.port}.log")
-        self.work = work
+    log_path = os.path.join(work, f"server-{next(SERVER_LOGS)}.log")
+    return harness.Server.buildshelf(data_dir, log_path=log_path, preexec_fn=limit)
 
-        def limit():
-            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-            soft = open_files if hard == resource.RLIM_INFINITY else min(open_files, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
-        with open(self.log_path, "wb") as log_file:
-            try:
-                self.process = soak.start_server(
-                    data_dir, self.port, log_file, quiet=False, preexec_fn=limit
-                )
-            except SystemExit as error:  # it did not start: this phase fails, not the run
-                raise RuntimeError(str(error)) from None
-        Server.running.append(self)
-        self.pid = self.process.pid
+def cpu_seconds(server):
+    return harness.cpu_seconds(server.pid) or 0.0
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.stop()
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self):
-        if self.alive():
-            self.process.kill()
-        self.process.wait()
-        if self in Server.running:
-            Server.running.remove(self)
-
-    def rss(self):
-        return proc_status(self.pid, "VmRSS")
-
-    def cpu(self):
-        return soak.cpu_seconds(self.pid) or 0.0
-
-    def temp_bytes(self):
-        return temp_file_bytes(self.pid, ignore=self.work)
-
-    def log_text(self, offset=0):
-        with open(self.log_path, "rb") as f:
-            f.seek(offset)
-            return f.read().decode("utf-8", "replace")
+def rss(server):
+    return harness.memory(server.pid) or 0
 
 
 # --- the normal client and the sampler --------------------------------------------------------
@@ -358,8 +244,10 @@ class Sampler(Background):
         self.run_once()
 
     def run_once(self):
-        self.peak_rss = max(self.peak_rss, self.server.rss() or 0)
-        self.peak_temp = max(self.peak_temp, self.server.temp_bytes())
+        self.peak_rss = max(self.peak_rss, rss(self.server))
+        # What is under the run's work directory (its data, the server's log) is not output.
+        work = os.path.dirname(self.server.log_path)
+        self.peak_temp = max(self.peak_temp, temp_file_bytes(self.server.pid, ignore=work))
 
     def run(self):
         while not self.stopping.wait(SAMPLE_INTERVAL):
@@ -463,9 +351,9 @@ def pipelined(run, connections):
         "the largest list, never reading",
         flush=True,
     )
-    with Server(run.work, run.fresh_data(f"pipelined{connections}")) as server:
+    with start_server(run.work, run.fresh_data(f"pipelined{connections}")) as server:
         size = fetch(server.port, BIG_LIST, keep_body=False).size  # memoized from now on
-        idle_rss = server.rss() or 0
+        idle_rss = rss(server)
         sockets = []
         with Watch(server) as watch:
             started = time.monotonic()
@@ -473,7 +361,7 @@ def pipelined(run, connections):
                 for _ in range(connections):
                     sock = socket.create_connection(("127.0.0.1", server.port), timeout=2)
                     sockets.append(sock)
-                    sock.sendall(request_bytes(BIG_LIST, close=False) * PIPELINED_REQUESTS)
+                    sock.sendall(harness.request_bytes(BIG_LIST, close=False) * PIPELINED_REQUESTS)
                 ports = {s.getsockname()[1] for s in sockets}
                 closed_after, held, unsent = None, len(ports), 0
                 while time.monotonic() - started < CLOSE_GOAL + 2:
@@ -575,7 +463,7 @@ def slowloris(run):
     print(
         f"{phase}: {SLOW_CONNECTIONS} idle or byte-a-second connections for {seconds} s", flush=True
     )
-    with Server(run.work, run.fresh_data("slowloris")) as server:
+    with start_server(run.work, run.fresh_data("slowloris")) as server:
         slow = SlowConnections(server.port, SLOW_CONNECTIONS)
         try:
             slow.fill()
@@ -614,15 +502,15 @@ def low_open_files(run):
         flush=True,
     )
     data = run.fresh_data("lowlimit")
-    with Server(run.work, data, open_files=LOW_OPEN_FILES) as server:
+    with start_server(run.work, data, open_files=LOW_OPEN_FILES) as server:
         sockets = []
         try:
             for _ in range(LOW_LIMIT_CONNECTIONS):
                 sockets.append(socket.create_connection(("127.0.0.1", server.port), timeout=2))
-            offset, cpu_before = log_size(server.log_path), server.cpu()
+            offset, cpu_before = server.log_size(), cpu_seconds(server)
             with Watch(server) as watch:
                 time.sleep(seconds)
-            cpu = (server.cpu() - cpu_before) / seconds
+            cpu = (cpu_seconds(server) - cpu_before) / seconds
             logged = server.log_text(offset).splitlines(keepends=True)
         finally:
             for sock in sockets:
@@ -876,9 +764,9 @@ def hostile_data(run):
     try:
         for n, case in enumerate(cases):
             if server is None:
-                server = Server(run.work, data)
+                server = start_server(run.work, data)
             path = os.path.join(os.fsencode(data), case.file)
-            offset = log_size(server.log_path)
+            offset = server.log_size()
             edit_job = f"Edited {n}"
             try:
                 case.make(path, run.work)
@@ -957,7 +845,7 @@ def hostile_check_command(run, cases):
             done = subprocess.run(
                 [
                     sys.executable,
-                    os.path.join(soak.ROOT, "server.py"),
+                    harness.SERVER_PY,
                     "--check",
                     "--data",
                     directory,
@@ -1002,7 +890,7 @@ def hostile_start_up(run, cases):
     for case in cases:
         case.make(os.path.join(os.fsencode(data), case.file), run.work)
     try:
-        with Server(run.work, data) as server:
+        with start_server(run.work, data) as server:
             status, body = fetch_json(server.port, "/healthz")
             names = [e["file"] for e in body["rejectedFiles"]] if status == 200 else []
             served = fetch(server.port, "/api/v2/builds/latest?project=p01").status
@@ -1045,11 +933,11 @@ def exchange_raw(port, data, timeout=REQUEST_CAP):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
         try:
-            reply = read_reply(sock, deadline)
+            reply = harness.read_reply(sock, deadline)
         except (OSError, ValueError) as error:
             return f"{type(error).__name__}: {error}", None
         try:
-            closed = _recv(sock, time.monotonic() + 1, 1) == b""
+            closed = harness.receive(sock, time.monotonic() + 1, 1) == b""
         except TimeoutError:
             closed = False
         except OSError:
@@ -1074,8 +962,10 @@ def shown_reply(reply):
 def bad_host(run):
     phase = "5. Host: ["
     print(f"{phase}: on /api/v2/jd", flush=True)
-    with Server(run.work, run.fresh_data("host")) as server:
-        reply, _ = exchange_raw(server.port, request_bytes("/api/v2/jd?project=p01", host="["))
+    with start_server(run.work, run.fresh_data("host")) as server:
+        reply, _ = exchange_raw(
+            server.port, harness.request_bytes("/api/v2/jd?project=p01", host="[")
+        )
     run.check(
         phase,
         "Host: [ on /jd",
@@ -1093,7 +983,7 @@ def http_edges(run):
         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     )
     no_host = b"GET /api/v2/projects HTTP/1.1\r\nUser-Agent: attack\r\n\r\n"
-    with Server(run.work, run.fresh_data("edges")) as server:
+    with start_server(run.work, run.fresh_data("edges")) as server:
         for name, data, close in (
             ("Content-Length + Transfer-Encoding", both, True),
             ("HTTP/1.1 without Host", no_host, True),
@@ -1118,7 +1008,7 @@ def non_ascii_urls(run):
         "dotless": "https://jd.l\u0131nk.example/",
     }
     data = run.fresh_data("nonascii")
-    with Server(run.work, data) as server:
+    with start_server(run.work, data) as server:
         for slug, url in urls.items():
             doc = valid_project(slug)
             doc["javadocBaseUrl"] = url
@@ -1199,8 +1089,8 @@ def many_channels(run):
     staged = os.path.join(run.work, "channels.json")
     with open(staged, "w") as f:
         json.dump(doc, f)
-    with Server(run.work, data) as server:
-        offset = log_size(server.log_path)
+    with start_server(run.work, data) as server:
+        offset = server.log_size()
         with Watch(server) as watch:
             os.replace(staged, os.path.join(data, "channels.json"))
             served = wait_served(server, "channels", cap)
@@ -1272,10 +1162,10 @@ def memory(run):
         for channel in (None,) + HUGE_CHANNELS
         for experimental in ("false", "true")
     ]
-    with Server(run.work, data) as server:
+    with start_server(run.work, data) as server:
         os.replace(staged, os.path.join(data, "huge.json"))
         served = wait_served(server, "huge", cap, poll_timeout=cap)
-        loaded_rss = server.rss() or 0
+        loaded_rss = rss(server)
         answered, failures, largest = 0, [], 0
         started = time.monotonic()
         deadline = started + 2 * cap  # for all the views: today's take about 1.5 cap
@@ -1292,8 +1182,8 @@ def memory(run):
             except OSError as error:
                 failures.append(f"{type(error).__name__} {target}")
         views_seconds = time.monotonic() - started
-        views_rss = server.rss() or 0
-        peak = proc_status(server.pid, "VmHWM") or 0
+        views_rss = rss(server)
+        peak = harness.memory(server.pid, "VmHWM") or 0
     views = len(targets)
     run.check(
         phase,
@@ -1356,7 +1246,7 @@ def unread_download(target, n, size):
     """The request of the `n`th attacker: the whole file, or a range of it, never read."""
     ranges = (None, f"bytes={size // 3}-", f"bytes=-{size // 2}")
     value = ranges[n % len(ranges)]
-    head = request_bytes(target, close=False)
+    head = harness.request_bytes(target, close=False)
     return head[:-2] + f"Range: {value}\r\n\r\n".encode() if value else head
 
 
@@ -1375,10 +1265,7 @@ def filled(port, ports):
 
 
 def open_fds(pid):
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return 0
+    return harness.open_files(pid) or 0
 
 
 def routed_at_once(port):
@@ -1414,11 +1301,11 @@ def unread_downloads(run):
     )
     data = run.fresh_data("downloads")
     publish_hosted(data, run.work, file_mib)
-    with Server(run.work, data) as server:
+    with start_server(run.work, data) as server:
         target = download_target(server.port)
         size = fetch(server.port, target, keep_body=False).size  # read whole once: it works
-        idle_rss, idle_fds = server.rss() or 0, open_fds(server.pid)
-        offset = log_size(server.log_path)
+        idle_rss, idle_fds = rss(server), open_fds(server.pid)
+        offset = server.log_size()
         sockets, closed_after, held = [], None, count
         with Watch(server) as watch:
             started = time.monotonic()
@@ -1431,12 +1318,12 @@ def unread_downloads(run):
                 unsent, fill_seconds = filled(server.port, ports)
                 peak_fds, cpu_before, held_from = (
                     open_fds(server.pid),
-                    server.cpu(),
+                    cpu_seconds(server),
                     time.monotonic(),
                 )
                 answered, slowest = routed_at_once(server.port)
                 time.sleep(max(0.0, seconds - (time.monotonic() - held_from)))
-                cpu = (server.cpu() - cpu_before) / (time.monotonic() - held_from)
+                cpu = (cpu_seconds(server) - cpu_before) / (time.monotonic() - held_from)
                 if run.args.short:  # the clients go away: each file is closed with its socket
                     for sock in sockets:
                         abort(sock)
@@ -1588,7 +1475,7 @@ def main(argv=None):
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, interrupt)  # cleaned up like Ctrl-C
     # Our own sockets: 1,100 slow connections and the rest (the server gets its own limit).
-    soak.raise_open_file_limit(SLOW_CONNECTIONS + 200)
+    harness.raise_open_file_limit(SLOW_CONNECTIONS + 200)
     started = time.monotonic()
     work = tempfile.mkdtemp(prefix="attack-")
     run = Run(args, work, synthetic.generate(os.path.join(work, "base"), SIZES))
@@ -1600,8 +1487,7 @@ def main(argv=None):
         interrupted = True
         print("\ninterrupted: the table so far", flush=True)
     finally:
-        for server in list(Server.running):
-            server.stop()
+        harness.stop_all()
         shutil.rmtree(work, ignore_errors=True)
     print_table(run.checks)
     print(f"({time.monotonic() - started:.0f} s in all)")
