@@ -27,22 +27,17 @@ import multiprocessing
 import os
 import random
 import re
-import resource
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from hashlib import blake2b
 from operator import itemgetter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import harness
 
 CORE = ("core0", "core1", "core2", "core3")  # always there
 EXTRAS = ("extra0", "extra1", "extra2")  # added and deleted by the writer
@@ -77,7 +72,6 @@ LATENCY_BOUND = 1.0
 DISCONNECTORS = 4  # loops that ask for the big list and hang up mid-response
 EXAMPLES = 5  # examples printed per error kind
 CONVERGE_SECONDS = 5.0  # after the last write, to serve exactly what the files say
-STOP_SECONDS = 15.0  # after SIGTERM, to exit (the server drains for at most 10)
 
 
 # --- the data model ---------------------------------------------------------------------------
@@ -760,21 +754,13 @@ async def disconnector(port, deadline, stats, rng):
         await asyncio.sleep(rng.uniform(0.05, 0.15))
 
 
-def open_files(pid):
-    """How many files (connections included) process `pid` has open; None if unknown."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None
-
-
 async def sample_connections(deadline, stats, server_pid, warm_up):
     """Every second: the slow connections we hold, and the files the server has open."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(warm_up)
     while loop.time() < deadline - 1:
         stats.slow_held.append(stats.slow_open)
-        files = open_files(server_pid)
+        files = harness.open_files(server_pid)
         if files is not None:
             stats.server_files.append(files)
         await asyncio.sleep(1)
@@ -802,66 +788,10 @@ async def run_clients(port, server_pid, args, shared):
 # --- the server -------------------------------------------------------------------------------
 
 
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args):
-        return None
-
-
 def get(port, target):
     """(status, body) of a plain GET, redirects not followed."""
-    opener = urllib.request.build_opener(NoRedirect)
-    try:
-        with opener.open(f"http://127.0.0.1:{port}{target}", timeout=5) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(data_dir, port, log_file, quiet=True, preexec_fn=None):
-    """server.py on 127.0.0.1:`port` once /healthz answers 200; `preexec_fn` runs in the
-    child before it starts (bench/attack.py sets its open-file limit there)."""
-    argv = [
-        sys.executable,
-        os.path.join(ROOT, "server.py"),
-        "--data",
-        data_dir,
-        "--port",
-        str(port),
-    ] + (["--quiet"] if quiet else [])
-    server = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=log_file, preexec_fn=preexec_fn
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            if get(port, "/healthz")[0] == 200:
-                return server
-        except OSError:
-            time.sleep(0.05)
-    server.kill()
-    server.wait()
-    raise SystemExit(f"the server did not start: {' '.join(argv)}")
-
-
-def stop_server(server):
-    """SIGTERM; (exit status, seconds it took). Killed if it takes over STOP_SECONDS."""
-    if server.poll() is not None:
-        return server.returncode, 0.0  # it died during the run
-    started = time.monotonic()
-    server.send_signal(signal.SIGTERM)
-    try:
-        status = server.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-        status = "killed"
-    return status, time.monotonic() - started
+    reply = harness.fetch(port, target, timeout=5)
+    return reply.status, reply.body
 
 
 def served_state(port):
@@ -883,16 +813,6 @@ def wait_for_convergence(port, expected):
             return time.monotonic() - started
         time.sleep(0.1)
     return None
-
-
-def cpu_seconds(pid):
-    """User and system CPU time of process `pid` so far, all its threads; None if unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:  # not Linux
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 LOG_LINE = re.compile(r"\S+ \S+ (INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)")
@@ -966,11 +886,10 @@ def soak(args, work):
     os.mkdir(data_dir)
     write_initial_data(data_dir, shared)
     log_path = os.path.join(work, "server.log")
-    port = free_port()
     server = writer = None
     try:
-        with open(log_path, "wb") as log_file:
-            server = start_server(data_dir, port, log_file)
+        server = harness.Server.buildshelf(data_dir, ["--quiet"], log_path)
+        port = server.port
         big = len(get(port, f"/api/v2/builds?project={BIG}&experimental=true")[1])
         print(
             f"soak: {args.seconds} s, {args.clients} clients, {args.slow} slow connections, "
@@ -984,20 +903,19 @@ def soak(args, work):
             args=(data_dir, shared, time.monotonic() + args.seconds + 5, 1),
         )
         writer.start()
-        cpu_before = cpu_seconds(server.pid)
+        cpu_before = harness.cpu_seconds(server.pid)
         stats = asyncio.run(run_clients(port, server.pid, args, shared))
-        cpu_after = cpu_seconds(server.pid)
+        cpu_after = harness.cpu_seconds(server.pid)
         server_cpu = None if None in (cpu_before, cpu_after) else cpu_after - cpu_before
         shared.stop.set()
         writer.join(10)
         converged = wait_for_convergence(port, shared.final_state())
-        stop = stop_server(server)
+        stop = server.stop()
     finally:
         if writer is not None and writer.is_alive():
             writer.kill()
-        if server is not None and server.poll() is None:
+        if server is not None:
             server.kill()
-            server.wait()
     return Result(
         stats, shared.action_counts(), server_cpu, converged, stop, *read_server_log(log_path)
     )
@@ -1125,16 +1043,6 @@ def print_checks(rows):
 # --- main ---------------------------------------------------------------------------------------
 
 
-def raise_open_file_limit(needed):
-    """Every connection is a file of ours: raise the soft limit to the hard one if need be."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        soft = hard
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        raise SystemExit(f"the open-file limit ({soft}) is too low for {needed} files")
-
-
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -1160,7 +1068,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    raise_open_file_limit(args.clients + args.slow + DISCONNECTORS + 100)
+    harness.raise_open_file_limit(args.clients + args.slow + DISCONNECTORS + 100)
     with tempfile.TemporaryDirectory(prefix="soak-") as work:
         result = soak(args, work)
     print_summary(args, result)
