@@ -6,19 +6,11 @@ the mean of 5,000 repeated requests (which must render nothing), beside two JSON
 """
 
 import io
-import os
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import synthetic  # noqa: E402
-from buildshelf import (
-    server,  # noqa: E402
-    store,  # noqa: E402
-)
+import synthetic
+from buildshelf import server, store
 
 REPEAT = 5000
 

@@ -11,17 +11,16 @@ publish's exit to the real server (started on a free port of 127.0.0.1) serving 
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
+import harness
 import synthetic
+from harness import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLI = ["-m", "buildshelf"]  # the command line, after the interpreter
 
 
@@ -52,56 +51,22 @@ def builds(data_dir, slug):
         return [b["buildNumber"] for b in json.load(f)["builds"]]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def served_delays(data_dir, rounds=10):
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.join(ROOT, "server.py"),
-            "--data",
-            data_dir,
-            "--port",
-            str(port),
-            "--quiet",
-        ],
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/api/v2/builds/latest?project=p00&channel=9.9"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.05)
+    target = "/api/v2/builds/latest?project=p00&channel=9.9"
+    with harness.Server.buildshelf(data_dir, ["--quiet"]) as server:
         delays = []
         for number in range(900_000, 900_000 + rounds):
             publish(data_dir, "p00", number)
             published = time.monotonic()
             while True:
-                try:
-                    with urllib.request.urlopen(url, timeout=5) as response:
-                        if json.load(response)["buildNumber"] == number:
-                            break
-                except OSError:  # 404 until the first build of channel 9.9 is served
-                    pass
+                reply = harness.fetch(server.port, target, timeout=5)
+                if reply.status == 200 and reply.json()["buildNumber"] == number:
+                    break  # 404 until the first build of channel 9.9 is served
                 if time.monotonic() > published + 10:
                     raise SystemExit(f"build {number} was not served within 10 s")
                 time.sleep(0.01)
             delays.append(time.monotonic() - published)
         return delays
-    finally:
-        server.terminate()
-        server.wait(timeout=15)
 
 
 def main():
