@@ -816,6 +816,8 @@ def wait_for_convergence(port, expected):
 
 
 LOG_LINE = re.compile(r"\S+ \S+ (INFO|WARNING|ERROR|CRITICAL) (\S+): (.*)")
+# The loggers of the server's log: the modules that write its lines.
+STORE, APP, SERVING = "buildshelf.store", "buildshelf.server", "buildshelf.serving.server"
 
 
 def log_records(path):
@@ -834,21 +836,21 @@ def log_records(path):
 def log_kind(record):
     match = LOG_LINE.match(record[0])
     level, logger, message = match.groups() if match else (None, None, None)
-    if logger == "store" and level == "INFO":
+    if logger == STORE and level == "INFO":
         for kind in ("reloaded", "loaded"):
             if message.startswith(kind + " "):
                 return kind
         if message.startswith("project ") and " removed" in message:
             return "removed"
-    if logger == "store" and level == "ERROR" and len(record) == 1:
+    if logger == STORE and level == "ERROR" and len(record) == 1:
         return "data errors"
     if (
-        logger == "serving"
+        logger == SERVING
         and level == "WARNING"
         and message.startswith("requests waited for a worker thread")
     ):
         return "queue depth warnings"  # more clients than threads: once a minute at most
-    if logger in ("server", "serving") and level == "INFO":  # server logs the start-up line
+    if logger in (APP, SERVING) and level == "INFO":  # server logs the start-up line
         return "start and stop"
     return "unexpected"
 
