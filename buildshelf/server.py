@@ -18,11 +18,10 @@ import bottle
 from buildshelf import javadoc, settings
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
-from buildshelf.serving.connection import MALFORMED
 from buildshelf.store import Store, check
 from buildshelf.text import counted
 from buildshelf.web import answers, health, hosted, openapi, pages, query
-from buildshelf.web.answers import encode, redirect, send
+from buildshelf.web.answers import MALFORMED, encode, redirect, send
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
 from buildshelf.web.shapes import DOWNLOADS, Shapes, project_json

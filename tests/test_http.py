@@ -13,7 +13,6 @@ import webtest
 
 from buildshelf import server
 from buildshelf import store as store_module
-from buildshelf.serving import connection
 from buildshelf.web import answers, representation
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
@@ -402,7 +401,7 @@ def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
 def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
     client = webtest.TestApp(app)
     client.get(API + "/projects")
-    refused = webtest.TestApp(app, extra_environ={connection.MALFORMED: "no Host"})
+    refused = webtest.TestApp(app, extra_environ={answers.MALFORMED: "no Host"})
     assert refused.get(API + "/projects", status=400).json["code"] == "malformed_request"
 
 

@@ -1,8 +1,11 @@
 """The project's modules import each other in one direction only: no cycle, and none of them
-imports the command line but the command line itself."""
+imports the command line but the command line itself. Only the serving side loads waitress."""
 
 import ast
+import json
 import os
+import subprocess
+import sys
 
 from helpers import ROOT
 
@@ -57,3 +60,45 @@ def test_only_the_command_line_imports_the_command_line():
 def test_the_graph_is_read():
     assert {"buildshelf.datafile", "buildshelf.model"} <= GRAPH["buildshelf.store"]
     assert "buildshelf.server" in GRAPH["buildshelf.cli"]
+
+
+# The modules that start the server: they may load waitress, through buildshelf.serving.
+STARTS_THE_SERVER = {"buildshelf.server", "buildshelf.cli", "buildshelf.__main__"}
+# Run in a fresh interpreter in which importing waitress fails: prints each module named in
+# argv that could not be imported without it, with why.
+WITHOUT_WAITRESS = """
+import importlib, json, sys
+
+class NoWaitress:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "waitress":
+            raise ImportError(f"imports {name}")
+
+sys.meta_path.insert(0, NoWaitress())
+failed = {}
+for module in sys.argv[1:]:
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        failed[module] = str(error)
+print(json.dumps(failed))
+"""
+
+
+def test_only_the_serving_side_loads_waitress():
+    """The HTTP side (buildshelf.web) and the data side import no waitress, directly or
+    through another module of ours: a contract they share with the server, such as an
+    environ key, is declared on their side."""
+    outside = sorted(
+        module
+        for module in MODULES
+        if not module.startswith("buildshelf.serving.") and module not in STARTS_THE_SERVER
+    )
+    assert {"buildshelf.web.shapes", "buildshelf.store"} <= set(outside)
+    run = subprocess.run(
+        [sys.executable, "-c", WITHOUT_WAITRESS, *outside],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(run.stdout) == {}

@@ -13,13 +13,14 @@ from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import InternalServerError
 
 from buildshelf.serving.accesslog import access_record
+from buildshelf.web.answers import MALFORMED
 
 # A connection stops taking on pipelined requests while this much of its output is unsent;
-# it goes on when the client has read it. Bodies of BY_REFERENCE_BYTES or more are queued by
-# reference (the app hands them over as wsgi.file_wrapper of shared, immutable bytes), so
-# this bounds what each connection holds as copies, and nothing goes to a temporary file.
+# it goes on when the client has read it. Bodies of answers.BY_REFERENCE_BYTES or more are
+# queued by reference (the app hands them over as wsgi.file_wrapper of shared, immutable
+# bytes), so this bounds what each connection holds as copies, and nothing goes to a
+# temporary file.
 UNSENT_OUTPUT_LIMIT = 64 * 1024
-BY_REFERENCE_BYTES = 16 * 1024
 # What a turn of the loop sends at most, shared among the open connections (at least
 # MIN_SHARE each): then the loop goes on to the others. waitress would send until the socket
 # is full, megabytes a connection for downloads to fast clients, while every other waited. A
@@ -30,8 +31,6 @@ MIN_SHARE = 64 << 10
 # Pipelined requests the loop thread answers from memory per read of a connection (8 KiB: up
 # to about 200 requests) before a worker thread takes over the rest.
 ANSWERS_PER_READ = 32
-# The WSGI environ key by which a request that must be refused reaches the app, with why.
-MALFORMED = "buildshelf.malformed_request"
 # The environ key of the answer the loop thread recalled (see GuardedChannel.received).
 RECALLED = "buildshelf.recalled"
 

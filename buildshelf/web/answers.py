@@ -11,7 +11,6 @@ import time
 
 import bottle
 
-from buildshelf.serving.connection import BY_REFERENCE_BYTES, MALFORMED
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation
 
@@ -25,6 +24,13 @@ REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 404, 405, 410, 500, 503)
 ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answer repeats
+# What the app and the server that runs it agree on (the server imports them from here: this
+# side never imports waitress). The environ key by which a request that must be refused
+# reaches the app, with why; and the size from which a body is handed to the server by
+# reference, as wsgi.file_wrapper of the shared bytes (serving.connection's
+# UNSENT_OUTPUT_LIMIT counts on it).
+MALFORMED = "buildshelf.malformed_request"
+BY_REFERENCE_BYTES = 16 * 1024
 COMMON_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
     ("Access-Control-Allow-Origin", "*"),
