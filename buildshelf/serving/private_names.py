@@ -1,34 +1,103 @@
-"""The parts of waitress and bottle that Buildshelf relies on beyond their documented API, in
-one place, each with why. setup.cfg pins both to the versions tested; `missing()` names what an
-installed version lacks, and tests/test_private_names.py fails with those names.
+"""Every name of waitress and bottle that Buildshelf uses, sorted into the documented API
+and the private parts it relies on beyond it, each private one with why. setup.cfg pins both
+to the versions tested; `missing()` names what an installed version lacks, and
+tests/test_private_names.py fails with those names. That test also reads the code for the
+names it uses of both, so a name used and not listed here fails it too.
 
-Waitress documents `serve` and `create_server` only. connection.py and serving.py subclass its
-channel, parser, tasks, server and dispatcher, overriding methods and reading attributes that
-it may rename in any release.
+Documented: for waitress, `serve()` and its arguments (docs/api.rst, docs/arguments.rst)
+and `wsgi.file_wrapper`. `create_server()` is not on its API page, but the package exports it,
+its changelog names it and `serve()` is built on it: it is taken as public, with the
+documented arguments; its `_dispatcher` is a test shim. For bottle 0.13, what its API
+reference documents (docs/api.rst: autodoc of the documented members and functions).
+Everything else is private: connection.py and server.py subclass waitress's channel, parser,
+tasks, server and dispatcher, overriding methods and reading attributes that it may rename in
+any release.
 """
 
+import functools
 import importlib
 import inspect
 import re
 
-# (module, object, names, why): each name is an attribute of the object (a class attribute or
-# one its methods set on self), or for a function a parameter.
+# (module, object, names, where or why): each name is an attribute of the object (a class
+# attribute, or one its methods set on self), or for a function a parameter. An empty object
+# is the module itself.
+DOCUMENTED = (
+    ("waitress", "", ("create_server",), "exported, built on by serve(); see above"),
+    (
+        "waitress.adjustments",
+        "Adjustments",
+        (
+            "channel_timeout",
+            "cleanup_interval",
+            "connection_limit",
+            "host",
+            "ident",
+            "max_request_body_size",
+            "max_request_header_size",
+            "port",
+        ),
+        "the arguments of serve() (docs/arguments.rst), passed to create_server",
+    ),
+    (
+        "bottle",
+        "",
+        ("Bottle", "HTTPError", "SimpleTemplate", "request", "response"),
+        "api.rst: the Bottle class, exceptions, request context, templating",
+    ),
+    ("bottle", "Bottle", ("config", "error", "get", "hook", "route"), "api.rst: Bottle"),
+    (
+        "bottle",
+        "BaseRequest",
+        ("environ", "get_header", "method", "path", "query_string"),
+        "api.rst: the Request object",
+    ),
+    (
+        "bottle",
+        "BaseResponse",
+        ("content_type", "set_header", "status", "status_code"),
+        "api.rst: the Response object",
+    ),
+    ("bottle", "Route", ("method", "rule"), "api.rst: request routing"),
+    ("bottle", "SimpleTemplate", ("render",), "api.rst: templating (BaseTemplate)"),
+)
+
 PRIVATE_NAMES = (
     (
         "waitress",
         "create_server",
         ("_dispatcher",),
-        "serving.serve passes its QueueWatchingDispatcher, which notes queue depth instead of "
+        "server.serve passes its QueueWatchingDispatcher, which notes queue depth instead of "
         "logging a warning per queued request under the queue's lock",
+    ),
+    (
+        "waitress.wasyncore",
+        "",
+        ("loop", "poll"),
+        "server.serve turns the loop itself (poll), to count turns and close stalled "
+        "connections between them; server.drain turns it until the busy connections finish",
+    ),
+    (
+        "waitress.wasyncore",
+        "dispatcher",
+        ("close",),
+        "server.drain stops accepting without the server's close(), which stops the workers",
+    ),
+    (
+        "waitress.server",
+        "BaseWSGIServer",
+        (),
+        "server.drain tells the listening sockets from the connections in the socket map",
     ),
     (
         "waitress.server",
         "TcpWSGIServer",
         (
             "_map",
-            "accepting",
             "accept",
+            "accepting",
             "active_channels",
+            "add_task",
             "adj",
             "channel_class",
             "effective_host",
@@ -41,9 +110,28 @@ PRIVATE_NAMES = (
             "set_socket_options",
             "task_dispatcher",
         ),
-        "serving.GuardedServer replaces the server's class after create_server made it, to "
-        "accept several connections a turn, make room at the connection limit, close stalled "
-        "connections and skip the wake-up pipe on the loop thread",
+        "server.GuardedServer replaces the class (__class__) of the server create_server "
+        "made, to accept several connections a turn (making each channel as waitress does: "
+        "channel_class(server, sock, addr, adj, map)), make room at the connection limit, "
+        "close stalled connections, hold back a pipelined request (add_task) and skip the "
+        "wake-up pipe on the loop thread; serve reads the socket map and the address bound",
+    ),
+    (
+        "waitress.task",
+        "ThreadedTaskDispatcher",
+        (
+            "active_count",
+            "add_task",
+            "lock",
+            "queue",
+            "queue_cv",
+            "set_thread_count",
+            "shutdown",
+            "stop_count",
+            "threads",
+        ),
+        "server.QueueWatchingDispatcher notes the deepest queue under waitress's own lock; "
+        "serve starts its threads (set_thread_count) and stops them (shutdown)",
     ),
     (
         "waitress.channel",
@@ -52,10 +140,12 @@ PRIVATE_NAMES = (
             "_flush_exception",
             "_flush_outbufs_below_high_watermark",
             "_flush_some",
+            "addr",
             "close_when_flushed",
             "connected",
             "creation_time",
             "error_task_class",
+            "handle_close",
             "handle_read_event",
             "handle_write",
             "last_activity",
@@ -65,6 +155,7 @@ PRIVATE_NAMES = (
             "requests",
             "send",
             "sendbuf_len",
+            "server",
             "service",
             "task_class",
             "total_outbufs_len",
@@ -73,7 +164,15 @@ PRIVATE_NAMES = (
         ),
         "connection.GuardedChannel never lets a worker wait for a client that does not read, "
         "answers remembered requests on the loop thread with waitress's own service(), and "
-        "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len)",
+        "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len); "
+        "server.py closes stalled and idle ones (handle_close); the access log names the "
+        "client (addr) and reaches the server's access_log through the channel (server)",
+    ),
+    (
+        "waitress.channel",
+        "ClientDisconnected",
+        (),
+        "connection.AccessLogged tells a client that left from a failed answer",
     ),
     (
         "waitress.parser",
@@ -91,7 +190,8 @@ PRIVATE_NAMES = (
             "version",
         ),
         "connection.GuardedParser refuses request smuggling (Content-Length with "
-        "Transfer-Encoding, HTTP/1.1 without Host) before the body is read",
+        "Transfer-Encoding, HTTP/1.1 without Host) before the body is read; the access log "
+        "reads the method and target",
     ),
     (
         "waitress.task",
@@ -101,6 +201,7 @@ PRIVATE_NAMES = (
             "channel",
             "content_bytes_written",
             "content_length",
+            "environ",
             "get_environment",
             "has_body",
             "request",
@@ -111,53 +212,84 @@ PRIVATE_NAMES = (
             "wrote_header",
         ),
         "connection.GuardedTask keeps connections alive after 204 and 304, closes them after a "
-        "malformed request, and hands the access log a record of each answer",
+        "malformed request, gives get_environment() the environ made on the loop thread "
+        "(environ, which waitress keeps), and hands the access log a record of each answer",
     ),
     (
         "waitress.task",
-        "ThreadedTaskDispatcher",
-        ("active_count", "add_task", "lock", "queue", "queue_cv", "stop_count", "threads"),
-        "serving.QueueWatchingDispatcher notes the deepest queue under waitress's own lock",
+        "ErrorTask",
+        ("service",),
+        "connection.GuardedErrorTask logs waitress's answers to requests it could not read",
     ),
     (
-        "waitress.wasyncore",
-        "dispatcher",
-        ("close",),
-        "serving.drain stops accepting without the server's close(), which stops the workers",
+        "waitress.utilities",
+        "InternalServerError",
+        (),
+        "connection.GuardedErrorTask leaves out of the log the 500 a failed task logged",
     ),
     (
         "bottle",
         "BaseResponse",
-        ("_headers",),
+        ("__contains__", "_headers"),
         "answers.set_headers sets many headers in one dict update: bottle's per-header checks "
-        "were a fifth of a request's cost in the app",
+        "were a fifth of a request's cost in the app; set_common_headers asks `name in "
+        "response`",
+    ),
+    (
+        "bottle",
+        "Bottle",
+        ("routes", "wsgi"),
+        "server.make_app routes OPTIONS for every GET rule (routes, an undocumented "
+        "attribute) and wraps the instance's wsgi, which Bottle.__call__ calls: the app stays "
+        "a Bottle, and repeats are answered from memory",
+    ),
+    (
+        "bottle",
+        "HTTPError",
+        ("body", "traceback"),
+        "the error handlers (answers.error_response, pages) read the message and, for a 500, "
+        "the traceback that bottle keeps on the error: attributes its docs do not name",
+    ),
+    (
+        "bottle",
+        "",
+        ("WSGIFileWrapper",),
+        "answers.from_memory wraps a large body when the server gives no wsgi.file_wrapper",
     ),
 )
 
 
 def missing() -> list[str]:
-    """Every private name an installed waitress or bottle lacks, as 'module.object.name'."""
+    """Every name listed that an installed waitress or bottle lacks, as 'module.object.name'."""
     absent = []
-    for module_name, object_name, names, _why in PRIVATE_NAMES:
+    for module_name, object_name, names, _why in DOCUMENTED + PRIVATE_NAMES:
         try:
-            owner = getattr(importlib.import_module(module_name), object_name)
+            owner = importlib.import_module(module_name)
+            if object_name:
+                owner = getattr(owner, object_name)
         except (ImportError, AttributeError):
-            absent.append(f"{module_name}.{object_name}")
+            absent.append(f"{module_name}.{object_name}".rstrip("."))
             continue
         for name in names:
-            if not _has(owner, name):
-                absent.append(f"{module_name}.{object_name}.{name}")
+            if not has(owner, name):
+                absent.append(".".join(filter(None, (module_name, object_name, name))))
     return absent
 
 
-def _has(owner, name):
+def has(owner, name) -> bool:
+    """Whether `owner` (a module, class or function of waitress or bottle) has `name`."""
     if inspect.isfunction(owner):
         return name in inspect.signature(owner).parameters
     if hasattr(owner, name):
         return True
     # An attribute a method sets on self: seen in the source of the class or a base.
-    return any(
-        re.search(rf"\bself\.{name}\b", inspect.getsource(cls))
+    return inspect.isclass(owner) and any(
+        name in _set_on_self(cls)
         for cls in inspect.getmro(owner)
         if cls is not object and cls.__module__.split(".")[0] in ("waitress", "bottle")
     )
+
+
+@functools.cache
+def _set_on_self(cls):
+    return frozenset(re.findall(r"\bself\.(\w+)", inspect.getsource(cls)))
