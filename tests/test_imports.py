@@ -1,38 +1,156 @@
-"""The project's modules import each other in one direction only: no cycle, and none of them
-imports the command line but the command line itself. Only the serving side loads waitress."""
+"""The package's modules import each other as docs/architecture.md says: down its table of
+layers, never in a cycle, and waitress only where it lists. Only the serving side loads
+waitress."""
 
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 
 from helpers import ROOT
 
 PACKAGE = os.path.join(ROOT, "buildshelf")
-MODULES = {
-    os.path.relpath(os.path.join(folder, name), ROOT)[:-3].replace(os.sep, ".")
+FILES = {
+    os.path.relpath(os.path.join(folder, name), ROOT)[:-3].replace(os.sep, "."): os.path.join(
+        folder, name
+    )
     for folder, _, names in os.walk(PACKAGE)
     for name in names
-    if name.endswith(".py") and name not in ("__init__.py", "__main__.py")
+    if name.endswith(".py")
 }
+PACKAGES = {name.removesuffix(".__init__") for name in FILES if name.endswith(".__init__")}
+MODULES = {name for name in FILES if not name.endswith(".__init__")}
 
 
-def imports(module):
-    """The project modules `module` imports, anywhere in its file."""
-    with open(os.path.join(ROOT, module.replace(".", os.sep) + ".py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
+def syntax_tree(module):
+    with open(FILES[module], encoding="utf-8") as f:
+        return ast.parse(f.read())
+
+
+def imported_names(module, tree=None):
+    """Every dotted name `module` (or `tree`, as if it were that module) imports, anywhere
+    (in a function too), relative imports made absolute; `from a import b` gives a and a.b."""
+    is_package = module.endswith(".__init__")
+    package = module.removesuffix(".__init__") if is_package else module.rpartition(".")[0]
     found = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(tree or syntax_tree(module)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found & MODULES
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}".rstrip(".")
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def imports(module, tree=None):
+    """The package's modules that `module` imports."""
+    return imported_names(module, tree) & MODULES
 
 
 GRAPH = {module: imports(module) for module in MODULES}
+
+
+def architecture():
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def documented_layers(text):
+    """{module: layer} from the table of layers in docs/architecture.md: the fenced block
+    after '<!-- layers -->', a line per layer ('N  module module...', an indented line going
+    on with the one before), module names under buildshelf."""
+    block = re.search(r"<!-- layers -->\n```text\n(.*?)```", text, re.S).group(1)
+    layers, number = {}, None
+    for line in block.splitlines():
+        if match := re.match(r"(\d+)\s+(.*)", line):
+            number, names = int(match[1]), match[2]
+        elif line.startswith(" ") and number is not None:
+            names = line
+        else:
+            continue  # the heading
+        for name in names.split():
+            assert f"buildshelf.{name}" not in layers, f"{name} is in two layers"
+            layers[f"buildshelf.{name}"] = number
+    return layers
+
+
+def documented_waitress_importers(text):
+    """The modules docs/architecture.md says import waitress, from the sentence that lists
+    them (paths in backquotes)."""
+    sentence = re.search(r"The modules that import waitress[^:]*:(.*?)\.\n", text, re.S)
+    paths = re.findall(r"`(buildshelf/[\w/]+)\.py`", sentence.group(1))
+    return {path.replace("/", ".") for path in paths}
+
+
+LAYERS = documented_layers(architecture())
+# The modules that start the server: they may load waitress, through buildshelf.serving.
+STARTS_THE_SERVER = {"buildshelf.server", "buildshelf.cli", "buildshelf.__main__"}
+
+
+def test_every_module_has_one_layer():
+    assert sorted(LAYERS) == sorted(MODULES)
+
+
+def against_the_layers(graph):
+    return sorted(
+        f"{module} (layer {LAYERS[module]}) imports {imported} (layer {LAYERS[imported]})"
+        for module, imported_modules in graph.items()
+        for imported in imported_modules
+        if LAYERS[imported] >= LAYERS[module]
+    )
+
+
+def test_imports_go_down_the_layers():
+    """A module imports only modules of lower layers: none of its own layer, none above."""
+    assert against_the_layers(GRAPH) == []
+
+
+def test_an_import_against_the_layers_is_found():
+    """Made inside a function, or relative, or of a module of the same layer."""
+    source = (
+        "from buildshelf.web.downloads import answer\n"
+        "def late():\n"
+        "    from . import answers\n"
+        "    from ..serving import server\n"
+    )
+    graph = {"buildshelf.web.query": imports("buildshelf.web.query", ast.parse(source))}
+    assert against_the_layers(graph) == [
+        "buildshelf.web.query (layer 1) imports buildshelf.serving.server (layer 4)",
+        "buildshelf.web.query (layer 1) imports buildshelf.web.answers (layer 2)",
+        "buildshelf.web.query (layer 1) imports buildshelf.web.downloads (layer 1)",
+    ]
+
+
+def test_the_packages_import_nothing_of_ours():
+    """A package's __init__ runs before any of its modules: it would sit below them all."""
+    assert {package: imported_names(f"{package}.__init__") & MODULES for package in PACKAGES} == {
+        package: set() for package in PACKAGES
+    }
+
+
+def test_the_modules_that_import_waitress_are_those_listed():
+    importers = {
+        module
+        for module in MODULES
+        if any(name.partition(".")[0] == "waitress" for name in imported_names(module))
+    }
+    assert importers == documented_waitress_importers(architecture())
+
+
+def test_only_the_modules_that_start_the_server_import_the_serving_side():
+    importers = {
+        module
+        for module, imported in GRAPH.items()
+        if not module.startswith("buildshelf.serving.")
+        and any(name.startswith("buildshelf.serving.") for name in imported)
+    }
+    assert importers <= STARTS_THE_SERVER
 
 
 def test_no_module_imports_another_that_imports_it_back():
@@ -53,17 +171,11 @@ def test_no_module_imports_another_that_imports_it_back():
     assert cycles == []
 
 
-def test_only_the_command_line_imports_the_command_line():
-    assert [module for module, imported in GRAPH.items() if "buildshelf.cli" in imported] == []
-
-
 def test_the_graph_is_read():
     assert {"buildshelf.datafile", "buildshelf.model"} <= GRAPH["buildshelf.store"]
     assert "buildshelf.server" in GRAPH["buildshelf.cli"]
 
 
-# The modules that start the server: they may load waitress, through buildshelf.serving.
-STARTS_THE_SERVER = {"buildshelf.server", "buildshelf.cli", "buildshelf.__main__"}
 # Run in a fresh interpreter in which importing waitress fails: prints each module named in
 # argv that could not be imported without it, with why.
 WITHOUT_WAITRESS = """

@@ -2,7 +2,7 @@
 connection closed, a client that does not read its answers never holds a worker thread, and a
 request whose answer the app has in memory is answered at once by the loop thread.
 
-The server that accepts these connections and keeps them within limits is serving.py's.
+The server that accepts these connections and keeps them within limits is server.py's.
 """
 
 import time
