@@ -137,3 +137,10 @@ def hang_reads_of(name, monkeypatch):
 
     monkeypatch.setattr(store_module, "read_regular_file", hanging)
     return release
+
+
+def recalled(app, target):
+    """Whether the app answers a GET of `target` from memory (the server's `recall`): it does
+    only for what its cache keeps."""
+    path, _, query = target.partition("?")
+    return app.recall({"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query})

@@ -14,7 +14,7 @@ import webtest
 from buildshelf import server
 from buildshelf import store as store_module
 from buildshelf.web import answers, representation
-from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
+from helpers import bump_mtime, hang_reads_of, make_build, make_project, recalled, write_file
 
 API = "/api/v2"
 JSON_PATHS = [
@@ -285,12 +285,6 @@ def test_the_cache_keeps_at_most_its_size_and_drops_the_least_recently_used():
     assert remade == [1]
     big = representation.Representation.of(b"y" * 5000, 0.0)
     assert cache.get(data[3], "big", lambda: big) is big and cache.size == 3000  # not kept
-
-
-def recalled(app, target):
-    """Whether the app answers a GET of `target` from memory (the server's `recall`)."""
-    path, _, query = target.partition("?")
-    return app.recall({"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query})
 
 
 def test_entries_go_with_the_data_they_show(data_dir, client, app, store):
