@@ -8,8 +8,8 @@ Nothing here knows about HTTP or about reloading: `store.py` reads the directory
 
 import os
 import re
-from itertools import chain, islice
-from operator import attrgetter, lt
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, gt, is_not, lt, not_
 
 import msgspec
 
@@ -219,13 +219,13 @@ def _build(value, channels):
                 continue
         raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
     return Build(
-        number,
-        url,
-        download_url,
-        channels[channel],
-        value["timestamp"],
-        value["isExperimental"],
-        tuple(commits),
+        number=number,
+        url=url,
+        download_url=download_url,
+        channel=channels[channel],
+        timestamp=value["timestamp"],
+        is_experimental=value["isExperimental"],
+        commits=tuple(commits),
         **integrity,
     )
 
@@ -351,24 +351,63 @@ def _checked_project(path, slug, doc):
 # --- the fast path: the same rules, checked on the whole file at once ---------------------------
 # A Python call per JSON object (the duplicate-key hook) and per build made loading take 4 times
 # as long as json.load. Here msgspec checks the shape and the types while it decodes, and the
-# remaining rules run as loops in C (map, set, join) over all builds. A file is accepted only when
-# every rule above visibly holds, so whatever this accepts, _checked_project accepts with the
-# same result; anything else (a problem, a legacy key, a key maybe written twice, an integer
-# over 64 bits) goes to _checked_project, which finds the message.
+# remaining rules run as loops in C (map, compress, set, join) over all builds. A file is
+# accepted only when every rule above visibly holds, so whatever this accepts, _checked_project
+# accepts with the same result; anything else (a problem, the legacy key, a key maybe written
+# twice, an integer msgspec finds out of range) goes to _checked_project, which finds the
+# message. It knows every other key: integrity data, kept files, authors, javadocPagePrefix.
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True):
+    """A project file as msgspec reads it: PROJECT_KEYS, an optional one UNSET when absent."""
+
     ciJob: str
     ciJobUrl: str
     javadocBaseUrl: str
     builds: list[Build]
     slug: str | msgspec.UnsetType = msgspec.UNSET
+    javadocPagePrefix: str | msgspec.UnsetType = msgspec.UNSET
 
 
 _decode_file = msgspec.json.Decoder(_File).decode
-_integrity_of = attrgetter("sha256", "size", "file")
-_NO_INTEGRITY = (msgspec.UNSET,) * 3
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
+_sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
+_message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
+LOWER_HEX_BYTES = b"0123456789abcdef"  # SHA256_PATTERN's digits
+
+
+def _given(values: list) -> list[bool]:
+    """For each of `values`, whether the file gave it (a key absent from the file is UNSET)."""
+    return list(map(is_not, values, repeat(msgspec.UNSET)))
+
+
+def _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls):
+    """Whether the builds' sha256s, sizes and files (in build order, UNSET where absent)
+    visibly follow _integrity's rules; `with_integrity` says which builds have a sha256,
+    `kept` which have a file (None: none)."""
+    if not any(with_integrity):  # nearly every file: no integrity data, so no kept file
+        return sizes.count(msgspec.UNSET) == len(sizes) and kept is None
+    if _given(sizes) != with_integrity:  # sha256 and size go together
+        return False
+    if not all(with_integrity):  # a file only with them; check those that have them
+        if kept is not None and any(map(gt, kept, with_integrity)):
+            return False
+        sha256s = list(compress(sha256s, with_integrity))
+        sizes = list(compress(sizes, with_integrity))
+    all_sha256s = "".join(sha256s)
+    return (
+        min(sizes) >= 0
+        and set(map(len, sha256s)) == {64}
+        and all_sha256s.isascii()
+        and not all_sha256s.encode().translate(None, LOWER_HEX_BYTES)
+        and (
+            kept is None
+            or (
+                all(map(FILE_NAME_PATTERN.match, compress(files, kept)))
+                and not any(compress(download_urls, kept))  # no downloadUrl beside a file
+            )
+        )
+    )
 
 
 def _fast_project(slug, text):
@@ -377,24 +416,30 @@ def _fast_project(slug, text):
         doc = _decode_file(text)
     except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
         return None
+    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
     builds = doc.builds
-    if set(map(_integrity_of, builds)) - {_NO_INTEGRITY}:
-        return None  # integrity data and kept files: the build-by-build checks take them
     numbers = list(map(_number, builds))
-    urls = list(map(_url, builds)) + list(map(_download_url, builds))
+    in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
+    sha256s, sizes, files = (list(map(get, builds)) for get in (_sha256, _size, _file))
+    with_integrity = _given(sha256s)
+    download_urls = list(map(_download_url, builds))
+    # A kept file's build has no downloadUrl (it reads ""); the others have one.
+    kept = None if files.count(msgspec.UNSET) == len(files) else _given(files)
+    urls = list(map(_url, builds))
+    urls += download_urls if kept is None else compress(download_urls, map(not_, kept))
     all_urls = "".join(urls)
     commits = list(chain.from_iterable(map(attrgetter("commits"), builds)))
-    if any(map(attrgetter("author"), commits)):
-        return None  # authors are rare: the build-by-build checks take them
-    messages = "".join(map(attrgetter("message"), commits))
-    hashes = list(map(attrgetter("hash"), commits))
+    messages = "".join(map(_message, commits))
+    authors = list(map(_author, commits))
+    authors_given = len(authors) - authors.count("")
+    all_authors = "".join(authors) if authors_given else ""
+    hashes = list(map(_hash, commits))
     all_hashes = "".join(hashes)
-    in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
-    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
     if not (
         _project_problem(fields, slug) is None
         and min(numbers, default=0) >= 0
         and (in_order or len(set(numbers)) == len(numbers))
+        and _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
         and all_urls.isascii()
         and all(map(URL_PATTERN.match, urls))
         and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
@@ -402,23 +447,26 @@ def _fast_project(slug, text):
         and all_hashes.isascii()
         and not all_hashes.encode().translate(None, HEX_BYTES)
         and (messages.isascii() or not SURROGATE.search(messages))
+        and (all_authors.isascii() or not SURROGATE.search(all_authors))
     ):
         return None
     # Duplicate keys without a hook: outside strings, JSON has one ':' per key written, so more
-    # of them than the keys read means a key written twice. An escaped ':' (\u003a) would skew
-    # the count: such a file takes the slow path.
+    # of them than the keys read means a key written twice (or one given the value that means
+    # absent, as "author": ""). An escaped ':' (\u003a) would skew the count: such a file takes
+    # the slow path.
     keys = (
-        4
-        + (doc.slug is not msgspec.UNSET)
+        len(fields)
+        # a build's plain keys, 'file' standing for 'downloadUrl' in a kept one; sha256 and size
         + len(builds) * len(PLAIN_BUILD_KEYS)
+        + 2 * with_integrity.count(True)
         + len(commits) * len(COMMIT_KEYS)
+        + authors_given
     )
     colons = (
-        all_urls.count(":")
+        sum(value.count(":") for value in fields.values() if type(value) is str)
+        + all_urls.count(":")
         + messages.count(":")
-        + doc.ciJob.count(":")
-        + doc.ciJobUrl.count(":")
-        + doc.javadocBaseUrl.count(":")
+        + all_authors.count(":")
     )
     if text.count(":") - colons != keys or ("\\" in text and "\\u003" in text):
         return None
@@ -436,4 +484,5 @@ def _fast_project(slug, text):
         ci_job=doc.ciJob,
         ci_job_url=doc.ciJobUrl,
         javadoc_base_url=doc.javadocBaseUrl,
+        javadoc_page_prefix=fields.get("javadocPagePrefix", ""),
     )

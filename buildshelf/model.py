@@ -108,7 +108,9 @@ class Commit(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     ) = ""
 
 
-class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+# Keyword-only: a kept file's build has no downloadUrl in its file, so the field has a default
+# ("") before fields that have none, which msgspec allows only so.
+class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
     """A build, with exactly these fields in this order; the deprecated `commit` is not served."""
 
     number: _described(int, "The build's number, unique in its project.", minimum=0) = (
@@ -116,7 +118,7 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     )
     url: _described(str, "The address of the CI run of this build.", **HTTP_URL)
     download_url: _described(str, "The address of the build's artifact.", **HTTP_URL) = (
-        msgspec.field(name="downloadUrl")
+        msgspec.field(default="", name="downloadUrl")
     )
     channel: _described(
         str,

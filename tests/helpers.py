@@ -11,8 +11,10 @@ import threading
 import time
 from contextlib import contextmanager
 
+import msgspec
 import pytest
 
+from buildshelf import datafile
 from buildshelf import store as store_module
 
 
@@ -53,6 +55,38 @@ ALPHA_BUILDS = [
     make_build(7, "1.21", experimental=True),
     make_build(8, "1.21.1-pre1", experimental=True),
 ]
+
+
+def both_paths(text, slug="alpha"):
+    """(the fast path's Project or None, the build-by-build Project) of the same file text."""
+    fast = datafile._fast_project(slug, text)
+    return fast, datafile._checked_project(
+        "a.json", slug, datafile.parse_json("a.json", text.encode())
+    )
+
+
+# When the file was read: the one field of a Project that two reads of a file do not share.
+READ_TIME_FIELDS = ("loaded_at",)
+
+
+def assert_same_values(got, expected, where="project"):
+    """`got` is `expected`, of the same types, field by field: every field of every struct
+    (its __struct_fields__, so a new field is compared too), down through tuples and dicts."""
+    assert type(got) is type(expected), where
+    if isinstance(expected, msgspec.Struct):
+        for name in expected.__struct_fields__:
+            if name not in READ_TIME_FIELDS:
+                assert_same_values(getattr(got, name), getattr(expected, name), f"{where}.{name}")
+    elif isinstance(expected, (tuple, list)):
+        assert len(got) == len(expected), where
+        for index, (item, expected_item) in enumerate(zip(got, expected)):
+            assert_same_values(item, expected_item, f"{where}[{index}]")
+    elif isinstance(expected, dict):
+        assert list(got) == list(expected), where
+        for key, value in expected.items():
+            assert_same_values(got[key], value, f"{where}[{key!r}]")
+    else:
+        assert got == expected, where
 
 
 def write_file(path, content):

@@ -7,13 +7,13 @@ from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 import webtest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from buildshelf import datafile, javadoc, model, server
 from buildshelf import store as store_module
 from buildshelf.web import answers, shapes
-from helpers import write_file
+from helpers import assert_same_values, both_paths, write_file
 
 API = "/api/v2"
 CHANNELS = ["1.20", "1.21", "1.21.1-pre1", "2.0+b", "x_y"]
@@ -438,3 +438,111 @@ def damaged(doc, changes, which):
         else:
             target[key] = value
     return doc
+
+
+# --- the fast path and the build-by-build checks read every file alike -------------------------
+
+# Values that make the counting of ':' and keys work hard: ':' and '"' inside strings, escapes.
+tricky_text = st.text(max_size=12) | st.sampled_from(
+    ["a: b", '"q": "r"', "back\\slash:", "\u00e9t\u00e9: \u2713", '{"x": 1}']
+)
+
+
+@st.composite
+def every_key_commits(draw):
+    commit = {
+        "message": draw(tricky_text),
+        "hash": draw(st.text("0123456789abcdefABCDEF", min_size=1, max_size=40)),
+    }
+    if draw(st.booleans()):
+        commit["author"] = draw(tricky_text.filter(bool))  # "" is the same as none
+    return commit
+
+
+@st.composite
+def every_key_projects(draw):
+    """Valid project files in which any key of the format may appear (the legacy 'commit'
+    aside): the project's optional keys, integrity data, kept files and commit authors."""
+    builds = []
+    for n in draw(st.lists(st.integers(0, 2**63), unique=True, max_size=12)):
+        build = {
+            "buildNumber": n,
+            "url": draw(st.sampled_from(["https://ci.example.org/1/", "http://ci.example:8080/a"])),
+            "downloadUrl": f"https://dl.example.org:443/{n}.jar",
+            "channelVersion": draw(st.sampled_from(CHANNELS)),
+            "timestamp": draw(st.integers(-(2**63), 2**63)),
+            "isExperimental": draw(st.booleans()),
+            "commits": draw(st.lists(every_key_commits(), max_size=3)),
+        }
+        kind = draw(st.sampled_from(["plain", "integrity", "kept"]))
+        if kind != "plain":
+            build["sha256"] = draw(st.text("0123456789abcdef", min_size=64, max_size=64))
+            build["size"] = draw(st.integers(0, 2**64))
+        if kind == "kept":
+            del build["downloadUrl"]
+            build["file"] = draw(st.from_regex(model.FILE_NAME_PATTERN, fullmatch=True))
+        builds.append(build)
+    doc = {
+        "ciJob": draw(tricky_text.filter(bool)),
+        "ciJobUrl": "https://ci.example.org:8443/job/p/",
+        "javadocBaseUrl": draw(st.sampled_from(["https://jd.example.org/p/", "http://jd:1/a//"])),
+        "builds": builds,
+    }
+    if draw(st.booleans()):
+        doc["slug"] = "p"
+    if draw(st.booleans()):
+        doc["javadocPagePrefix"] = draw(st.sampled_from(["", ".cache/unpack", "a/b_c/$d-e.f"]))
+    return doc
+
+
+def keys_of(doc):
+    """The keys `doc` gives: the project's, its builds', its commits'."""
+    builds = doc["builds"]
+    commits = [commit for build in builds for commit in build["commits"]]
+    return (set(doc), set().union(*builds), set().union(*commits))
+
+
+def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
+    every_key = (
+        set(datafile.PROJECT_KEYS),
+        set(datafile.BUILD_KEYS),
+        set(datafile.AUTHORED_COMMIT_KEYS),
+    )
+    # Found, not shrunk: any file with every key will do.
+    found = find(
+        every_key_projects(),
+        lambda doc: keys_of(doc) == every_key,
+        settings=settings(phases=[Phase.generate], database=None),
+    )
+    assert keys_of(found) == every_key
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    doc=every_key_projects(),
+    indent=st.sampled_from([None, 0, 2]),
+    ensure_ascii=st.booleans(),
+    sort_keys=st.booleans(),
+)
+def test_the_fast_path_reads_every_valid_file_as_the_checks_do(
+    doc, indent, ensure_ascii, sort_keys
+):
+    text = json.dumps(doc, indent=indent, ensure_ascii=ensure_ascii, sort_keys=sort_keys)
+    fast, checked = both_paths(text, slug="p")
+    assert fast is not None
+    assert_same_values(fast, checked)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=every_key_projects(), changes=mutations, which=st.integers(0, 30))
+def test_the_fast_path_refuses_what_the_checks_refuse(doc, changes, which):
+    """A damaged file: the fast path leaves it to the checks or reads it as they do."""
+    data = json_text(damaged(doc, changes, which))
+    fast = datafile._fast_project("p", data.decode())
+    try:
+        checked = datafile.parse_project("p.json", "p", data, quick=False)
+    except datafile.DataError:
+        assert fast is None
+        return
+    if fast is not None:
+        assert_same_values(fast, checked)

@@ -501,10 +501,11 @@ EXAMPLE_PROJECT = Project(slug="tinplate", ci_job="Tinplate",
                           ci_job_url="https://ci.buildshelf.example/job/Tinplate/",
                           javadoc_base_url="https://jd.buildshelf.example/tinplate/")
 EXAMPLE_BUILD = Build(
-    146, "https://ci.buildshelf.example/job/Tinplate/146/",
-    "https://ci.buildshelf.example/job/Tinplate/146/artifact/tinplate-1.21.3-146.jar", "1.21.3",
-    1712494188349, False,
-    (Commit("Update upstream (bb441a3)", "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7", "Jane Doe"),))
+    number=146, url="https://ci.buildshelf.example/job/Tinplate/146/",
+    download_url="https://ci.buildshelf.example/job/Tinplate/146/artifact/tinplate-1.21.3-146.jar",
+    channel="1.21.3", timestamp=1712494188349, is_experimental=False,
+    commits=(Commit("Update upstream (bb441a3)", "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7",
+                    "Jane Doe"),))
 EXAMPLE_HEALTH = shapes.Health(
     "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
     [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
