@@ -1,9 +1,16 @@
 """Start-up against the cost of reading the same files: how far the store is from json.load.
 
     python bench/startup.py [--projects 50] [--builds 2000] [--rounds 3]
+    python bench/startup.py --only reading [--compare OTHER_CHECKOUT]
 
-Generates 50 projects of 2,000 builds (bench/synthetic.py) in a temporary directory and prints,
-each the median of --rounds runs, every one in a fresh process:
+First, reading one file of 5,000 builds (datafile.parse_project, CPU time, the best of 20 reads
+in a fresh process, the median of --rounds processes): the file as bench/synthetic.py makes it,
+and the same file with a sha256 and a size on every build, read in turn; the ratio of the two
+(target at most 1.2) and whether the fast path read each. `--compare` reads the same files with
+another checkout's code too (e.g. `git worktree add /tmp/before main`), the two taking turns.
+
+Then it generates 50 projects of 2,000 builds in a temporary directory and prints, each the
+median of --rounds runs, every one in a fresh process:
 - json.load of every file, in process, and a whole process that only does that (interpreter
   start-up included: the yardstick of issue 8);
 - store.Store(dir), in process;
@@ -52,6 +59,25 @@ print(time.perf_counter() - started)
 """
 
 
+TIMED_READS = """
+import gc, sys, time
+sys.path.insert(0, sys.argv[1])
+from buildshelf import datafile
+gc.disable()  # as the store reads
+files = [open(path, "rb").read() for path in sys.argv[2:]]
+seconds = [[] for _ in files]
+for _ in range(20):  # in turn, so that the machine's moods fall on each file alike
+    for data, spent in zip(files, seconds):
+        started = time.process_time()
+        datafile.parse_project("p.json", "p", data)
+        spent.append(time.process_time() - started)
+fast = [datafile._fast_project("p", data.decode()) is not None for data in files]
+print(*map(min, seconds), *fast)
+"""
+READ_BUILDS = 5000
+READ_RATIO_GOAL = 1.2
+
+
 def child_seconds(code, *args):
     """What a fresh Python process running `code` prints (a duration), as a float."""
     out = subprocess.run(
@@ -95,14 +121,64 @@ def shown(values, unit="s", digits=2):
     return ", ".join(f"{v:.{digits}f}" for v in values) + f" {unit}"
 
 
+def reading(work, rounds, checkouts):
+    """Print what reading one file of READ_BUILDS builds costs, without and with integrity
+    data, with each checkout's code."""
+    builds = synthetic.channel_builds(
+        random.Random(1), 1, [("1.20", READ_BUILDS * 2 // 5), ("1.21", READ_BUILDS * 3 // 5)]
+    )
+    plain = synthetic.write_project(work, "plain", builds)
+    sized = synthetic.write_project(work, "sized", [synthetic.with_integrity(b) for b in builds])
+    print(
+        f"reading one file of {READ_BUILDS:,} builds ({os.path.getsize(plain) / 1e6:.1f} MB; "
+        f"with sha256 and size {os.path.getsize(sized) / 1e6:.1f} MB), CPU ms, the best of 20 "
+        f"reads; medians of {rounds} processes"
+    )
+    runs = {checkout: [] for checkout in checkouts}
+    for _ in range(rounds):
+        for checkout in checkouts:  # in turn
+            out = subprocess.run(
+                [sys.executable, "-c", TIMED_READS, checkout, plain, sized],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            ).stdout.split()
+            runs[checkout].append((float(out[0]), float(out[1]), out[2:]))
+    for checkout, results in runs.items():
+        without, with_integrity = ([r[i] * 1e3 for r in results] for i in (0, 1))
+        ratios = [b / a for a, b in zip(without, with_integrity)]  # each process's own
+        ratio = statistics.median(ratios)
+        fast = ", ".join(f"{'yes' if read == 'True' else 'no'}" for read in results[0][2])
+        print(
+            f"  {checkout}\n"
+            f"    without sha256 and size   {statistics.median(without):6.1f} ms  "
+            f"({shown(without, 'ms', 1)})\n"
+            f"    with them                 {statistics.median(with_integrity):6.1f} ms  "
+            f"({shown(with_integrity, 'ms', 1)})\n"
+            f"    ratio (target <= {READ_RATIO_GOAL})        {ratio:6.2f}     "
+            f"{'ok' if ratio <= READ_RATIO_GOAL else 'MISSED'}   ({shown(ratios, '', 2).strip()})"
+            f"\n    read by the fast path     {fast}"
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--projects", type=int, default=50)
     parser.add_argument("--builds", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("reading", "start-up"), help="run one part")
+    parser.add_argument(
+        "--compare", metavar="CHECKOUT", help="read the file with this checkout's code too"
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds
     with tempfile.TemporaryDirectory() as work:
+        if args.only != "start-up":
+            checkouts = [ROOT] + ([os.path.abspath(args.compare)] if args.compare else [])
+            reading(work, rounds, checkouts)
+        if args.only == "reading":
+            return
         data_dir = synthetic.generate(os.path.join(work, "data"), [args.builds] * args.projects)
         size = sum(os.path.getsize(os.path.join(data_dir, n)) for n in os.listdir(data_dir))
         print(

@@ -1,5 +1,6 @@
 """Synthetic data for the benchmarks: projects of many builds with three commits each."""
 
+import hashlib
 import json
 import os
 import random
@@ -30,6 +31,12 @@ def build(rng, number, channel, experimental):
             for _ in range(3)
         ],
     }
+
+
+def with_integrity(build):
+    """`build` with a sha256 and a size, as `buildshelf publish --sha256 --size` writes them."""
+    digest = hashlib.sha256(str(build["buildNumber"]).encode()).hexdigest()
+    return dict(build, sha256=digest, size=1_000_000 + build["buildNumber"])
 
 
 def project(slug, builds):
