@@ -175,7 +175,7 @@ def main(argv=None):
     rounds = args.rounds
     with tempfile.TemporaryDirectory() as work:
         if args.only != "start-up":
-            checkouts = [ROOT] + ([os.path.abspath(args.compare)] if args.compare else [])
+            checkouts = [harness.ROOT] + ([os.path.abspath(args.compare)] if args.compare else [])
             reading(work, rounds, checkouts)
         if args.only == "reading":
             return
