@@ -19,7 +19,7 @@ from buildshelf import store as store_module
 from buildshelf.settings import default_data_dir
 from buildshelf.web import openapi
 
-DOCUMENT = openapi.DOCUMENT
+DOCUMENT = openapi.document()  # the spec's shapes
 REGISTRY = referencing.Registry().with_resource(
     "urn:buildshelf", referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT)
 )

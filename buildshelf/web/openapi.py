@@ -560,6 +560,3 @@ def _upstream_envelopes(doc):
         operation["description"] = "Sorted by ascending `buildNumber`, in the upstream's envelope."
         operation["responses"] = {**operation["responses"], "200": ref("responses", name)}
 # fmt: on
-
-
-DOCUMENT = document()  # the spec's shapes
