@@ -344,6 +344,5 @@ def add_builds(
 def selected(directory: str, slug: str, select: Callable[[dict], Selected]) -> Selected:
     """What `select(doc)` picks from project `slug`'s document as it is now: no lock taken,
     nothing validated or written."""
-    return update(
-        directory, slug, lambda doc: (None, select(_existing_project(doc, directory, slug))), True
-    )
+    doc, _ = _read(os.path.realpath(project_path(directory, slug)), slug)
+    return select(_existing_project(doc, directory, slug))
