@@ -18,6 +18,8 @@ from buildshelf.model import (
     CHANNEL_PATTERN,
     FILE_NAME_PATTERN,
     FILE_NAME_RULE,
+    HASH_DIGITS,
+    SHA256_DIGITS,
     SHA256_PATTERN,
     SLUG_PATTERN,
     URL_PATTERN,
@@ -29,8 +31,8 @@ from buildshelf.model import (
 from buildshelf.text import printable
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
-HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-HEX_BYTES = b"0123456789abcdefABCDEF"
+HEX_DIGITS = frozenset(HASH_DIGITS)
+HEX_BYTES = HASH_DIGITS.encode()
 # The keys of each object, in the order files are written: the model's fields.
 PROJECT_KEYS = file_keys(Project)
 OPTIONAL_PROJECT_KEYS = ("slug", "javadocPagePrefix")
@@ -373,7 +375,7 @@ _decode_file = msgspec.json.Decoder(_File).decode
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
 _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
-LOWER_HEX_BYTES = b"0123456789abcdef"  # SHA256_PATTERN's digits
+LOWER_HEX_BYTES = SHA256_DIGITS.encode()
 
 
 def _given(values: list) -> list[bool]:

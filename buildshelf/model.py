@@ -20,6 +20,9 @@ SLUG_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 CHANNEL_PATTERN = re.compile(r"[A-Za-z0-9._+-]+\Z")
 HASH_PATTERN = re.compile(r"[0-9a-fA-F]+\Z")
 SHA256_PATTERN = re.compile(r"[0-9a-f]{64}\Z")
+# The digits of the two patterns above, spelt out for checks of many values at once.
+HASH_DIGITS = "0123456789abcdefABCDEF"
+SHA256_DIGITS = HASH_DIGITS[:16]
 # A kept file's name: it ends its download URL and names the file clients save.
 FILE_NAME_PATTERN = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}\Z")
 FILE_NAME_RULE = (
