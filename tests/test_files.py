@@ -97,19 +97,22 @@ def test_only_a_directory_is_synced(tmp_path, name, error, no_fd_leaked):
 
 
 @pytest.fixture
-def umask_077():
-    old = os.umask(0o077)
+def umask_027():
+    old = os.umask(0o027)
     yield
     os.umask(old)
 
 
-def test_the_umask_is_read_without_changing_it(umask_077):
-    assert files.umask() == 0o077
-    assert files.umask() == 0o077
-    assert files.new_file_mode(0o666) == 0o600
+def test_the_umask_is_read_without_changing_it(umask_027, monkeypatch):
+    def refused(mask):
+        raise AssertionError(f"os.umask({mask:o}) called: it sets the umask to read it")
+
+    monkeypatch.setattr(files.os, "umask", refused)
+    assert files.umask() == 0o027
+    assert files.new_file_mode(0o666) == 0o640
 
 
-def test_new_files_and_objects_follow_the_umask_of_the_moment(tmp_path, umask_077):
+def test_new_files_and_objects_follow_the_umask_of_the_moment(tmp_path, umask_027):
     # The umask is the one in force when the file is made, not the one at import.
     data = tmp_path / "data"
     data.mkdir()
@@ -120,4 +123,4 @@ def test_new_files_and_objects_follow_the_umask_of_the_moment(tmp_path, umask_07
     source.write_bytes(b"PK")
     stored = artifacts.store_file(str(tmp_path / "store"), str(source))
     modes = [os.stat(path).st_mode & 0o7777 for path in (data / "gamma.json", stored.path)]
-    assert modes == [0o600, 0o400]
+    assert modes == [0o640, 0o440]
