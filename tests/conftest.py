@@ -1,13 +1,17 @@
 """Fixtures: a temporary data directory, the store over it, the app and a webtest client; a
 fake Jenkins."""
 
+import atexit
 import http.server
+import shutil
+import tempfile
 import threading
 from typing import NamedTuple
 
 import pytest
 import webtest
 from hypothesis import settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from buildshelf import server
 from buildshelf import store as store_module
@@ -19,6 +23,10 @@ from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, write_fil
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, database=None)
 settings.load_profile("ci")
+# Hypothesis keeps files of its own even without a database: not in the checkout.
+HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="buildshelf-hypothesis-")
+set_hypothesis_home_dir(HYPOTHESIS_HOME)
+atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
 
 
 @pytest.fixture
