@@ -53,6 +53,14 @@ class Stored:
     created: bool
 
 
+@dataclass(frozen=True)
+class Removed:
+    """An object deleted from the store (or that a dry run would delete)."""
+
+    path: str
+    size: int
+
+
 def default_store(data: str) -> str:
     """The artifact store inside the data directory `data`."""
     return os.path.join(data, IN_DATA_DIRECTORY)
@@ -188,29 +196,31 @@ def objects(store: str) -> dict[str, int]:
     return dict(sorted(found.items()))
 
 
-def remove_unused(store: str, used: set[str]) -> list[str]:
-    """Delete every object whose sha256 is not in `used`; return their sha256s, sorted. One
-    that cannot be deleted stays where it is.
+def remove(store: str, sha256s: Iterable[str], dry_run: bool = False) -> list[Removed]:
+    """Delete the objects of `store` with these sha256s; return those deleted, by sha256.
+    One that is not there, or cannot be deleted, is left out. With `dry_run`, delete nothing
+    and return those there.
 
-    The caller keeps writers out meanwhile: an object stored while this runs, and not in
-    `used`, may be deleted.
+    The caller holds the data directory's lock and has checked that no build uses them.
     """
     removed, directories = [], set()
-    for sha256 in objects(store):
-        if sha256 in used:
-            continue
+    for sha256 in sorted(set(sha256s)):
         path = object_path(store, sha256)
         try:
-            os.unlink(path)
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                continue  # not an object: `check` names it
+            if not dry_run:
+                os.unlink(path)
         except OSError:
             # Removed meanwhile by someone else, or a store that is read-only or not ours to
             # change: an unused object costs only space, and `check` lists it.
             continue
-        removed.append(sha256)
+        removed.append(Removed(path, st.st_size))
         directories.add(os.path.dirname(path))
     # So that the deletions survive a crash, as the renames that made the objects do; one
     # that does not survive leaves an unused object again, nothing worse.
-    for directory in sorted(directories):
+    for directory in [] if dry_run else sorted(directories):
         with suppress(OSError):
             files.fsync_directory(directory)
     return removed

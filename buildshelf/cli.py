@@ -16,7 +16,7 @@ import time
 from buildshelf import artifacts, jenkins, mirror, server, settings, store, writer
 from buildshelf.model import SECONDS_BELOW, sha256_hex, whole_number
 from buildshelf.serving import accesslog
-from buildshelf.text import counted
+from buildshelf.text import counted, printable, size
 
 GIT_TIMEOUT = 60
 
@@ -121,6 +121,15 @@ def make_parser():
     )
     sub.add_argument(
         "--verify", action="store_true", help="hash every kept file again: its bytes unchanged"
+    )
+    sub.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the kept files' objects that no build names, printing each and its size "
+        "(none while a data file cannot be read)",
+    )
+    sub.add_argument(
+        "--dry-run", action="store_true", help="with --prune: print what it would delete"
     )
 
     sub = command("add-project", add_project, "add a project with no builds")
@@ -255,6 +264,8 @@ def parse_args(argv=None, environ=os.environ):
         given = [s.flag for s in settings.SETTINGS if s.serve_only and s.name in vars(args)]
         if given:
             parser.error(f"{given[0]} is a serve flag: it does not go with '{args.command}'")
+    if args.command == "check" and args.dry_run and not args.prune:
+        parser.error("--dry-run goes with --prune: it prints what --prune would delete")
     if args.command == "publish":
         if args.size is not None and args.file is not None:
             parser.error("--size goes with --download-url: a kept file's size is measured")
@@ -278,7 +289,19 @@ def main(argv=None):
 
 def check(args):
     accesslog.log_to_stderr()
-    return store.check(args.data, args.artifacts, args.verify)
+    status = store.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+    if args.prune:
+        say = _would_delete if args.dry_run else _deleted
+        writer.prune(args.data, args.artifacts, args.dry_run, say)
+    return status
+
+
+def _deleted(removed):
+    print(f"deleted {printable(removed.path)} ({size(removed.size)}), no build uses it")
+
+
+def _would_delete(removed):
+    print(f"would delete {printable(removed.path)} ({size(removed.size)}), no build uses it")
 
 
 # --- the commands that write -------------------------------------------------------------------
@@ -341,29 +364,38 @@ def publish(args):
         keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256)
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
-    outcome = writer.publish(
-        args.data,
-        args.slug,
-        build,
-        replace=args.replace,
-        any_timestamp=args.timestamp is None,
-        keep=keep,
-        store_dir=args.artifacts,
-    )
-    print(
-        {
-            "added": f"published build {args.build} of {args.slug}",
-            "replaced": f"replaced build {args.build} of {args.slug}",
-            "unchanged": f"build {args.build} of {args.slug} is already there as given: "
-            "nothing changed",
-        }[outcome]
-    )
+    deleted = []  # said after what happened to the build, or before a refusal
+    try:
+        outcome = writer.publish(
+            args.data,
+            args.slug,
+            build,
+            replace=args.replace,
+            any_timestamp=args.timestamp is None,
+            keep=keep,
+            store_dir=args.artifacts,
+            report=deleted.append,
+        )
+        print(
+            {
+                "added": f"published build {args.build} of {args.slug}",
+                "replaced": f"replaced build {args.build} of {args.slug}",
+                "unchanged": f"build {args.build} of {args.slug} is already there as given: "
+                "nothing changed",
+            }[outcome]
+        )
+    finally:
+        for removed in deleted:
+            _deleted(removed)
     return 0
 
 
 def yank(args):
-    writer.yank(args.data, args.slug, args.number, args.artifacts)
+    deleted = []
+    writer.yank(args.data, args.slug, args.number, args.artifacts, deleted.append)
     print(f"yanked build {args.number} of {args.slug}")
+    for removed in deleted:
+        _deleted(removed)
     return 0
 
 
@@ -389,6 +421,7 @@ def import_jenkins(args):
             args.max_file_mb << 20,
             args.timeout,
             dry_run=args.dry_run,
+            report=_deleted,
         )
     else:
         selection = writer.add_builds(args.data, args.slug, select, dry_run=args.dry_run)

@@ -134,12 +134,14 @@ def add_builds(
     max_bytes: int,
     timeout: float,
     dry_run: bool = False,
+    report: writer.Report = writer.unreported,
 ) -> jenkins.Selection:
     """writer.add_builds for the builds `select(doc)` adds to project `slug`, kept: each one's
     file downloaded into `store` first, without the lock, then the builds added under it.
-    Objects downloaded that no build uses at the end (a write refused, a download
-    interrupted, a build another writer added meanwhile) are deleted. Returns the selection
-    made under the lock; with `dry_run`, what would be downloaded, downloading nothing."""
+    Objects the downloads made that no build uses at the end (a write refused, a download
+    interrupted, a build another writer added meanwhile) are deleted, telling `report` of
+    each. Returns the selection made under the lock; with `dry_run`, what would be
+    downloaded, downloading nothing."""
     # Picked without the lock, so that other writers need not wait for the downloads.
     wanted = writer.selected(directory, slug, lambda doc: named(select(doc)))
     if dry_run:
@@ -157,8 +159,14 @@ def add_builds(
         )
         used = selection.added
     finally:
-        stored = {got.sha256 for got in downloads.values() if isinstance(got, artifacts.Stored)}
-        if stored - {build["sha256"] for build in used}:
+        # Identical bytes already there are not this run's to delete: they may be a build's
+        # whose project file is not readable now.
+        made = {
+            got.sha256
+            for got in downloads.values()
+            if isinstance(got, artifacts.Stored) and got.created
+        }
+        if leftovers := made - {build["sha256"] for build in used}:
             with writer.locked(directory):
-                writer.remove_unused_objects(directory, store)
+                writer.remove_if_unused(directory, store, leftovers, report)
     return selection

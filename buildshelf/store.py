@@ -111,19 +111,22 @@ def check_directory(
     return problems
 
 
-def check(directory: str, store_dir: str | None = None, rehash: bool = False) -> int:
+def check(
+    directory: str, store_dir: str | None = None, rehash: bool = False, list_unused: bool = True
+) -> int:
     """Print every problem of the files in `directory` and the kept files they name: the exit
     status of `buildshelf check`, 0 when all are as they should be and 1 otherwise. Objects no
-    build uses are listed, and cost nothing but space."""
+    build uses are listed (with `list_unused`), and cost nothing but space."""
     used = set()
     problems = check_directory(directory, store_dir, rehash, used)
     unused = []
-    if store_dir is not None and os.path.isdir(store_dir) and not problems:
+    if list_unused and store_dir is not None and os.path.isdir(store_dir) and not problems:
         unused = sorted(artifacts.objects(store_dir).keys() - used)
     for problem in problems:
         print("\n".join(problem.lines()))
     for sha256 in unused:
-        print(f"{artifacts.object_path(store_dir, sha256)}: unused (no build names it)")
+        path = artifacts.object_path(store_dir, sha256)
+        print(f"{path}: unused (no build names it; 'check --prune' deletes it)")
     if problems or unused:  # all well is silence: cron mails what a job prints
         log.info(
             "checked %s: %s, %s",

@@ -1,11 +1,23 @@
 """Words for people: file names and paths shown as one printable line, whatever bytes the
 file system gave (so that a name can neither forge a log line nor break the JSON of
-/healthz), and counts with their nouns."""
+/healthz), counts with their nouns, and sizes."""
 
 
 def counted(number: int, noun: str) -> str:
     """'1 build', '2 builds', '0 problems': the nouns used here take an s."""
     return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
+def size(number_of_bytes: int) -> str:
+    """'812 bytes', '2.2 KiB', '1.0 GiB': a file's size as people read it."""
+    if number_of_bytes < 1024:
+        return counted(number_of_bytes, "byte")
+    number, unit = number_of_bytes / 1024, "KiB"
+    for larger in ("MiB", "GiB"):
+        if round(number, 1) < 1024:  # never '1,024.0 KiB'
+            break
+        number, unit = number / 1024, larger
+    return f"{number:,.1f} {unit}"
 
 
 def printable(name: str) -> str:

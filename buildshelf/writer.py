@@ -235,6 +235,13 @@ class Keep:
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
 
 
+Report = Callable[[artifacts.Removed], None]  # told of each object a command deletes
+
+
+def unreported(removed: artifacts.Removed) -> None:
+    """A caller that does not tell anyone of the objects deleted (a test's)."""
+
+
 def publish(
     directory: str,
     slug: str,
@@ -243,17 +250,20 @@ def publish(
     any_timestamp: bool = False,
     keep: Keep | None = None,
     store_dir: str | None = None,
+    report: Report = unreported,
 ) -> str:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
     Returns "added", "replaced" or "unchanged" (the same build is already there: with
     `any_timestamp`, whatever its timestamp, so that a retry without --timestamp matches).
     With `keep`, its file is stored first in the artifact store `store_dir`, under the lock,
-    so that the project file never names an object that is not there; a replaced build's
-    object no build uses any more is then deleted from it.
+    so that the project file never names an object that is not there. The object of a replaced build, or the one stored for a build refused,
+    is then deleted if no build uses it (see remove_if_unused).
     """
+    stored, made_unused = None, set()
 
     def change(doc):
+        nonlocal stored
         doc = _existing_project(doc, directory, slug)
         if keep is not None:  # again on a retry: it puts back an object that went missing
             name = os.path.basename(keep.source)
@@ -285,46 +295,100 @@ def publish(
                 f"{project_path(directory, slug)}: build {build['buildNumber']} is already "
                 f"there with another {fields}: give --replace to replace it (nothing written)"
             )
+        made_unused.update(_kept_objects(same))
         return new, "replaced"
 
-    def forget_replaced(outcome):
-        if outcome == "replaced":
-            remove_unused_objects(directory, store_dir)
-
     try:
-        return update(directory, slug, change, then=forget_replaced)
+        outcome = update(
+            directory,
+            slug,
+            change,
+            then=lambda _: remove_if_unused(directory, store_dir, made_unused, report),
+        )
     except Refused:
-        if keep is not None:  # the object just stored, if no build uses it
+        # The object stored for the build refused, if this command made it (identical bytes
+        # already there may be a build's that is not readable now) and no build uses it.
+        if stored is not None and stored.created:
             with locked(directory):
-                remove_unused_objects(directory, store_dir)
+                remove_if_unused(directory, store_dir, {stored.sha256}, report)
         raise
+    return outcome
 
 
-def yank(directory: str, slug: str, number: int, store_dir: str | None = None) -> None:
-    """Remove build `number` from project `slug`; its number may be published again. An
-    object of the artifact store `store_dir` no build uses any more is deleted."""
+def yank(
+    directory: str,
+    slug: str,
+    number: int,
+    store_dir: str | None = None,
+    report: Report = unreported,
+) -> None:
+    """Remove build `number` from project `slug`; its number may be published again. Its
+    object in the artifact store `store_dir` is deleted if no build uses it any more (see
+    remove_if_unused)."""
 
     def change(doc):
         builds = _existing_project(doc, directory, slug)["builds"]
         kept = [b for b in builds if b.get("buildNumber") != number]
         if len(kept) == len(builds):
             raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
-        return dict(doc, builds=kept), None
+        yanked = [b for b in builds if b.get("buildNumber") == number]
+        return dict(doc, builds=kept), _kept_objects(yanked)
 
-    update(directory, slug, change, then=lambda _: remove_unused_objects(directory, store_dir))
+    update(
+        directory,
+        slug,
+        change,
+        then=lambda made_unused: remove_if_unused(directory, store_dir, made_unused, report),
+    )
 
 
-def remove_unused_objects(directory: str, store_dir: str | None) -> list[str]:
-    """Delete the objects of `store_dir` that no build of `directory` uses; the caller holds
-    the lock. Nothing is deleted while a data file cannot be read: it may use them."""
-    if store_dir is None or not os.path.isdir(store_dir):
-        return []
+def _kept_objects(builds):
+    """The sha256s of the objects whose files these build documents keep."""
+    return {b["sha256"] for b in builds if "file" in b}
+
+
+def used_objects(directory: str) -> set[str]:
+    """The sha256s of the objects the builds of `directory` use; Refused while a data file
+    cannot be read, since it may use any of them."""
     used = set()
-    for _, project in store.read_projects(directory):
+    for path, project in store.read_projects(directory):
         if isinstance(project, datafile.DataError):
-            return []
-        used.update(build.sha256 for build in project.builds if build.hosted)
-    return artifacts.remove_unused(store_dir, used)
+            raise Refused(
+                f"{path} cannot be read as a project file: it may use objects, so none was deleted"
+            )
+        used.update(build.sha256 for build in project.hosted_builds)
+    return used
+
+
+def remove_if_unused(
+    directory: str, store_dir: str | None, sha256s: set[str], report: Report
+) -> None:
+    """Delete the objects of `store_dir` with these sha256s that no build of `directory`
+    uses, telling `report` of each; the caller holds the lock. Only the objects a write made
+    unused are given: one that no build names for another reason (its project file away for
+    a moment) stays, for `check --prune` to delete. Nothing is deleted while a data file
+    cannot be read."""
+    if store_dir is None or not sha256s:
+        return
+    try:
+        used = used_objects(directory)
+    except Refused:  # the write is done: an object left costs only space, `check` lists it
+        return
+    for removed in artifacts.remove(store_dir, sha256s - used):
+        report(removed)
+
+
+def prune(
+    directory: str, store_dir: str, dry_run: bool = False, report: Report = unreported
+) -> None:
+    """Delete every object of `store_dir` that no build of `directory` uses, telling
+    `report` of each (with `dry_run`, of each it would delete); Refused, deleting nothing,
+    while a data file cannot be read."""
+    # A dry run deletes nothing, so it needs no lock (nor write access).
+    with nullcontext() if dry_run else locked(directory):
+        unused = artifacts.objects(store_dir).keys() - used_objects(directory)
+        for removed in artifacts.remove(store_dir, unused, dry_run):
+            report(removed)
 
 
 def add_builds(

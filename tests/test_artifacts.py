@@ -1,6 +1,6 @@
 """The artifact store (artifacts.py): objects named by their sha256, stored once, written
 whole; sources that are not regular files, too large or mislabelled refused; full and
-read-only stores, killed and concurrent writers; verify, rehash, objects and remove_unused.
+read-only stores, killed and concurrent writers; verify, rehash, objects and remove.
 """
 
 import ctypes
@@ -422,7 +422,7 @@ def test_eight_writers_of_the_same_bytes_at_once_leave_one_object(tmp_path, stor
     assert artifacts.rehash(store, sha(data)) is None
 
 
-# --- verify, rehash, objects, remove_unused ------------------------------------------------------
+# --- verify, rehash, objects, remove ------------------------------------------------------
 
 
 def test_verify(tmp_path, store):
@@ -476,21 +476,24 @@ def test_objects_lists_only_objects(tmp_path, store):
     assert artifacts.objects(store) == {a.sha256: 5, b.sha256: 4}
 
 
-def test_remove_unused_deletes_exactly_the_unused(tmp_path, store):
+def test_remove_deletes_exactly_the_objects_given(tmp_path, store):
     kept = artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
     gone = [artifacts.store_file(store, write(tmp_path / n, n.encode())) for n in ["b", "c"]]
     junk = os.path.join(store, ".incoming-abc.tmp")
     write(tmp_path / "artifacts" / ".incoming-abc.tmp", b"junk")
-    removed = artifacts.remove_unused(store, {kept.sha256, sha(b"never stored")})
-    assert removed == sorted(g.sha256 for g in gone)
+    given = [g.sha256 for g in gone] + [sha(b"never stored")]
+    expected = [artifacts.Removed(g.path, 1) for g in sorted(gone, key=lambda g: g.sha256)]
+    assert artifacts.remove(store, given, dry_run=True) == expected
+    assert len(artifacts.objects(store)) == 3
+    assert artifacts.remove(store, given) == expected
     assert artifacts.objects(store) == {kept.sha256: 5}
     assert os.path.exists(junk)
-    assert artifacts.remove_unused(store, {kept.sha256}) == []
-    assert artifacts.remove_unused(store, set()) == [kept.sha256]
-    assert artifacts.objects(store) == {}
+    assert artifacts.remove(store, given) == []
+    os.makedirs(os.path.join(store, sha(b"dir")[:2], sha(b"dir")))  # a directory is no object
+    assert artifacts.remove(store, [sha(b"dir")]) == []
 
 
-def test_remove_unused_leaves_an_object_it_cannot_delete(tmp_path, store, monkeypatch):
+def test_remove_leaves_an_object_it_cannot_delete(tmp_path, store, monkeypatch):
     # A read-only store, or one owned by another user: what can go, goes; no exception
     # reaches a command that has already written its project file.
     a, b = (artifacts.store_file(store, write(tmp_path / n, n.encode())) for n in ["a", "b"])
@@ -502,5 +505,5 @@ def test_remove_unused_leaves_an_object_it_cannot_delete(tmp_path, store, monkey
         unlink(path)
 
     monkeypatch.setattr(artifacts.os, "unlink", refused_for_a)
-    assert artifacts.remove_unused(store, set()) == [b.sha256]
+    assert artifacts.remove(store, [a.sha256, b.sha256]) == [artifacts.Removed(b.path, 1)]
     assert artifacts.objects(store) == {a.sha256: 1}

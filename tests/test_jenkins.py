@@ -615,6 +615,28 @@ def test_a_failed_write_leaves_no_object_behind(project, mirrored_job, monkeypat
     assert store_files(project.parent / "artifacts") == []
 
 
+def test_a_failed_write_deletes_only_the_objects_its_downloads_made(
+    project, mirrored_job, monkeypatch, capsys
+):
+    # An object no build names (its project file away for a moment): JAR21's, already there,
+    # so the download of build 21 makes nothing; and another. Neither is this run's to delete.
+    store_dir = project.parent / "artifacts"
+    away = [store_dir / object_of(JAR21), store_dir / object_of(b"another project's jar")]
+    for path, body in zip(away, [JAR21, b"another project's jar"]):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+
+    def full_disk(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer, "replace_file", full_disk)
+    assert mirror(project.parent, mirrored_job) == 1
+    assert capsys.readouterr().out == (
+        f"deleted {store_dir / object_of(JAR25)} (83.0 KiB), no build uses it\n"
+    )
+    assert store_files(store_dir) == sorted(str(p.relative_to(store_dir)) for p in away)
+
+
 def test_an_interrupted_mirror_leaves_no_object_behind(project, mirrored_job, monkeypatch):
     downloaded = []
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 import webtest
 
-from buildshelf import cli, server
+from buildshelf import cli, server, text
 from buildshelf import store as store_module
 
 API = "/api/v2"
@@ -138,7 +138,10 @@ def test_check_reports_missing_changed_and_unused_objects(data_dir, jar, capsys)
     stray.parent.mkdir(exist_ok=True)
     stray.write_bytes(b"x")
     assert cli.main(check) == 0  # unused objects cost space, nothing else
-    assert f"{stray}: unused (no build names it)" in capsys.readouterr().out
+    assert (
+        f"{stray}: unused (no build names it; 'check --prune' deletes it)"
+        in capsys.readouterr().out
+    )
 
 
 def test_health_names_a_kept_file_whose_object_is_missing_or_cut_short(data_dir, jar, caplog):
@@ -192,3 +195,137 @@ def test_the_watcher_finds_a_vanished_object_by_itself(data_dir, jar):
         store.stop()
     [(slug, build, problem)] = store.unavailable()
     assert (slug, build.number, problem) == ("alpha", 9, f"{object_path} is missing")
+
+
+# --- what a write deletes, and --prune (issue 23) ---------------------------------------------
+
+
+def object_file(data_dir, data):
+    sha = hashlib.sha256(data).hexdigest()
+    return data_dir / "artifacts" / sha[:2] / sha
+
+
+def deleted(path, size):
+    return f"deleted {path} ({size}), no build uses it"
+
+
+def test_a_yank_keeps_the_objects_of_a_project_file_that_is_away(data_dir, jar, tmp_path, capsys):
+    # alpha.json renamed to take the project offline, or mid `git stash`: a yank of another
+    # project must not take alpha's kept files with it.
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    beta_jar = tmp_path / "beta-11.jar"
+    beta_jar.write_bytes(b"PK\x03\x04 beta")
+    argv = ["publish", "beta", "--data", str(data_dir), "--build", "11", "--channel", "2.0"]
+    assert cli.main([*argv, "--file", str(beta_jar)]) == 0
+    (data_dir / "alpha.json").rename(data_dir / "alpha.json.off")
+    capsys.readouterr()
+    assert cli.main(["yank", "beta", "11", "--data", str(data_dir)]) == 0
+    assert object_file(data_dir, jar.read_bytes()).read_bytes() == jar.read_bytes()
+    assert capsys.readouterr().out.splitlines() == [
+        "yanked build 11 of beta",
+        deleted(object_file(data_dir, beta_jar.read_bytes()), "9 bytes"),
+    ]
+
+
+def test_a_yank_keeps_an_object_another_build_uses_and_says_nothing_of_it(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    assert publish(data_dir, 10, "--file", str(jar)) == 0
+    capsys.readouterr()
+    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
+    assert capsys.readouterr().out == "yanked build 9 of alpha\n"
+    assert object_file(data_dir, jar.read_bytes()).exists()
+
+
+def test_a_yank_deletes_nothing_while_a_project_file_cannot_be_read(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    (data_dir / "beta.json").write_text("{")  # it may name the object too
+    capsys.readouterr()
+    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
+    assert capsys.readouterr().out == "yanked build 9 of alpha\n"
+    assert object_file(data_dir, jar.read_bytes()).exists()
+
+
+@pytest.mark.parametrize(
+    "size, said",
+    [(0, "0 bytes"), (1, "1 byte"), (1023, "1,023 bytes"), (1024, "1.0 KiB"),
+     ((1 << 20) - 1, "1.0 MiB"), (3 << 29, "1.5 GiB"), (5 << 40, "5,120.0 GiB")],
+)  # fmt: skip
+def test_sizes_are_said_as_people_read_them(size, said):
+    assert text.size(size) == said
+
+
+def stray(data_dir, data):
+    """An object no build names, put in the store as a copy would."""
+    path = object_file(data_dir, data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_replace_deletes_only_the_replaced_object(data_dir, jar, capsys):
+    other = stray(data_dir, b"a file no build names")
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    old = object_file(data_dir, jar.read_bytes())
+    jar.write_bytes(b"new bytes")
+    capsys.readouterr()
+    assert publish(data_dir, 9, "--file", str(jar), "--replace") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "replaced build 9 of alpha",
+        deleted(old, "1.9 KiB"),
+    ]
+    assert other.exists() and object_file(data_dir, b"new bytes").exists()
+
+
+def test_a_refused_publish_deletes_only_the_object_it_stored(data_dir, jar, tmp_path, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    other = stray(data_dir, b"a file no build names")
+    # The same bytes as the stray object: stored before, so not this command's to delete.
+    same = tmp_path / "same.jar"
+    same.write_bytes(other.read_bytes())
+    capsys.readouterr()
+    assert publish(data_dir, 9, "--file", str(same)) == 1
+    assert capsys.readouterr().out == ""
+    assert other.exists()
+    jar.write_bytes(b"new bytes")
+    assert publish(data_dir, 9, "--file", str(jar)) == 1
+    out, err = capsys.readouterr()
+    assert out == deleted(object_file(data_dir, b"new bytes"), "9 bytes") + "\n"
+    assert "give --replace to replace it" in err
+    assert not object_file(data_dir, b"new bytes").exists() and other.exists()
+
+
+def test_check_prune_deletes_each_object_no_build_names(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    strays = sorted([stray(data_dir, b"one"), stray(data_dir, b"two" * 1000)], key=lambda p: p.name)
+    sizes = ["3 bytes" if p.read_bytes() == b"one" else "2.9 KiB" for p in strays]
+    check = ["check", "--data", str(data_dir), "--prune"]
+    capsys.readouterr()
+    assert cli.main([*check, "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"would delete {path} ({size}), no build uses it" for path, size in zip(strays, sizes)
+    ]
+    assert all(path.exists() for path in strays)
+    assert cli.main(check) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        deleted(path, size) for path, size in zip(strays, sizes)
+    ]
+    assert objects(data_dir) == [hashlib.sha256(jar.read_bytes()).hexdigest()]
+    assert cli.main(check) == 0 and capsys.readouterr().out == ""
+
+
+def test_check_prune_deletes_nothing_while_a_project_file_cannot_be_read(data_dir, capsys):
+    path = stray(data_dir, b"one")
+    (data_dir / "beta.json").write_text("{")
+    assert cli.main(["check", "--data", str(data_dir), "--prune"]) == 1
+    out, err = capsys.readouterr()
+    assert err.endswith(
+        f"buildshelf check: {data_dir / 'beta.json'} cannot be read as a project file: it "
+        "may use objects, so none was deleted\n"
+    )
+    assert path.exists()
+
+
+def test_dry_run_goes_with_prune(data_dir, capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["check", "--data", str(data_dir), "--dry-run"])
+    assert raised.value.code == 2 and "--dry-run goes with --prune" in capsys.readouterr().err

@@ -67,10 +67,10 @@ def objects(store_dir):
     return sorted(artifacts.objects(str(store_dir)))
 
 
-def assert_refused(done, message):
+def assert_refused(done, message, stdout=""):
     """Exit 1 and the message alone on one line of stderr: no traceback, no second line."""
     assert (done.returncode, done.stderr) == (1, f"buildshelf publish: {message}\n")
-    assert done.stdout == ""
+    assert done.stdout == stdout
 
 
 def project_file(data):
@@ -338,13 +338,15 @@ def test_a_read_only_data_directory_keeps_no_object_in_a_store_elsewhere(place, 
     jar = tmp_path / "alpha-10.jar"
     jar.write_bytes(b"PK\x03\x04 second")
     done = place.run(publish_argv(data, 10, jar, "--artifacts", store_dir))
+    # The object stored for the refused build was deleted, and said: no build uses it.
+    stored = artifacts.object_path(store_dir, sha(jar.read_bytes()))
     assert_refused(
         done,
         f"cannot write {os.path.join(data, 'alpha.json')}: Read-only file system (the file is "
         "as it was)",
+        f"deleted {stored} (11 bytes), no build uses it\n",
     )
     assert project_file(data) == before
-    # The object stored for the refused build was deleted: no build uses it.
     assert objects(store_dir) == [sha(first.read_bytes())]
     assert temp_files(place.path, store_dir) == []
 
@@ -365,7 +367,7 @@ def test_an_object_that_cannot_be_deleted_stays_unused_and_the_yank_succeeds(dat
     checked = run(["check", "--data", data_dir])
     assert checked.returncode == 0
     path = artifacts.object_path(store_dir, sha(jar.read_bytes()))
-    assert f"{path}: unused (no build names it)" in checked.stdout
+    assert f"{path}: unused (no build names it; 'check --prune' deletes it)" in checked.stdout
 
 
 # --- a writer killed during the copy --------------------------------------------------------------
