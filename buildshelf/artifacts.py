@@ -33,6 +33,7 @@ TEMP_SUFFIX = ".tmp"
 STALE_TEMP_SECONDS = 3600
 
 _PREFIX = re.compile(r"[0-9a-f]{2}")
+MISSING = "is missing"  # what verify and rehash say of an object that is not there
 
 # Objects are read-only (they never change) and readable as the umask allows, so that a
 # server running as another user can send them.
@@ -45,12 +46,15 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Stored:
-    """An object in the store; `created` is False when identical bytes were already there."""
+    """An object in the store; `created` is False when identical bytes were already there.
+    `repaired` says what was wrong with an object of that sha256 that this one replaced (of
+    another size, or holding other bytes), as verify says it."""
 
     sha256: str
     size: int
     path: str
     created: bool
+    repaired: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,11 +130,11 @@ def store_stream(
 
 def verify(store: str, sha256: str, size: int) -> str | None:
     """None if the object is in `store` with `size` bytes, else what is wrong with it, as a
-    sentence about the object without its subject ("is missing")."""
+    sentence about the object without its subject (MISSING)."""
     try:
         st = os.lstat(object_path(store, sha256))
     except FileNotFoundError:
-        return "is missing"
+        return MISSING
     except OSError as error:
         return f"cannot be looked at: {error.strerror}"
     if not stat.S_ISREG(st.st_mode):
@@ -146,7 +150,7 @@ def rehash(store: str, sha256: str) -> str | None:
     try:
         fd, _ = files.open_regular(object_path(store, sha256), follow_symlinks=False)
     except FileNotFoundError:
-        return "is missing"
+        return MISSING
     except files.NotRegular:
         return "is not a regular file"
     except OSError as error:
@@ -278,9 +282,11 @@ def _store(store, source, read, max_bytes, expected):
         path = object_path(store, sha256)
         directory = os.path.dirname(path)
         _make_directories(directory)
-        # Identical bytes are stored once; an object of the wrong size is damaged and is
-        # replaced. Two writers of the same bytes may both rename: either copy is the object.
-        created = verify(store, sha256, size) is not None
+        # Identical bytes are stored once; an object of another size or with other bytes is
+        # damaged, and the fresh copy replaces it. Two writers of the same bytes may both
+        # rename: either copy is the object.
+        found = verify(store, sha256, size) or rehash(store, sha256)
+        created = found is not None
         if created:
             os.replace(tmp, path)
         else:
@@ -298,7 +304,7 @@ def _store(store, source, read, max_bytes, expected):
             f"stored {source} as {path} but could not fsync its directory: {error.strerror} "
             "(it may not survive a crash)"
         ) from None
-    return Stored(sha256, size, path, created)
+    return Stored(sha256, size, path, created, None if found == MISSING else found)
 
 
 def _cannot_store(source, store, error):

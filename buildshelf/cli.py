@@ -366,7 +366,7 @@ def publish(args):
         build.update(sha256=args.sha256, size=args.size)
     deleted = []  # said after what happened to the build, or before a refusal
     try:
-        outcome = writer.publish(
+        published = writer.publish(
             args.data,
             args.slug,
             build,
@@ -376,14 +376,17 @@ def publish(args):
             store_dir=args.artifacts,
             report=deleted.append,
         )
-        print(
-            {
-                "added": f"published build {args.build} of {args.slug}",
-                "replaced": f"replaced build {args.build} of {args.slug}",
-                "unchanged": f"build {args.build} of {args.slug} is already there as given: "
-                "nothing changed",
-            }[outcome]
-        )
+        said = {
+            "added": f"published build {args.build} of {args.slug}",
+            "replaced": f"replaced build {args.build} of {args.slug}",
+            "unchanged": f"build {args.build} of {args.slug} is already there as given",
+        }[published.outcome]
+        stored = published.stored
+        if stored is not None and stored.repaired:
+            said += f": repaired {printable(stored.path)}, found damaged (it {stored.repaired})"
+        elif published.outcome == "unchanged":
+            said += ": nothing changed"
+        print(said)
     finally:
         for removed in deleted:
             _deleted(removed)

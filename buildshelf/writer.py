@@ -235,6 +235,14 @@ class Keep:
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
 
 
+@dataclass(frozen=True)
+class Published:
+    """What a publish did: "added", "replaced" or "unchanged", and the kept file's object."""
+
+    outcome: str
+    stored: artifacts.Stored | None = None
+
+
 Report = Callable[[artifacts.Removed], None]  # told of each object a command deletes
 
 
@@ -251,13 +259,14 @@ def publish(
     keep: Keep | None = None,
     store_dir: str | None = None,
     report: Report = unreported,
-) -> str:
+) -> Published:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
-    Returns "added", "replaced" or "unchanged" (the same build is already there: with
-    `any_timestamp`, whatever its timestamp, so that a retry without --timestamp matches).
-    With `keep`, its file is stored first in the artifact store `store_dir`, under the lock,
-    so that the project file never names an object that is not there. The object of a replaced build, or the one stored for a build refused,
+    The outcome is "added", "replaced" or "unchanged" (the same build is already there:
+    with `any_timestamp`, whatever its timestamp, so that a retry without --timestamp
+    matches). With `keep`, its file is stored first in the artifact store `store_dir`, under
+    the lock, so that the project file never names an object that is not there (a damaged
+    one is repaired). The object of a replaced build, or the one stored for a build refused,
     is then deleted if no build uses it (see remove_if_unused).
     """
     stored, made_unused = None, set()
@@ -265,7 +274,7 @@ def publish(
     def change(doc):
         nonlocal stored
         doc = _existing_project(doc, directory, slug)
-        if keep is not None:  # again on a retry: it puts back an object that went missing
+        if keep is not None:  # again on a retry: it puts back an object missing or damaged
             name = os.path.basename(keep.source)
             try:
                 artifacts.check_name(name)
@@ -312,7 +321,7 @@ def publish(
             with locked(directory):
                 remove_if_unused(directory, store_dir, {stored.sha256}, report)
         raise
-    return outcome
+    return Published(outcome, stored)
 
 
 def yank(

@@ -97,8 +97,25 @@ def test_a_damaged_object_is_replaced_by_a_good_copy(tmp_path, store):
     with open(stored.path, "wb") as f:
         f.write(b"alp")  # truncated
     again = artifacts.store_file(store, str(tmp_path / "a"))
-    assert again == stored  # created=True: the good copy replaced it
+    assert again == artifacts.Stored(  # created: the good copy replaced it
+        stored.sha256, 5, stored.path, created=True, repaired="is 3 bytes, expected 5"
+    )
     assert artifacts.rehash(store, stored.sha256) is None
+
+
+def test_an_object_of_the_right_size_with_other_bytes_is_replaced(tmp_path, store):
+    stored = artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
+    os.chmod(stored.path, 0o644)
+    with open(stored.path, "r+b") as f:
+        f.write(b"A")  # same size: only the hash tells
+    again = artifacts.store_file(store, str(tmp_path / "a"))
+    assert (again.created, again.repaired) == (
+        True,
+        f"holds other bytes: they hash to {sha(b'Alpha')}",
+    )
+    assert artifacts.rehash(store, stored.sha256) is None
+    assert stat.S_IMODE(os.stat(stored.path).st_mode) & 0o222 == 0  # read-only again
+    assert temp_files(store) == []
 
 
 def test_memory_stays_bounded_at_any_size(tmp_path, store):

@@ -329,3 +329,24 @@ def test_dry_run_goes_with_prune(data_dir, capsys):
     with pytest.raises(SystemExit) as raised:
         cli.main(["check", "--data", str(data_dir), "--dry-run"])
     assert raised.value.code == 2 and "--dry-run goes with --prune" in capsys.readouterr().err
+
+
+# --- a retry repairs (issue 23) ------------------------------------------------------------
+
+
+def test_a_retry_repairs_an_object_of_the_right_size_with_other_bytes(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    path = object_file(data_dir, jar.read_bytes())
+    os.chmod(path, 0o644)
+    path.write_bytes(jar.read_bytes()[:-1] + b"!")
+    damaged = hashlib.sha256(path.read_bytes()).hexdigest()
+    verify = ["check", "--data", str(data_dir), "--verify"]
+    assert cli.main(verify) == 1
+    capsys.readouterr()
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    assert capsys.readouterr().out == (
+        f"build 9 of alpha is already there as given: repaired {path}, found damaged (it "
+        f"holds other bytes: they hash to {damaged})\n"
+    )
+    assert path.read_bytes() == jar.read_bytes() and oct(path.stat().st_mode & 0o222) == "0o0"
+    assert cli.main(verify) == 0
