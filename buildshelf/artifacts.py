@@ -154,7 +154,7 @@ def rehash(store: str, sha256: str) -> str | None:
     except files.NotRegular:
         return "is not a regular file"
     except OSError as error:
-        return error.strerror
+        return f"cannot be read ({error.strerror})"
     with os.fdopen(fd, "rb") as f:
         actual = hashlib.file_digest(f, "sha256").hexdigest()
     return None if actual == sha256 else f"holds other bytes: they hash to {actual}"
