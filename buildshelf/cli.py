@@ -14,7 +14,7 @@ import sys
 import time
 
 from buildshelf import artifacts, jenkins, mirror, server, settings, store, writer
-from buildshelf.model import SECONDS_BELOW, sha256_hex, whole_number
+from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
 
@@ -37,6 +37,8 @@ def _millis(value):
             f"{value!r} looks like seconds, not milliseconds: give {millis}000 (in a shell, "
             "date +%s%3N is now in milliseconds)"
         )
+    if problem := timestamp_problem(millis):
+        raise argparse.ArgumentTypeError(f"{value!r} {problem}")
     return millis
 
 

@@ -22,11 +22,13 @@ from buildshelf.model import (
     SHA256_DIGITS,
     SHA256_PATTERN,
     SLUG_PATTERN,
+    TIMESTAMPS,
     URL_PATTERN,
     Build,
     Commit,
     Project,
     file_keys,
+    timestamp_problem,
 )
 from buildshelf.text import printable
 
@@ -195,8 +197,11 @@ def _build(value, channels):
             )
         # Thousands of builds share a handful of channels: check each once, store it once.
         channels[channel] = channel
-    if type(value["timestamp"]) is not int:
+    timestamp = value["timestamp"]
+    if type(timestamp) is not int:
         raise _Invalid("'timestamp' must be an integer")
+    if timestamp not in TIMESTAMPS:
+        raise _Invalid(f"'timestamp' {timestamp} {timestamp_problem(timestamp)}")
     if type(value["isExperimental"]) is not bool:
         raise _Invalid("'isExperimental' must be true or false")
     if type(value["commits"]) is not list:
@@ -225,7 +230,7 @@ def _build(value, channels):
         url=url,
         download_url=download_url,
         channel=channels[channel],
-        timestamp=value["timestamp"],
+        timestamp=timestamp,
         is_experimental=value["isExperimental"],
         commits=tuple(commits),
         **integrity,
@@ -373,6 +378,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
 
 _decode_file = msgspec.json.Decoder(_File).decode
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
+_timestamp = attrgetter("timestamp")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
 _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
 LOWER_HEX_BYTES = SHA256_DIGITS.encode()
@@ -421,6 +427,7 @@ def _fast_project(slug, text):
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
     builds = doc.builds
     numbers = list(map(_number, builds))
+    timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
     sha256s, sizes, files = (list(map(get, builds)) for get in (_sha256, _size, _file))
     with_integrity = _given(sha256s)
@@ -440,6 +447,8 @@ def _fast_project(slug, text):
     if not (
         _project_problem(fields, slug) is None
         and min(numbers, default=0) >= 0
+        and min(timestamps, default=0) in TIMESTAMPS
+        and max(timestamps, default=0) in TIMESTAMPS
         and (in_order or len(set(numbers)) == len(numbers))
         and _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
         and all_urls.isascii()

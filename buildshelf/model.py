@@ -37,6 +37,12 @@ URL_PATTERN = re.compile(
     r"(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z"
 )
 
+# The timestamps a build may have: from 1970 to the end of year 9999, the last year that an
+# HTTP date, a feed's date and Python's datetime can write. The rule of the data files, of
+# every command that writes one, and of what is published (timestamp_problem).
+LAST_MILLISECOND = 253402300799999  # 9999-12-31T23:59:59.999Z
+TIMESTAMPS = range(LAST_MILLISECOND + 1)
+
 
 def whole_number(text: str) -> int | None:
     """`text` as a whole number of ASCII digits, or None; more than 30 digits is none (int()
@@ -132,7 +138,9 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
     timestamp: _described(
         int,
         "The time of the build, exactly as the data file gives it (the sample data uses "
-        "epoch milliseconds).",
+        "epoch milliseconds); none is after year 9999.",
+        minimum=TIMESTAMPS.start,
+        maximum=TIMESTAMPS.stop - 1,
     )
     is_experimental: _described(bool, "Whether the build is experimental (else stable).") = (
         msgspec.field(name="isExperimental")
@@ -222,10 +230,23 @@ _number = attrgetter("number")
 SECONDS_BELOW = 10**11  # a timestamp below this is in seconds (in milliseconds it is 1973)
 
 
+def timestamp_problem(timestamp: int) -> str | None:
+    """Why `timestamp` is not in TIMESTAMPS, to follow the value in a message; or None."""
+    if timestamp in TIMESTAMPS:
+        return None
+    if timestamp < 0:  # no CI ran a build before 1970
+        return "is before 1970: give epoch milliseconds (date +%s%3N)"
+    # The easy slip beside date +%s%3N: +%s%6N or +%s%N, a date in micro- or nanoseconds.
+    smaller = timestamp <= LAST_MILLISECOND * 1_000_000
+    return "is after year 9999: give epoch milliseconds (date +%s%3N)" + (
+        "; this looks like microseconds or nanoseconds" if smaller else ""
+    )
+
+
 def epoch_seconds(timestamp: int) -> float:
     """A build's timestamp in seconds: files give epoch milliseconds (the Jenkins convention),
     or seconds, which are told apart by size (below 10^11 is seconds: before 1973 in ms)."""
-    return timestamp if abs(timestamp) < SECONDS_BELOW else timestamp / 1000
+    return timestamp if timestamp < SECONDS_BELOW else timestamp / 1000
 
 
 def index_builds(builds: tuple[Build, ...]) -> dict:

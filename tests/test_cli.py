@@ -2,6 +2,7 @@
 
 import gc
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
@@ -430,3 +431,35 @@ def test_publish_refuses_a_timestamp_in_seconds_with_a_hint(data_dir, capsys, va
         capsys.readouterr().err
     )
     assert (data_dir / "alpha.json").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (
+            "1795683836975446626",  # date +%s%N
+            "is after year 9999: give epoch milliseconds (date +%s%3N); this looks like "
+            "microseconds or nanoseconds",
+        ),
+        ("253402300800000", "is after year 9999"),
+        ("-1700000000000", "is before 1970: give epoch milliseconds (date +%s%3N)"),
+    ],
+)
+def test_publish_refuses_a_timestamp_out_of_range_with_a_hint(data_dir, capsys, value, problem):
+    before = (data_dir / "alpha.json").read_bytes()
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "50",
+                  "--channel", "1.21", "--download-url", "https://x.example/a.jar",
+                  "--timestamp", value])  # fmt: skip
+    assert raised.value.code == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert f"error: argument --timestamp: {value!r} {problem}" in line
+    assert (data_dir / "alpha.json").read_bytes() == before
+
+
+def test_publish_takes_the_last_millisecond_of_year_9999(data_dir):
+    assert cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "50",
+                     "--channel", "1.21", "--download-url", "https://x.example/a.jar",
+                     "--timestamp", "253402300799999"]) == 0  # fmt: skip
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    assert [b["timestamp"] for b in doc["builds"] if b["buildNumber"] == 50] == [253402300799999]

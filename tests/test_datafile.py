@@ -46,13 +46,13 @@ def test_select_and_latest(channel, experimental, expected, latest):
 
 
 def test_a_build_keeps_every_value_of_its_file():
-    project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=-5)]))
+    project = parse(make_project([make_build(4, "1.21", True, commit_count=2, timestamp=5)]))
     assert project.builds[0] == model.Build(
         number=4,
         url="https://ci.example.org/job/Alpha/4/",
         download_url="https://ci.example.org/job/Alpha/4/artifact/alpha-4.jar",
         channel="1.21",
-        timestamp=-5,
+        timestamp=5,
         is_experimental=True,
         commits=(
             model.Commit("Change 4.0", "0004" + "0" * 36),
@@ -261,6 +261,46 @@ def test_build_number_must_be_a_whole_number(number):
     )
 
 
+MILLIS_HINT = "give epoch milliseconds (date +%s%3N)"
+SMALLER_UNITS = "; this looks like microseconds or nanoseconds"
+
+
+@pytest.mark.parametrize(
+    "timestamp, problem",
+    [
+        (253402300800000, f"is after year 9999: {MILLIS_HINT}{SMALLER_UNITS}"),  # 10000-01-01
+        (1795683836975446, f"is after year 9999: {MILLIS_HINT}{SMALLER_UNITS}"),  # date +%s%6N
+        (1795683836975446626, f"is after year 9999: {MILLIS_HINT}{SMALLER_UNITS}"),  # +%s%N
+        (2**64, f"is after year 9999: {MILLIS_HINT}{SMALLER_UNITS}"),  # past msgspec's integers
+        (10**30, f"is after year 9999: {MILLIS_HINT}"),  # in no unit a date
+        (-1, f"is before 1970: {MILLIS_HINT}"),
+        (-1700000000000, f"is before 1970: {MILLIS_HINT}"),
+        (-(10**30), f"is before 1970: {MILLIS_HINT}"),
+    ],
+)
+def test_a_timestamp_before_1970_or_past_year_9999_is_refused_on_both_paths(timestamp, problem):
+    assert build_error(timestamp=timestamp) == (
+        f"data/alpha.json: build 12 (builds[1]): 'timestamp' {timestamp} {problem}"
+    )
+    text = json.dumps(make_project([make_build(1), make_build(12, timestamp=timestamp)]))
+    assert datafile._fast_project("alpha", text) is None
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        253402300799999,  # the last millisecond of year 9999
+        99999999999,  # the largest in seconds (in 5138)
+        1700000000,
+        0,
+    ],
+)
+def test_a_timestamp_from_1970_to_year_9999_is_read_alike_by_both_paths(timestamp):
+    fast, checked = both_paths(json.dumps(make_project([make_build(12, timestamp=timestamp)])))
+    assert fast is not None and checked.builds[0].timestamp == timestamp
+    assert_same_values(fast, checked)
+
+
 def test_a_build_must_be_an_object():
     assert parse_error(make_project([make_build(1), 7])) == (
         "data/alpha.json: builds[1]: must be an object"
@@ -444,6 +484,8 @@ ONE_RULE_AWAY = [
     -1,
     -3,
     2**64,
+    253402300799999,  # the last timestamp of year 9999, and the first past it
+    253402300800000,
     1.5,
     1e400,
     "",
@@ -534,9 +576,9 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
     # Only what the fast path cannot see goes the slow way: the legacy key, and an author
     # written as "" (the count of keys cannot tell it from none).
     assert read_slowly == {"commit", ("author", '""')}
-    # The changes that keep the file valid: 39 to the project, 77 to build 5 and 85 to build 7
-    # (42 of them each the legacy key), 47 to the commit; deleting a key the place lacks counts.
-    assert accepted == 248
+    # The changes that keep the file valid: 39 to the project, 81 to build 5 and 89 to build 7
+    # (44 of them each the legacy key), 47 to the commit; deleting a key the place lacks counts.
+    assert accepted == 256
 
 
 # --- integrity data and kept files ------------------------------------------------------------

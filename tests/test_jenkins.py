@@ -237,6 +237,14 @@ def test_a_build_the_server_would_refuse_fails_with_its_reason(project, tmp_path
                 "timestamp": "yesterday",
                 "artifacts": [{"relativePath": "a.jar"}],
             },
+            {
+                "number": 9,
+                "url": JOB + "9/",
+                "displayName": "#9 - 1.21",
+                "result": "SUCCESS",
+                "timestamp": 1712000021000000000,  # in nanoseconds
+                "artifacts": [{"relativePath": "a.jar"}],
+            },
         ]
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
@@ -245,6 +253,8 @@ def test_a_build_the_server_would_refuse_fails_with_its_reason(project, tmp_path
         ". _ + -",
         "failed build 6: commits[0]: 'hash' must be a string of hexadecimal digits",
         "failed build 8: 'timestamp' must be an integer",
+        "failed build 9: 'timestamp' 1712000021000000000 is after year 9999: give epoch "
+        "milliseconds (date +%s%3N); this looks like microseconds or nanoseconds",
     ]
     assert run(project.parent, "--job-json", str(tmp_path / "job.json")) == 0
     assert capsys.readouterr().out.splitlines() == failed  # every run: someone should look
@@ -253,7 +263,7 @@ def test_a_build_the_server_would_refuse_fails_with_its_reason(project, tmp_path
         *failed,
         "skipped allBuilds[2]: no build number",
         "skipped allBuilds[3]: no build number",
-        "canvas: added 0, failed 3, skipped 2, 0 already there",
+        "canvas: added 0, failed 4, skipped 2, 0 already there",
     ]
     assert builds_in(project) == []
 

@@ -11,6 +11,7 @@ import webtest
 
 from buildshelf import cli, server, text
 from buildshelf import store as store_module
+from helpers import bump_mtime, write_file
 
 API = "/api/v2"
 
@@ -350,3 +351,79 @@ def test_a_retry_repairs_an_object_of_the_right_size_with_other_bytes(data_dir, 
     )
     assert path.read_bytes() == jar.read_bytes() and oct(path.stat().st_mode & 0o222) == "0o0"
     assert cli.main(verify) == 0
+
+
+# --- dates: every timestamp the data accepts is answered, any other is refused ----------------
+
+
+def with_timestamp(data_dir, timestamp):
+    """Edit build 9's timestamp by hand, as an editor writes the file."""
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    for build in doc["builds"]:
+        if build["buildNumber"] == 9:
+            build["timestamp"] = timestamp
+    write_file(data_dir / "alpha.json", doc)
+    bump_mtime(data_dir / "alpha.json")
+
+
+def test_a_hand_edited_timestamp_past_year_9999_is_refused_and_the_last_good_kept(
+    data_dir, jar, capsys, caplog
+):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    store = store_module.Store(data_dir, check_interval=0)
+    client = webtest.TestApp(server.make_app(store))
+    url = client.get(API + "/builds/latest?project=alpha").json["downloadUrl"]
+    path = url.removeprefix("http://127.0.0.1:8080")
+    assert client.get(path).headers["Last-Modified"] == "Tue, 14 Nov 2023 22:13:20 GMT"
+
+    with_timestamp(data_dir, 253402300800000)  # 10000-01-01
+    problem = (
+        "build 9 (builds[6]): 'timestamp' 253402300800000 is after year 9999: give epoch "
+        "milliseconds (date +%s%3N); this looks like microseconds or nanoseconds"
+    )
+    store.refresh()
+    assert problem in caplog.text
+    got = client.get(path)  # the last good state is served
+    assert got.body == jar.read_bytes()
+    assert got.headers["Last-Modified"] == "Tue, 14 Nov 2023 22:13:20 GMT"
+    health = client.get("/healthz").json
+    assert health["status"] == "degraded"
+    assert [(f["file"], f["error"]) for f in health["rejectedFiles"]] == [("alpha.json", problem)]
+    capsys.readouterr()
+    assert cli.main(["check", "--data", str(data_dir)]) == 1
+    assert f"{data_dir / 'alpha.json'}: {problem}" in capsys.readouterr().out
+
+    # A server started on the file does not serve the project: not found, never a 500.
+    fresh = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    assert fresh.get(path, status=404).json["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    "timestamp, http_date, iso",
+    [
+        (253402300799999, "Fri, 31 Dec 9999 23:59:59 GMT", "9999-12-31T23:59:59Z"),
+        (99999999999, "Wed, 16 Nov 5138 09:46:39 GMT", "5138-11-16T09:46:39Z"),  # in seconds
+        (0, "Thu, 01 Jan 1970 00:00:00 GMT", "1970-01-01T00:00:00Z"),
+    ],
+)
+def test_every_route_answers_each_date_the_data_accepts(data_dir, jar, timestamp, http_date, iso):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    with_timestamp(data_dir, timestamp)
+    client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    latest = client.get(API + "/builds/latest?project=alpha").json
+    assert latest["timestamp"] == timestamp
+    path = latest["downloadUrl"].removeprefix("http://127.0.0.1:8080")
+    for method in (client.get, client.head):
+        assert method(path).headers["Last-Modified"] == http_date
+    assert client.get(path, headers={"If-Modified-Since": http_date}, status=304)
+    ranged = client.get(path, headers={"Range": "bytes=0-1", "If-Range": http_date}, status=206)
+    assert ranged.body == jar.read_bytes()[:2]
+    assert client.get(path + ".sha256").text.endswith("  alpha-9.jar\n")
+    for route in ("/builds?", "/builds/all?", "/builds/check?build=9&", "/projects?"):
+        assert client.get(API + route + "project=alpha").status_int == 200
+    assert client.get("/downloads/latest?project=alpha", status=302).location.endswith(path)
+    feed = client.get(API + "/feed?project=alpha").text
+    assert feed.count(f"<updated>{iso}</updated>") == 2  # the feed's and the entry's
+    for page in ("/", "/projects/alpha"):
+        assert f'<time datetime="{iso}">{iso[:10]} {iso[11:16]} UTC</time>' in client.get(page)
+    assert client.get("/healthz").json["status"] == "ok"

@@ -29,6 +29,10 @@ commits = st.lists(
 )
 
 
+# Every timestamp of the format: from 1970 to the end of year 9999, in seconds or milliseconds.
+timestamps = st.integers(0, 253402300799999)
+
+
 @st.composite
 def projects(draw):
     numbers = draw(st.lists(st.integers(0, 10**12), unique=True, max_size=25))
@@ -38,7 +42,7 @@ def projects(draw):
             "url": f"https://ci.example.org/{n}/",
             "downloadUrl": f"http://dl.example.org/{n}.jar",
             "channelVersion": draw(st.sampled_from(CHANNELS)),
-            "timestamp": draw(st.integers(-(2**63), 2**63)),
+            "timestamp": draw(timestamps),
             "isExperimental": draw(st.booleans()),
             "commits": draw(commits),
         }
@@ -164,6 +168,8 @@ near_valid = st.sampled_from(
         12,
         -1,
         2**64,
+        253402300799999,  # the last timestamp of year 9999, and the first past it
+        253402300800000,
         1.0,
         True,
         False,
@@ -267,6 +273,7 @@ def test_a_damaged_file_is_refused_or_still_valid_never_a_crash(doc, path, value
         assert type(build.number) is int and build.number >= 0
         assert model.CHANNEL_PATTERN.match(build.channel)
         assert type(build.timestamp) is int and type(build.is_experimental) is bool
+        assert 0 <= build.timestamp <= 253402300799999
         assert all(type(c.message) is str and c.hash for c in build.commits)
 
 
@@ -470,7 +477,7 @@ def every_key_projects(draw):
             "url": draw(st.sampled_from(["https://ci.example.org/1/", "http://ci.example:8080/a"])),
             "downloadUrl": f"https://dl.example.org:443/{n}.jar",
             "channelVersion": draw(st.sampled_from(CHANNELS)),
-            "timestamp": draw(st.integers(-(2**63), 2**63)),
+            "timestamp": draw(timestamps),
             "isExperimental": draw(st.booleans()),
             "commits": draw(st.lists(every_key_commits(), max_size=3)),
         }
