@@ -74,11 +74,8 @@ def xml_safe(text):
 
 def utc_time(timestamp):
     """A build's timestamp (epoch milliseconds, or seconds: see model.epoch_seconds) as an
-    aware datetime, or None if out of range."""
-    try:
-        return datetime.datetime.fromtimestamp(epoch_seconds(timestamp), datetime.UTC)
-    except (OverflowError, ValueError, OSError):
-        return None
+    aware datetime: the data files hold none that a datetime cannot (model.TIMESTAMPS)."""
+    return datetime.datetime.fromtimestamp(epoch_seconds(timestamp), datetime.UTC)
 
 
 def size_text(size):
@@ -101,8 +98,8 @@ def build_view(project, build, shapes):
         file=build.file_name or UNNAMED_FILE,
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
-        iso=when.strftime(ISO_TIME) if when else None,
-        date=when.strftime("%Y-%m-%d %H:%M UTC") if when else f"timestamp {build.timestamp}",
+        iso=when.strftime(ISO_TIME),
+        date=when.strftime("%Y-%m-%d %H:%M UTC"),
         commits=[
             SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message) for c in build.commits
         ],
@@ -208,9 +205,7 @@ def error_page(status, message):
 
 
 def atom_time(timestamp):
-    # RFC 4287 requires a date: a timestamp out of range shows as the epoch.
-    when = utc_time(timestamp) or datetime.datetime.fromtimestamp(0, datetime.UTC)
-    return when.strftime(ISO_TIME)
+    return utc_time(timestamp).strftime(ISO_TIME)
 
 
 def feed_xml(project, channel, experimental, shapes):
