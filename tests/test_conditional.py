@@ -150,6 +150,13 @@ def test_http_dates_are_read_as_utc_in_any_server_time_zone(data_dir, kept_file,
                 if_range = form(modified - age)
                 got = get(port, download_path, Range="bytes=0-9", If_Range=if_range)
                 answered["If-Range", form.__name__, age] = got[0]
+        # If-Unmodified-Since: the very version dated or later, 200; an older one, 412.
+        for form in DATE_FORMS:
+            for age, status in {0: 200, -1: 200, 1: 412}.items():
+                expected["If-Unmodified-Since", form.__name__, age] = status
+                since = form(modified - age)
+                got = get(port, download_path, If_Unmodified_Since=since)
+                answered["If-Unmodified-Since", form.__name__, age] = got[0]
     assert answered == expected
 
 
@@ -177,8 +184,28 @@ def test_json_routes_and_downloads_match_entity_tags_alike(data_dir, kept_file, 
     client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
     json_path = API + "/builds/latest?project=alpha&channel=9.9"
     download_path = urllib.parse.urlsplit(client.get(json_path).json["downloadUrl"]).path
-    for path in (json_path, download_path):
+    # The checksum line has an ETag of its own, matched as the file's is.
+    for path in (json_path, download_path, download_path + ".sha256"):
         etag = client.get(path).headers["ETag"]
         if_none_match = template.format(etag=etag, bare=etag.strip('"'))
         answer = client.get(path, headers={"If-None-Match": if_none_match})
         assert answer.status_int == (304 if matches else 200), (path, if_none_match)
+    # If-Match reads the same lists, but compares strongly (13.1.1): a W/ tag never matches.
+    strongly = matches and "W/" not in template
+    for path in (download_path, download_path + ".sha256"):
+        etag = client.get(path).headers["ETag"]
+        if_match = template.format(etag=etag, bare=etag.strip('"'))
+        answer = client.get(path, headers={"If-Match": if_match}, expect_errors=True)
+        assert answer.status_int == (200 if strongly else 412), (path, if_match)
+
+
+def test_the_checksum_lines_etag_is_not_the_files(data_dir, kept_file):
+    client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+    json_path = API + "/builds/latest?project=alpha&channel=9.9"
+    download_path = urllib.parse.urlsplit(client.get(json_path).json["downloadUrl"]).path
+    file_etag = client.get(download_path).headers["ETag"]
+    line = client.get(download_path + ".sha256")
+    assert line.headers["ETag"] != file_etag
+    assert client.get(download_path + ".sha256", headers={"If-None-Match": file_etag}).body == (
+        line.body
+    )

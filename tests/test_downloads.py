@@ -205,6 +205,64 @@ def test_not_modified_wins_over_range(download, no_fd_leaked):
     assert downloads.answer(download, environ)[0] == "304 Not Modified"
 
 
+PRECONDITION_FAILED = ("412 Precondition Failed", [("Content-Length", "0")], [])
+BEFORE = "Tue, 14 Nov 2023 22:13:19 GMT"  # a second before MODIFIED
+AFTER = "Tue, 14 Nov 2023 22:13:21 GMT"
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        {"if_match": '"0123"'},
+        {"if_match": 'W/"{tag}"'},  # If-Match compares strongly: a weak tag never matches
+        {"if_match": '"{tag}x", "0123"'},
+        {"if_match": "{tag}"},  # not an entity tag
+        {"if_unmodified_since": BEFORE},
+        {"if_unmodified_since": "Tuesday, 14-Nov-23 22:13:19 GMT"},
+        # 412 comes before 304, 416 and If-Range (RFC 9110 13.2.2)
+        {"if_match": '"0123"', "if_none_match": '"{tag}"'},
+        {"if_unmodified_since": BEFORE, "if_modified_since": MODIFIED_DATE},
+        {"if_match": '"0123"', "range": "bytes=99999-"},
+        {"if_unmodified_since": BEFORE, "range": "bytes=0-9", "if_range": '"{tag}"'},
+    ],
+)
+def test_a_failed_precondition_answers_412(download, conditions, method, no_fd_leaked):
+    environ = request(method, **{k: v.format(tag=download.sha256) for k, v in conditions.items()})
+    assert downloads.answer(download, environ) == PRECONDITION_FAILED
+
+
+@pytest.mark.parametrize(
+    "conditions, status",
+    [
+        ({"if_match": '"{tag}"'}, "200 OK"),
+        ({"if_match": '"0123", "{tag}"'}, "200 OK"),
+        ({"if_match": "*"}, "200 OK"),
+        ({"if_unmodified_since": MODIFIED_DATE}, "200 OK"),
+        ({"if_unmodified_since": AFTER}, "200 OK"),
+        ({"if_unmodified_since": "not a date"}, "200 OK"),  # an invalid date is ignored
+        # If-Unmodified-Since is ignored beside If-Match (RFC 9110 13.1.4)
+        ({"if_match": '"{tag}"', "if_unmodified_since": BEFORE}, "200 OK"),
+        # and when they hold, the rest is answered as without them
+        ({"if_match": '"{tag}"', "if_none_match": '"{tag}"'}, "304 Not Modified"),
+        ({"if_unmodified_since": AFTER, "if_modified_since": AFTER}, "304 Not Modified"),
+        ({"if_match": '"{tag}"', "range": "bytes=0-9"}, "206 Partial Content"),
+        ({"if_match": '"{tag}"', "range": "bytes=99999-"}, "416 Range Not Satisfiable"),
+    ],
+)
+def test_a_precondition_that_holds_answers_as_without_it(download, conditions, status):
+    environ = request(**{k: v.format(tag=download.sha256) for k, v in conditions.items()})
+    answered, _, body = downloads.answer(download, environ)
+    body_bytes(body)
+    assert answered == status
+
+
+def test_a_failed_precondition_of_a_missing_file_is_unavailable_too(download, no_fd_leaked):
+    os.remove(download.path)
+    with pytest.raises(Unavailable, match="^missing$"):
+        downloads.answer(download, request(if_match='"0123"'))
+
+
 # --- Ranges ---
 
 
@@ -448,6 +506,39 @@ def test_checksum_line(download):
     assert downloads.checksum_line(download) == f"{download.sha256}  alpha-1.0.jar\n".encode()
 
 
+def test_the_checksum_line_has_validators_of_its_own(download):
+    line = downloads.checksum_line(download)
+    etag = f'"{hashlib.sha256(line).hexdigest()}"'
+    validators = [
+        ("ETag", etag),
+        ("Last-Modified", MODIFIED_DATE),
+        ("Cache-Control", "public, max-age=31536000, immutable"),
+    ]
+    assert downloads.checksum_answer(download, request()) == (
+        "200 OK",
+        [("Content-Type", "text/plain; charset=utf-8"), *validators],
+        line,
+    )
+    assert etag != f'"{download.sha256}"'  # the file's tag names other bytes
+    for conditions in ({"if_none_match": etag}, {"if_modified_since": MODIFIED_DATE}):
+        assert downloads.checksum_answer(download, request(**conditions)) == (
+            "304 Not Modified",
+            validators,
+            b"",
+        )
+    for if_none_match in (f'"{download.sha256}"', '"0123"'):
+        assert downloads.checksum_answer(download, request(if_none_match=if_none_match))[0] == (
+            "200 OK"
+        )
+    for conditions in ({"if_match": f'"{download.sha256}"'}, {"if_unmodified_since": BEFORE}):
+        assert downloads.checksum_answer(download, request(**conditions)) == (
+            "412 Precondition Failed",
+            [("Content-Length", "0")],
+            b"",
+        )
+    assert downloads.checksum_answer(download, request(if_match=etag))[0] == "200 OK"
+
+
 @pytest.mark.skipif(shutil.which("sha256sum") is None, reason="needs sha256sum")
 def test_sha256sum_checks_the_file_by_its_checksum_line(download, tmp_path):
     (tmp_path / "SHA256SUMS").write_bytes(downloads.checksum_line(download))
@@ -503,6 +594,11 @@ def test_webtest_416(client):
     resp = client.get("/", headers={"Range": "bytes=10000-"}, status=416)
     assert resp.headers["Content-Range"] == "bytes */10000"
     assert resp.body == b""
+
+
+def test_webtest_412(client):
+    resp = client.get("/", headers={"If-Match": '"0123"'}, status=412)
+    assert (resp.headers["Content-Length"], resp.body) == ("0", b"")
 
 
 def test_webtest_304(client, download):

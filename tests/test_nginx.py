@@ -92,18 +92,30 @@ def test_a_range_whose_if_range_fails_is_handed_over_whole(download):
     )
 
 
-def test_304_and_416_are_answered_without_nginx(download):
-    for environ in (request(if_none_match=f'"{download.sha256}"'), request(range="bytes=10000-")):
-        answered = downloads.handed_over(download, environ, URI)
-        assert answered == downloads.answer(download, environ)
-        assert answered[0][:3] in ("304", "416") and "X-Accel-Redirect" not in dict(answered[1])
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"if_none_match": '"{tag}"'}, "304"),
+        ({"range": "bytes=10000-"}, "416"),
+        ({"if_match": '"0123"'}, "412"),
+        ({"if_unmodified_since": "Tue, 14 Nov 2000 22:13:20 GMT"}, "412"),
+    ],
+)
+def test_304_412_and_416_are_answered_without_nginx(download, headers, status):
+    environ = request(
+        **{name: value.format(tag=download.sha256) for name, value in headers.items()}
+    )
+    answered = downloads.handed_over(download, environ, URI)
+    assert answered == downloads.answer(download, environ)
+    assert answered[0][:3] == status and "X-Accel-Redirect" not in dict(answered[1])
 
 
 @pytest.mark.parametrize(
     "headers",
     [
-        {"if_match": '"0123"'},  # nginx compares If-Match with its own ETag: 412
-        {"if_unmodified_since": "Tue, 14 Nov 2000 22:13:20 GMT"},  # and the file's time
+        # nginx compares If-Match with its own ETag, If-Unmodified-Since with the file's time
+        {"if_match": '"{tag}"'},
+        {"if_unmodified_since": "Tue, 14 Nov 2100 22:13:20 GMT"},
         {"range": "bytes=0-1,5-6"},  # ignored here
         {"range": "items=0-1"},
         {"range": "bytes=5-1"},  # nginx would answer 416 to these
@@ -114,6 +126,7 @@ def test_304_and_416_are_answered_without_nginx(download):
     ],
 )
 def test_what_nginx_would_judge_otherwise_is_answered_here(download, headers):
+    headers = {name: value.format(tag=download.sha256) for name, value in headers.items()}
     assert answered_itself(download, request(**headers))
 
 
@@ -263,6 +276,10 @@ def compared(headers):
         ("GET", {"Range": "bytes=0-9", "If-Range": '"another"'}),
         ("GET", {"Range": "bytes=99999999-"}),
         ("GET", {"If-Match": '"another"'}),
+        ("HEAD", {"If-Match": '"another"'}),
+        ("GET", {"If-Match": '"another"', "If-None-Match": "*"}),
+        ("GET", {"If-Unmodified-Since": "Tue, 14 Nov 2000 22:13:20 GMT"}),
+        ("GET", {"If-Match": "*", "Range": "bytes=0-9"}),
     ],
 )
 def test_nginx_sends_what_buildshelf_would(behind_nginx, method, headers):

@@ -7,8 +7,8 @@ from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 # An entity tag, weak or not (RFC 9110 8.8.3): the quoted part is the opaque tag compared.
-_ENTITY_TAG = r'(?:W/)?("[^"]*")'
-_OPAQUE_TAG = re.compile(_ENTITY_TAG)
+_ENTITY_TAG = r'(?:W/)?"[^"]*"'
+_WEAK_AND_OPAQUE_TAG = re.compile(r'(W/)?("[^"]*")')
 # A list of them, empty elements allowed (RFC 9110 5.6.1). Spaces are taken whole (*+) and
 # only before an element or after its tag: no run of them is tried in many ways, so a value
 # of any length is checked in time linear in its length.
@@ -38,13 +38,16 @@ def http_date(value: str | None) -> float | None:
     return when.timestamp()
 
 
-def etag_matches(if_none_match: str, etag: str) -> bool:
-    """Whether an If-None-Match value names `etag` (quoted), by weak comparison (RFC 9110
-    13.1.2): with W/ or without, the same opaque tag. A value that is not a list of entity
-    tags names none."""
-    if if_none_match.strip(" \t") == "*":
+def etag_matches(value: str, etag: str, strong: bool = False) -> bool:
+    """Whether an If-None-Match value names the strong `etag` (quoted), by weak comparison
+    (RFC 9110 8.8.3.2): with W/ or without, the same opaque tag. With `strong`, as If-Match
+    compares (RFC 9110 13.1.1), a weak tag never matches. `*` names any; a value that is not
+    a list of entity tags names none."""
+    if value.strip(" \t") == "*":
         return True
     # Checked whole first: in a value like '"x, "tag"' the quotes pair up otherwise.
-    if _ENTITY_TAG_LIST.fullmatch(if_none_match) is None:
+    if _ENTITY_TAG_LIST.fullmatch(value) is None:
         return False
-    return etag in _OPAQUE_TAG.findall(if_none_match)
+    return any(
+        tag == etag and not (strong and weak) for weak, tag in _WEAK_AND_OPAQUE_TAG.findall(value)
+    )

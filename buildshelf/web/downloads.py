@@ -1,13 +1,14 @@
 """One stored file sent over HTTP, as nginx's static module sends it (RFC 9110).
 
 `answer(download, environ)` gives a GET or HEAD of a `Download` its status line, headers and
-body: the validators, a 304 to a conditional request, one byte range (206 or 416), and the open
-file for the WSGI server to send; `handed_over`, the same answer without the bytes, for nginx
+body: the validators, a 412 or a 304 to a conditional request, one byte range (206 or 416), and
+the open file for the WSGI server to send; `handed_over`, the same answer without the bytes, for nginx
 to send. Where files live and which method reaches here is the caller's business;
 `Unavailable` tells it the file on disk is not the one recorded.
 """
 
 import base64
+import hashlib
 import io
 import os
 import re
@@ -30,9 +31,11 @@ CACHE_CONTROL = "public, max-age=31536000, immutable"
 # the types a download is sent as follows from it).
 CONTENT_TYPES = {".jar": "application/java-archive"}
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
-CHECKSUM_CONTENT_TYPE = "text/plain; charset=utf-8"  # of checksum_line's answer
+CHECKSUM_CONTENT_TYPE = "text/plain; charset=utf-8"  # of checksum_answer's
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: int() would also take other scripts' digits
 _UNSATISFIABLE = "unsatisfiable"
+PRECONDITION_FAILED = "412 Precondition Failed"
+NOT_MODIFIED = "304 Not Modified"
 # One range in a form that nginx reads as _byte_range does: no spaces, numbers well within
 # nginx's 63-bit offsets.
 _PLAIN_RANGE = re.compile(r"bytes=(?:[0-9]{1,18}-[0-9]{0,18}|-[0-9]{1,18})")
@@ -73,7 +76,7 @@ def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list,
     itself (nginx's X-Accel-Redirect to `uri`, deploy/nginx.conf).
 
     Buildshelf still decides all but the bytes: whether the file is there as recorded
-    (Unavailable), a 304 or a 416, and every header. A 200 or a 206 it hands over, with an
+    (Unavailable), a 412, a 304 or a 416, and every header. A 200 or a 206 it hands over, with an
     empty body, when nginx will send the same (it answers Range and If-Range itself, against
     the ETag and Last-Modified given here); the rare request nginx would judge otherwise, it
     answers as answer() does."""
@@ -87,6 +90,22 @@ def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list,
     # here); what is given here has to fit this answer's own empty body.
     headers = [h for h in _headers(download, 0) if h[0] != "Accept-Ranges" or status[:3] == "206"]
     return "200 OK", [("X-Accel-Redirect", uri), *headers], []
+
+
+def checksum_answer(download: Download, environ: dict) -> tuple[str, list, bytes]:
+    """(status line, headers, body) for a GET or HEAD of the download's checksum line. It is
+    made from the data, so it answers while the file is missing; it has validators of its
+    own (a hash of the line: never the file's ETag, which names other bytes) and answers the
+    conditions as the file does, but no range."""
+    line = checksum_line(download)
+    etag = f'"{hashlib.sha256(line).hexdigest()}"'
+    validators = _validators(download, etag)
+    condition = _condition(etag, download.modified, environ)
+    if condition == PRECONDITION_FAILED:
+        return condition, [("Content-Length", "0")], b""
+    if condition == NOT_MODIFIED:
+        return condition, validators, b""
+    return "200 OK", [("Content-Type", CHECKSUM_CONTENT_TYPE), *validators], line
 
 
 def checksum_line(download: Download) -> bytes:
@@ -125,10 +144,13 @@ def _nginx_agrees(download, environ, status):
 
 
 def _decided(download, environ):
-    """(status line, headers, first byte, byte count) of the answer, in RFC 9110's order:
-    If-None-Match (or else If-Modified-Since), then If-Range, then Range."""
-    if _not_modified(download, environ):
-        return "304 Not Modified", _validators(download), 0, 0
+    """(status line, headers, first byte, byte count) of the answer, in RFC 9110's order
+    (13.2.2): the conditions (_condition), then If-Range, then Range."""
+    condition = _condition(_etag(download), download.modified, environ)
+    if condition == PRECONDITION_FAILED:
+        return condition, [("Content-Length", "0")], 0, 0
+    if condition == NOT_MODIFIED:
+        return condition, _validators(download), 0, 0
     byte_range = None
     range_value = environ.get("HTTP_RANGE")
     if range_value is not None and _if_range_holds(environ.get("HTTP_IF_RANGE"), download):
@@ -145,12 +167,24 @@ def _decided(download, environ):
     return "206 Partial Content", headers, start, length
 
 
-def _not_modified(download, environ):
+def _condition(etag, modified, environ):
+    """What the conditional headers of a GET or HEAD decide before any range, in RFC 9110's
+    order (13.2.2): PRECONDITION_FAILED when If-Match (strong comparison), or else
+    If-Unmodified-Since, fails; NOT_MODIFIED when If-None-Match, or else If-Modified-Since,
+    finds the client's copy current; None to answer in full. An invalid date is ignored."""
+    if_match = environ.get("HTTP_IF_MATCH")
+    if if_match is not None:  # then If-Unmodified-Since is ignored (RFC 9110 13.1.4)
+        if not etag_matches(if_match, etag, strong=True):
+            return PRECONDITION_FAILED
+    else:
+        since = http_date(environ.get("HTTP_IF_UNMODIFIED_SINCE"))
+        if since is not None and modified > since:
+            return PRECONDITION_FAILED
     if_none_match = environ.get("HTTP_IF_NONE_MATCH")
     if if_none_match is not None:  # then If-Modified-Since is ignored (RFC 9110 13.1.3)
-        return etag_matches(if_none_match, _etag(download))
+        return NOT_MODIFIED if etag_matches(if_none_match, etag) else None
     since = http_date(environ.get("HTTP_IF_MODIFIED_SINCE"))
-    return since is not None and since >= download.modified
+    return NOT_MODIFIED if since is not None and since >= modified else None
 
 
 def _if_range_holds(if_range, download):
@@ -211,10 +245,11 @@ def _headers(download, length):
     ]
 
 
-def _validators(download):
-    """The headers a 304 repeats from the 200 it stands for."""
+def _validators(download, etag=None):
+    """The headers a 304 repeats from the 200 it stands for; the file's ETag unless another
+    is given."""
     return [
-        ("ETag", _etag(download)),
+        ("ETag", etag or _etag(download)),
         ("Last-Modified", formatdate(download.modified, usegmt=True)),
         ("Cache-Control", CACHE_CONTROL),
     ]

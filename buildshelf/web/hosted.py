@@ -50,11 +50,8 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
             build.size,
             int(epoch_seconds(build.timestamp)),
         )
-        if name != build.file:  # made from the data: it answers while the object is missing
-            bottle.response.content_type = downloads.CHECKSUM_CONTENT_TYPE
-            bottle.response.set_header("Cache-Control", downloads.CACHE_CONTROL)
-            bottle.response.set_header("ETag", f'"{sha256}"')
-            return downloads.checksum_line(wanted)
+        if name != build.file:
+            return _sent(*downloads.checksum_answer(wanted, bottle.request.environ))
         # bottle wraps a file it is handed in the server's wsgi.file_wrapper itself, so that
         # waitress sends it from its loop thread: hand it the open file. Without one, the
         # chunks downloads.py makes stop at the range's end, where bottle's would not.
@@ -75,10 +72,14 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
                 f"the file of build {build.number} of {project.slug!r} is unavailable on this "
                 "server; try again later",
             ) from None
-        bottle.response.status = status
-        for header, value in headers:
-            bottle.response.set_header(header, value)
-        return body
+        return _sent(status, headers, body)
+
+
+def _sent(status, headers, body):
+    bottle.response.status = status
+    for header, value in headers:
+        bottle.response.set_header(header, value)
+    return body
 
 
 def _the_file(file, block_size=None):

@@ -115,6 +115,12 @@ PARAMETERS = {
     "IfNoneMatch": _parameter(
         "If-None-Match", "header", "ETags the client holds (`*` for any): `304` if one is "
         "current. Wins over `If-Modified-Since`.", {"type": "string"}),
+    "IfMatch": _parameter(
+        "If-Match", "header", "ETags of the file the client wants (`*` for any), compared "
+        "strongly (a `W/` tag never matches): `412` if none is current.", {"type": "string"}),
+    "IfUnmodifiedSince": _parameter(
+        "If-Unmodified-Since", "header", "An HTTP date: `412` if the file is newer. Ignored "
+        "when `If-Match` is given or the date is invalid.", {"type": "string"}),
     "IfModifiedSince": _parameter(
         "If-Modified-Since", "header", "An HTTP date: `304` if the data has not changed since. "
         "Ignored when `If-None-Match` is given or the date is invalid.", {"type": "string"}),
@@ -141,7 +147,8 @@ HEADERS = {
     "Location": _header("The target, made from the data's validated values.",
                         ref("schemas", "HttpUrl")),
     "Allow": _header("The methods this API answers.", {"const": "GET, HEAD, OPTIONS"}),
-    "FileETag": _header("The quoted SHA-256 of the file: a strong validator.",
+    "FileETag": _header("The quoted SHA-256 of the file, or of the checksum line for a "
+                        "`.sha256`: a strong validator.",
                         {"type": "string", "pattern": '^"[0-9a-f]{64}"$'}),
     "FileCacheControl": _header("The bytes at a URL never change.",
                                 {"const": "public, max-age=31536000, immutable"}),
@@ -176,9 +183,15 @@ RESPONSES = {
                     "Vary": ref("headers", "Vary")},
     },
     "NotModifiedFile": {
-        "description": "The client's copy of the file is current. No body.",
+        "description": "The client's copy of the file (or of its checksum line) is current. "
+                       "No body.",
         "headers": {"ETag": ref("headers", "FileETag"),
                     "Cache-Control": ref("headers", "FileCacheControl")},
+    },
+    "PreconditionFailed": {
+        "description": "`If-Match` names no current ETag, or (without `If-Match`) the file is "
+                       "newer than `If-Unmodified-Since`. Decided before `If-None-Match`, "
+                       "`If-Modified-Since` and any range. No body.",
     },
     "RangeNotSatisfiable": {
         "description": "The range lies past the end of the file. No body.",
@@ -365,15 +378,19 @@ PATHS = {
             ("project", "The project's slug."), ("build", "The build's number."),
             ("sha256", "The file's SHA-256: the bytes at a URL never change."),
             ("file", "The file's name, or the name and `.sha256` for its checksum line.")))
-        + ("Range", "IfRange") + CONDITIONAL,
+        + ("Range", "IfRange", "IfMatch", "IfUnmodifiedSince") + CONDITIONAL,
         {"200": _file("The file (or its `sha256sum -c` line).", "200"),
          "206": _file("One range of the file.", "206"), "304": "NotModifiedFile",
-         "400": "InvalidQuery", "404": "NotFound", "416": "RangeNotSatisfiable",
+         "400": "InvalidQuery", "404": "NotFound", "412": "PreconditionFailed",
+         "416": "RangeNotSatisfiable",
          "500": "InternalError", "503": "ArtifactUnavailable"},
         "The bytes go out with a strong `ETag` (the quoted sha256), `Repr-Digest` (RFC 9530), "
         "`Content-Disposition: attachment` and a year's immutable caching; one byte range is "
         "answered `206`, several with the whole file; `If-Range` with another validator gives "
-        "the whole file."),
+        "the whole file. The conditions are taken in RFC 9110's order: `If-Match` (else "
+        "`If-Unmodified-Since`), then `If-None-Match` (else `If-Modified-Since`), then "
+        "`If-Range` and `Range`. The checksum line has an `ETag` of its own and takes the "
+        "same conditions, but no range."),
     "/api/v1": _operation(
         "removed", "removedVersion1", "API version 1: removed", (), {"410": "Gone"}, REMOVED,
         deprecated=True),
