@@ -165,11 +165,27 @@ QUICK_RELOAD_BYTES = 100 << 20
 OBJECTS = "artifacts/"
 
 
-def _unavailable(store_dir, kept):
-    """(slug, build, its object's path and what is wrong with it) for `kept`'s problems."""
+def _unavailable(store_dir, kept, stamps):
+    """(slug, build, its object's path and what is wrong with it) for `kept`'s problems.
+
+    Those of a project whose file no longer has the stamp it was read with (`stamps`: slug ->
+    (path, stamp)) are left out: a yank or a replace rewrites the file, then deletes the
+    objects it no longer names, and the next check reads the new file."""
+    changed = {}
+
+    def unchanged(slug):
+        if slug not in changed:
+            path, read = stamps[slug]
+            try:  # a file that could not be read has no stamp: its problems stand
+                changed[slug] = bool(read) and stamp(path) != read
+            except OSError:
+                changed[slug] = True
+        return not changed[slug]
+
     return tuple(
         (slug, build, f"{printable(artifacts.object_path(store_dir, build.sha256))} {problem}")
         for slug, build, problem in artifacts.problems(store_dir, kept)
+        if unchanged(slug)
     )
 
 
@@ -215,6 +231,7 @@ class Store:
         self._reading = {}  # slug, or "." for the listing -> (future, monotonic start)
         self._stalled_before = set()  # keys still being read at the end of the last check
         self._check_started = None  # monotonic time of the check under way, if any
+        self._last_check_began = None  # monotonic time the latest check began
         self.last_check = None  # wall-clock time the last check ended
         self._serving = False  # once requests may come: big files are parsed politely then
         self._stopping = threading.Event()
@@ -232,6 +249,24 @@ class Store:
         missing or damaged, as the last check found, the problem naming the object's path
         ("/srv/.../ab/abcd... is missing"): never waits, never touches a file."""
         return self._unavailable
+
+    def refreshed(self) -> Snapshot:
+        """The snapshot after a check begun no earlier than this call: for a request that
+        found the disk ahead of the snapshot (a kept file's object deleted by a yank or a
+        replace, which rewrote the project file first, before the watcher read it). A check
+        begun meanwhile for another request serves this one too, so that many such requests
+        cost one check. A slow disk holds a request no longer than it holds the watcher:
+        read_wait for the lock, and each read with its deadline; then the snapshot is the
+        newest there is."""
+        asked = time.monotonic()
+        if not self._reload_lock.acquire(timeout=self.read_wait):
+            return self._snapshot
+        try:
+            if self._last_check_began < asked:
+                self._refresh_locked(self.read_wait)
+        finally:
+            self._reload_lock.release()
+        return self._snapshot
 
     def refresh(self) -> Snapshot:
         """Check the files now and reload what changed; returns the current snapshot."""
@@ -301,7 +336,7 @@ class Store:
         return {key for key in done if not futures[key].cancelled()}
 
     def _refresh_locked(self, wait_seconds):
-        self._check_started = time.monotonic()
+        self._check_started = self._last_check_began = time.monotonic()
         try:
             self._check(self._check_started + wait_seconds)
         finally:
@@ -369,7 +404,12 @@ class Store:
         if not kept:
             self._unavailable = ()
             return
-        reads = {OBJECTS: self._start_reading(OBJECTS, _unavailable, self.artifacts, kept)}
+        # A project is served from its file's last good version, read with this stamp.
+        stamps = {
+            slug: (os.path.join(self.directory, slug + ".json"), loaded.stamp)
+            for slug, loaded in self._files.items()
+        }
+        reads = {OBJECTS: self._start_reading(OBJECTS, _unavailable, self.artifacts, kept, stamps)}
         if not self._finish_reading(reads, time.monotonic() + self.read_wait):
             return  # the store's file system hangs: keep the last report
         unavailable = reads[OBJECTS].result()

@@ -32,8 +32,28 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
     def download(project, build, sha256, file):
         """A kept file, or its checksum line (FILE.sha256)."""
         query.parse()
-        slug, number, name = project, build, file
-        project = store.snapshot().project(slug)
+        try:
+            return answered(store.snapshot(), project, build, sha256, file)
+        except _Unavailable:
+            # A yank or a replace rewrites the project file, then deletes the object no build
+            # uses any more, and the watcher reads the file up to a second later: data read
+            # now that no longer names the object answers 404, as it would a moment later.
+            pass
+        try:
+            return answered(store.refreshed(), project, build, sha256, file)
+        except _Unavailable as unavailable:
+            log.error("%s", unavailable)
+            raise ApiError(
+                503,
+                "artifact_unavailable",
+                f"the file of build {unavailable.number} of {unavailable.slug!r} is "
+                "unavailable on this server; try again later",
+            ) from None
+
+    def answered(snapshot, slug, number, sha256, name):
+        """The answer to a download as `snapshot` names it: ApiError 404 when it names no
+        such file, _Unavailable when its object is not as recorded."""
+        project = snapshot.project(slug)
         number = whole_number(number)
         build = project.build(number) if project and number is not None else None
         if not (
@@ -65,14 +85,18 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
                 uri = object_path(accel_redirect, sha256)
                 status, headers, body = downloads.handed_over(wanted, environ, uri)
         except downloads.Unavailable as problem:
-            log.error("%s (build %d of %s): %s", wanted.path, build.number, project.slug, problem)
-            raise ApiError(
-                503,
-                "artifact_unavailable",
-                f"the file of build {build.number} of {project.slug!r} is unavailable on this "
-                "server; try again later",
-            ) from None
+            where = f"{wanted.path} (build {build.number} of {project.slug})"
+            raise _Unavailable(project.slug, build.number, f"{where}: {problem}") from None
         return _sent(status, headers, body)
+
+
+class _Unavailable(Exception):
+    """A download's object is not as its snapshot records it; str() is the line to log."""
+
+    def __init__(self, slug, number, line):
+        super().__init__(line)
+        self.slug = slug
+        self.number = number
 
 
 def _sent(status, headers, body):
