@@ -235,7 +235,8 @@ def make_parser():
         type=_seconds,
         default=30.0,
         metavar="S",
-        help="seconds to wait for each answer and read from Jenkins (default: 30)",
+        help="seconds Jenkins may take for an answer's status line and headers, and stay "
+        "silent in its body, which must also come at 1 MiB each S at least (default: 30)",
     )
     sub.add_argument(
         "--mirror",

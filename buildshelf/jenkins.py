@@ -6,12 +6,10 @@ commits from the change sets (`changeSet` for freestyle jobs, `changeSets` for p
 
 import json
 import re
-import urllib.error
-import urllib.request
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-from buildshelf import datafile
+from buildshelf import datafile, fetch
 
 # What a build's JSON must tell: Jenkins' remote API says only what the tree= asks for.
 BUILD_TREE = {
@@ -52,25 +50,21 @@ def api_url(job_url):
 
 
 def fetch_job(job_url, timeout):
-    """The job's JSON from Jenkins, as bytes."""
+    """The job's JSON from Jenkins, as bytes, as fetch.open_url fetches."""
     url = api_url(job_url)
-    if urlsplit(url).scheme not in ("http", "https"):
+    if urlsplit(url).scheme not in fetch.SCHEMES:
         raise JenkinsError(f"--job-url must be an http:// or https:// address, not {job_url!r}")
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    data = bytearray()
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            data = response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as error:
-        raise JenkinsError(f"{url} answered {error.code} {error.reason}") from None
-    except urllib.error.URLError as error:
-        raise JenkinsError(f"cannot reach {url}: {error.reason}") from None
-    except TimeoutError:
-        raise JenkinsError(f"no answer from {url} within {timeout:g} s") from None
-    except (OSError, ValueError) as error:  # reset, refused mid-way, a malformed address
-        raise JenkinsError(f"cannot read {url}: {error}") from None
+        with fetch.open_url(url, timeout, headers={"Accept": "application/json"}) as answer:
+            read = fetch.reader(answer, url, timeout)
+            while (chunk := read()) and len(data) <= MAX_BYTES:
+                data += chunk
+    except fetch.FetchError as error:
+        raise JenkinsError(str(error)) from None
     if len(data) > MAX_BYTES:
         raise JenkinsError(f"{url} sent more than {MAX_BYTES >> 20} MiB")
-    return data
+    return bytes(data)
 
 
 def read_job_file(path):

@@ -7,31 +7,11 @@ other writers need not wait for Jenkins. A download that fails is that build's r
 skipped, and leaves nothing in the store (artifacts.store_stream).
 """
 
-import http.client
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
-from buildshelf import artifacts, jenkins, writer
+from buildshelf import artifacts, fetch, jenkins, writer
 from buildshelf.artifacts import Refused
 from buildshelf.model import file_name_in_url
-
-SCHEMES = ("http", "https")
-# A download may take as long as it must, as long as it moves: at least 1 MiB for each
-# --timeout seconds on average (30 s: 34 KiB/s), besides --timeout for each read.
-PACE_BYTES = 1 << 20
-
-
-class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """urllib follows redirects to ftp:// too: a download follows http(s) ones only."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        if urlsplit(newurl).scheme not in SCHEMES:
-            fp.close()
-            raise Refused(f"{req.full_url} redirects to {newurl!r}, not an http(s) address")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def named(selection: jenkins.Selection) -> jenkins.Selection:
@@ -49,61 +29,31 @@ def named(selection: jenkins.Selection) -> jenkins.Selection:
 
 
 def download(url: str, store: str, max_bytes: int, timeout: float) -> artifacts.Stored:
-    """The file at `url` stored in `store`; Refused (nothing left behind) when it cannot be
-    had whole within the limits."""
-    if urlsplit(url).scheme not in SCHEMES:
-        raise Refused(f"{url!r} is not an http:// or https:// address")
+    """The file at `url` stored in `store`, fetched as fetch.open_url fetches; Refused
+    (nothing left behind) when it cannot be had whole within the limits."""
     try:
-        response = urllib.request.build_opener(_HttpOnlyRedirects).open(url, timeout=timeout)
-    except urllib.error.HTTPError as error:
-        error.close()
-        raise Refused(f"{url} answered {error.code} {error.reason}") from None
-    except urllib.error.URLError as error:
-        if isinstance(error.reason, TimeoutError):
-            raise Refused(f"no answer from {url} within {timeout:g} s") from None
-        raise Refused(f"cannot reach {url}: {error.reason}") from None
-    except TimeoutError:
-        raise Refused(f"no answer from {url} within {timeout:g} s") from None
-    except (OSError, ValueError, http.client.HTTPException) as error:
-        raise Refused(f"cannot read {url}: {error}") from None
+        response = fetch.open_url(url, timeout)
+    except fetch.FetchError as error:
+        raise Refused(str(error)) from None
     with response:
         encoding = response.headers.get("Content-Encoding", "identity")
         if encoding.strip().lower() != "identity":  # the bytes kept must be the file's
             raise Refused(f"{url} sent its file encoded ({encoding}), not as it is")
         return artifacts.store_stream(
-            store, _reader(response, url, timeout), url, max_bytes, response.length
+            store, _refused(fetch.reader(response, url, timeout)), url, max_bytes, response.length
         )
 
 
-def _reader(response, url, timeout):
-    """`response`'s body a chunk at a time, refusing a stall, a crawl and an early end."""
-    length, received, started = response.length, 0, time.monotonic()
+def _refused(read):
+    """`read`, saying FetchError as store_stream hears a reason to give up: Refused."""
 
-    def read():
-        nonlocal received
+    def refusing():
         try:
-            # read1: one receive at most, so that the pace is checked however slow the sender.
-            chunk = response.read1(artifacts.CHUNK_BYTES)
-        except TimeoutError:
-            raise Refused(f"{url} sent nothing for {timeout:g} s") from None
-        except http.client.IncompleteRead as error:  # a chunked body cut short
-            got = received + len(error.partial)
-            raise Refused(f"{url} was cut short after {got} bytes") from None
-        except (OSError, http.client.HTTPException) as error:
-            raise Refused(f"cannot read {url}: {error}") from None
-        received += len(chunk)
-        if not chunk and length is not None and received < length:
-            # http.client ends a body at Content-Length, or earlier without a word if cut.
-            raise Refused(f"{url} was cut short: {received} of its {length} bytes came")
-        elapsed = time.monotonic() - started
-        if chunk and elapsed > timeout * (1 + received / PACE_BYTES):
-            raise Refused(
-                f"{url} is too slow: {received} bytes in {elapsed:.1f} s (at least "
-                f"{PACE_BYTES >> 20} MiB each {timeout:g} s)"
-            )
-        return chunk
+            return read()
+        except fetch.FetchError as error:
+            raise Refused(str(error)) from None
 
-    return read
+    return refusing
 
 
 def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins.Selection:

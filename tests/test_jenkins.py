@@ -683,6 +683,67 @@ def test_an_object_removed_before_the_lock_skips_its_build(
     assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
 
 
+# --- what a fetch keeps to: where it connects, what it keeps, how long it waits (issue 23) ---
+
+
+def drip_head(handler):
+    """A status line, then a header a byte each 0.1 s for 5 s at most; then the rest."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+    with suppress(OSError):  # the client gave up: what this test wants
+        for _ in range(50):
+            handler.wfile.write(b"x")
+            if handler.server.fake.release.wait(0.1):
+                return
+        handler.wfile.write(b"\r\nContent-Length: 2\r\n\r\nPK")
+
+
+@pytest.mark.parametrize(
+    "route, reason",
+    [
+        pytest.param(drip_head, "no answer from {url} within 0.5 s", id="dripped headers"),
+    ],
+)
+def test_a_download_that_is_not_the_file_or_drips_fails_its_build(
+    project, mirrored_job, fake_jenkins, capsys, route, reason
+):
+    fake_jenkins.routes[A21] = route
+    assert mirror(project.parent, mirrored_job) == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    added, failed = capsys.readouterr().out.splitlines()
+    assert failed.startswith("failed build 21: " + reason.format(url=fake_jenkins.base + A21))
+    assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
+
+
+def job_route(fake_jenkins, route):
+    fake_jenkins.routes["/job/Alpha/api/json"] = route
+    return fake_jenkins.base + "/job/Alpha/api/json"
+
+
+@pytest.mark.parametrize(
+    "route, reason",
+    [
+        pytest.param(drip_head, "no answer from {url} within 0.5 s", id="dripped headers"),
+        pytest.param(
+            answer(b"{", length=1000, then=drip),
+            "{url} is too slow: ",
+            id="dripped JSON",
+        ),
+        pytest.param(
+            answer(b"{", length=1000, then=stall), "{url} sent nothing for 0.5 s", id="stalled JSON"
+        ),
+    ],
+)
+def test_a_job_json_that_drips_or_is_misframed_is_refused(
+    project, fake_jenkins, capsys, route, reason
+):
+    url = job_route(fake_jenkins, route)
+    assert run(project.parent, "--job-url", url, "--timeout", "0.5") == 1
+    assert capsys.readouterr().err.startswith(
+        "buildshelf import-jenkins: " + reason.format(url=url)
+    )
+    assert builds_in(project) == []
+
+
 # --- saving the job's JSON (issue 17) --------------------------------------------------------
 
 PUBLISHING = os.path.join(ROOT, "docs", "publishing.md")

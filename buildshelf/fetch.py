@@ -1,0 +1,157 @@
+"""Fetching on a user's behalf (import-jenkins: the job's JSON, --mirror's artifacts): an HTTP
+GET that keeps moving: the status line and headers within --timeout, then at least 1 MiB
+each --timeout, and never a silence of --timeout.
+"""
+
+import http.client
+import io
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+SCHEMES = ("http", "https")
+# A body may take as long as it must, as long as it moves: at least 1 MiB for each
+# --timeout seconds on average (30 s: 34 KiB/s), besides --timeout for each read.
+PACE_BYTES = 1 << 20
+READ_BYTES = 1 << 20  # the most a body's read asks for at once
+
+
+class FetchError(Exception):
+    """The answer could not be had, or not as asked: the message names the URL and why."""
+
+
+class _TooSlow(TimeoutError):
+    """The body fell behind the pace."""
+
+    def __init__(self, received, elapsed):
+        super().__init__(received, elapsed)
+        self.received, self.elapsed = received, elapsed
+
+
+class _PacedFile(io.RawIOBase):
+    """A response's bytes from its socket: the status line and headers within --timeout in
+    all, then the body never silent for --timeout, and at --timeout plus --timeout per
+    PACE_BYTES at most (checked as bytes come, so a stall ends --timeout after them)."""
+
+    def __init__(self, sock, fp, timeout):
+        self.sock, self.fp, self.timeout = sock, fp, timeout
+        self.started, self.received, self.body = time.monotonic(), 0, False
+
+    def start_body(self):
+        self.started, self.received, self.body = time.monotonic(), 0, True
+
+    def readable(self):
+        return True
+
+    def fileno(self):
+        return self.fp.fileno()
+
+    def readinto(self, buffer):
+        left = self.timeout if self.body else self.started + self.timeout - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the status line and headers took longer than the timeout")
+        self.sock.settimeout(left)
+        count = self.fp.raw.readinto(buffer)
+        self.received += count or 0
+        elapsed = time.monotonic() - self.started
+        if self.body and count and elapsed > self.timeout * (1 + self.received / PACE_BYTES):
+            raise _TooSlow(self.received, elapsed)
+        return count
+
+    def close(self):
+        self.fp.close()
+        super().close()
+
+
+class _PacedResponse(http.client.HTTPResponse):
+    def __init__(self, sock, *args, **kwargs):
+        super().__init__(sock, *args, **kwargs)
+        self.fp = io.BufferedReader(_PacedFile(sock, self.fp, sock.gettimeout()))
+
+    def begin(self):
+        super().begin()
+        if self.fp is not None:
+            self.fp.raw.start_body()
+
+
+class _PacedHTTPConnection(http.client.HTTPConnection):
+    response_class = _PacedResponse
+
+
+class _PacedHTTPSConnection(http.client.HTTPSConnection):
+    response_class = _PacedResponse
+
+
+class _PacedHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req):
+        return self.do_open(_PacedHTTPConnection, req)
+
+
+class _PacedHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req):
+        return self.do_open(_PacedHTTPSConnection, req)
+
+
+class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib follows redirects to ftp:// too: these follow http(s) ones only."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if urlsplit(newurl).scheme not in SCHEMES:
+            fp.close()
+            raise FetchError(f"{req.full_url} redirects to {newurl!r}, not an http(s) address")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def open_url(url: str, timeout: float, headers: dict | None = None) -> http.client.HTTPResponse:
+    """The answer to a GET of `url`, its status line and headers read, its body to read
+    (with `reader`)."""
+    if urlsplit(url).scheme not in SCHEMES:
+        raise FetchError(f"{url!r} is not an http:// or https:// address")
+    opener = urllib.request.build_opener(_PacedHTTPHandler, _PacedHTTPSHandler, _HttpOnlyRedirects)
+    try:
+        response = opener.open(urllib.request.Request(url, headers=headers or {}), None, timeout)
+    except urllib.error.HTTPError as error:
+        error.close()
+        raise FetchError(f"{url} answered {error.code} {error.reason}") from None
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, TimeoutError):
+            raise FetchError(f"no answer from {url} within {timeout:g} s") from None
+        raise FetchError(f"cannot reach {url}: {error.reason}") from None
+    except TimeoutError:
+        raise FetchError(f"no answer from {url} within {timeout:g} s") from None
+    except (OSError, ValueError, http.client.HTTPException) as error:
+        raise FetchError(f"cannot read {url}: {error}") from None
+    return response
+
+
+def reader(response: http.client.HTTPResponse, url: str, timeout: float) -> Callable[[], bytes]:
+    """`response`'s body a chunk at a time (b"" at the end), refusing a stall, a crawl and an
+    early end with FetchError."""
+    length, received = response.length, 0
+
+    def read():
+        nonlocal received
+        try:
+            # read1: one receive at most, so that a sender's pace is seen as it goes.
+            chunk = response.read1(READ_BYTES)
+        except _TooSlow as slow:
+            raise FetchError(
+                f"{url} is too slow: {slow.received} bytes in {slow.elapsed:.1f} s (at least "
+                f"{PACE_BYTES >> 20} MiB each {timeout:g} s)"
+            ) from None
+        except TimeoutError:
+            raise FetchError(f"{url} sent nothing for {timeout:g} s") from None
+        except http.client.IncompleteRead as error:  # a chunked body cut short
+            got = received + len(error.partial)
+            raise FetchError(f"{url} was cut short after {got} bytes") from None
+        except (OSError, http.client.HTTPException) as error:
+            raise FetchError(f"cannot read {url}: {error}") from None
+        received += len(chunk)
+        if not chunk and length is not None and received < length:
+            # http.client ends a body at Content-Length, or earlier without a word if cut.
+            raise FetchError(f"{url} was cut short: {received} of its {length} bytes came")
+        return chunk
+
+    return read
