@@ -7,11 +7,13 @@ the settings' options made by settings.py.
 """
 
 import argparse
+import ipaddress
 import os
 import re
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 from buildshelf import artifacts, jenkins, mirror, server, settings, store, writer
 from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
@@ -70,6 +72,20 @@ def _seconds(value):
     if not 0 < seconds <= 3600:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds from 0 to 3600")
     return seconds
+
+
+HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
+
+
+def _host(value):
+    """A host name or address as URLs give it (lower case, an IPv6 address unbracketed)."""
+    host = value.lower().removeprefix("[").removesuffix("]")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        if HOST_NAME.fullmatch(host):
+            return host
+    raise argparse.ArgumentTypeError(f"{value!r} is not a host name or address (no scheme or port)")
 
 
 def _regex(value):
@@ -244,6 +260,16 @@ def make_parser():
         help="download each build added into the artifact store (see --artifacts), so that "
         "it outlives Jenkins' retention; a build whose download fails is not added (failed)",
     )
+    sub.add_argument(
+        "--allow-host",
+        type=_host,
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host that a redirect may lead to although its address is internal (loopback, "
+        "private, link-local...); repeat for more (the job URL's and the artifacts' own hosts "
+        "need none)",
+    )
     _max_file_mb(sub, "artifact --mirror keeps")
     sub.add_argument(
         "--verbose",
@@ -405,12 +431,18 @@ def yank(args):
     return 0
 
 
+def _job_host(job_url):
+    """The job URL's host, if there is one: a redirect may lead there whatever its address."""
+    host = urlsplit(job_url).hostname if job_url else None
+    return [host] if host else []
+
+
 def import_jenkins(args):
     if args.job_json is not None:
         data, source = jenkins.read_job_file(args.job_json), args.job_json
     else:  # fetched before the lock is taken: other writers need not wait for Jenkins
         data, source = (
-            jenkins.fetch_job(args.job_url, args.timeout),
+            jenkins.fetch_job(args.job_url, args.timeout, args.allow_host),
             jenkins.api_url(args.job_url),
         )
     builds = jenkins.parse_job(data, source)
@@ -428,6 +460,8 @@ def import_jenkins(args):
             args.timeout,
             dry_run=args.dry_run,
             report=_deleted,
+            # Jenkins may send its artifacts' downloads to its own host: any port, any address.
+            allowed_hosts=[*args.allow_host, *_job_host(args.job_url)],
         )
     else:
         selection = writer.add_builds(args.data, args.slug, select, dry_run=args.dry_run)

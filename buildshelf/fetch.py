@@ -1,14 +1,17 @@
 """Fetching on a user's behalf (import-jenkins: the job's JSON, --mirror's artifacts): an HTTP
-GET that keeps moving: the status line and headers within --timeout, then at least 1 MiB
-each --timeout, and never a silence of --timeout.
+GET whose redirects reach no internal address unless a host is allowed, decided on the
+address actually connected to; and that keeps moving: the status line and headers within
+--timeout, then at least 1 MiB each --timeout, and never a silence of --timeout.
 """
 
 import http.client
 import io
+import ipaddress
+import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 SCHEMES = ("http", "https")
@@ -16,10 +19,24 @@ SCHEMES = ("http", "https")
 # --timeout seconds on average (30 s: 34 KiB/s), besides --timeout for each read.
 PACE_BYTES = 1 << 20
 READ_BYTES = 1 << 20  # the most a body's read asks for at once
+# What makes an address internal, in the words a message uses; an address that is none of
+# these but still not global (shared, documentation, benchmarking ranges) is "non-public".
+INTERNAL = {
+    "is_loopback": "loopback",
+    "is_link_local": "link-local",
+    "is_multicast": "multicast",
+    "is_unspecified": "unspecified",
+    "is_reserved": "reserved",
+    "is_private": "private",
+}
 
 
 class FetchError(Exception):
     """The answer could not be had, or not as asked: the message names the URL and why."""
+
+
+class _Blocked(OSError):
+    """A connection refused before it was made: the host's address is internal."""
 
 
 class _TooSlow(TimeoutError):
@@ -28,6 +45,41 @@ class _TooSlow(TimeoutError):
     def __init__(self, received, elapsed):
         super().__init__(received, elapsed)
         self.received, self.elapsed = received, elapsed
+
+
+def internal_kind(address: str) -> str | None:
+    """What makes `address` internal ("loopback", "private"...), or None if it is public."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:  # ::ffff:127.0.0.1
+        ip = ip.ipv4_mapped
+    kind = next((kind for test, kind in INTERNAL.items() if getattr(ip, test)), None)
+    return kind or (None if ip.is_global else "non-public")
+
+
+def connect(host: str, port: int, timeout: float, allowed: frozenset) -> socket.socket:
+    """A connection to `host`: unless it is `allowed`, to none of its addresses if any is
+    internal. The address checked is the one connected to, so that a name that resolves
+    again to another address (DNS rebinding) gets no further."""
+    found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if host.lower() not in allowed:
+        for *_, sockaddr in found:
+            if kind := internal_kind(sockaddr[0]):
+                at = "" if sockaddr[0] == host else f", which is at {sockaddr[0]}"
+                raise _Blocked(
+                    f"was redirected to {host}{at}, a {kind} address: not fetched "
+                    f"(--allow-host {host} allows it)"
+                )
+    error = OSError(f"{host} has no address")
+    for family, kind, proto, _, sockaddr in found:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as failed:
+            sock.close()
+            error = failed
+    raise error
 
 
 class _PacedFile(io.RawIOBase):
@@ -76,22 +128,45 @@ class _PacedResponse(http.client.HTTPResponse):
             self.fp.raw.start_body()
 
 
-class _PacedHTTPConnection(http.client.HTTPConnection):
+class _CheckedHTTPConnection(http.client.HTTPConnection):
     response_class = _PacedResponse
+    allowed = frozenset()  # set on each connection by _connection
+
+    def connect(self):
+        self.sock = connect(self.host, self.port, self.timeout, self.allowed)
 
 
-class _PacedHTTPSConnection(http.client.HTTPSConnection):
-    response_class = _PacedResponse
+# HTTPSConnection.connect calls super().connect(), which this order makes the checked one,
+# and then wraps the socket for self.host: the certificate is checked for the name asked.
+class _CheckedHTTPSConnection(http.client.HTTPSConnection, _CheckedHTTPConnection):
+    pass
 
 
-class _PacedHTTPHandler(urllib.request.HTTPHandler):
+def _connection(cls, allowed):
+    def make(host, **kwargs):
+        made = cls(host, **kwargs)
+        made.allowed = allowed
+        return made
+
+    return make
+
+
+class _CheckedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, allowed):
+        super().__init__()
+        self.allowed = allowed
+
     def http_open(self, req):
-        return self.do_open(_PacedHTTPConnection, req)
+        return self.do_open(_connection(_CheckedHTTPConnection, self.allowed), req)
 
 
-class _PacedHTTPSHandler(urllib.request.HTTPSHandler):
+class _CheckedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, allowed):
+        super().__init__()
+        self.allowed = allowed
+
     def https_open(self, req):
-        return self.do_open(_PacedHTTPSConnection, req)
+        return self.do_open(_connection(_CheckedHTTPSConnection, self.allowed), req)
 
 
 class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
@@ -104,18 +179,29 @@ class _HttpOnlyRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def open_url(url: str, timeout: float, headers: dict | None = None) -> http.client.HTTPResponse:
+def open_url(
+    url: str, timeout: float, allowed_hosts: Iterable[str] = (), headers: dict | None = None
+) -> http.client.HTTPResponse:
     """The answer to a GET of `url`, its status line and headers read, its body to read
-    (with `reader`)."""
+    (with `reader`). Redirects may lead to `url`'s own host, to the `allowed_hosts` and to
+    public addresses. No proxy: the address checked must be the one connected to."""
     if urlsplit(url).scheme not in SCHEMES:
         raise FetchError(f"{url!r} is not an http:// or https:// address")
-    opener = urllib.request.build_opener(_PacedHTTPHandler, _PacedHTTPSHandler, _HttpOnlyRedirects)
+    allowed = frozenset(host.lower() for host in (urlsplit(url).hostname or "", *allowed_hosts))
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}),
+        _CheckedHTTPHandler(allowed),
+        _CheckedHTTPSHandler(allowed),
+        _HttpOnlyRedirects,
+    )
     try:
         response = opener.open(urllib.request.Request(url, headers=headers or {}), None, timeout)
     except urllib.error.HTTPError as error:
         error.close()
         raise FetchError(f"{url} answered {error.code} {error.reason}") from None
     except urllib.error.URLError as error:
+        if isinstance(error.reason, _Blocked):
+            raise FetchError(f"{url} {error.reason}") from None
         if isinstance(error.reason, TimeoutError):
             raise FetchError(f"no answer from {url} within {timeout:g} s") from None
         raise FetchError(f"cannot reach {url}: {error.reason}") from None

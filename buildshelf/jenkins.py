@@ -49,14 +49,16 @@ def api_url(job_url):
     return job_url.rstrip("/") + "/api/json?tree=" + quote(TREE, safe="")
 
 
-def fetch_job(job_url, timeout):
+def fetch_job(job_url, timeout, allowed_hosts=()):
     """The job's JSON from Jenkins, as bytes, as fetch.open_url fetches."""
     url = api_url(job_url)
     if urlsplit(url).scheme not in fetch.SCHEMES:
         raise JenkinsError(f"--job-url must be an http:// or https:// address, not {job_url!r}")
     data = bytearray()
     try:
-        with fetch.open_url(url, timeout, headers={"Accept": "application/json"}) as answer:
+        with fetch.open_url(
+            url, timeout, allowed_hosts, headers={"Accept": "application/json"}
+        ) as answer:
             read = fetch.reader(answer, url, timeout)
             while (chunk := read()) and len(data) <= MAX_BYTES:
                 data += chunk

@@ -7,7 +7,7 @@ other writers need not wait for Jenkins. A download that fails is that build's r
 skipped, and leaves nothing in the store (artifacts.store_stream).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from buildshelf import artifacts, fetch, jenkins, writer
 from buildshelf.artifacts import Refused
@@ -28,11 +28,13 @@ def named(selection: jenkins.Selection) -> jenkins.Selection:
     return selection._replace(added=added, skipped=skipped)
 
 
-def download(url: str, store: str, max_bytes: int, timeout: float) -> artifacts.Stored:
+def download(
+    url: str, store: str, max_bytes: int, timeout: float, allowed_hosts: Iterable[str] = ()
+) -> artifacts.Stored:
     """The file at `url` stored in `store`, fetched as fetch.open_url fetches; Refused
     (nothing left behind) when it cannot be had whole within the limits."""
     try:
-        response = fetch.open_url(url, timeout)
+        response = fetch.open_url(url, timeout, allowed_hosts)
     except fetch.FetchError as error:
         raise Refused(str(error)) from None
     with response:
@@ -85,6 +87,7 @@ def add_builds(
     timeout: float,
     dry_run: bool = False,
     report: writer.Report = writer.unreported,
+    allowed_hosts: Iterable[str] = (),
 ) -> jenkins.Selection:
     """writer.add_builds for the builds `select(doc)` adds to project `slug`, kept: each one's
     file downloaded into `store` first, without the lock, then the builds added under it.
@@ -100,7 +103,7 @@ def add_builds(
     try:
         for build in wanted.added:
             try:
-                got = download(build["downloadUrl"], store, max_bytes, timeout)
+                got = download(build["downloadUrl"], store, max_bytes, timeout, allowed_hosts)
             except Refused as refused:
                 got = str(refused)
             downloads[build["buildNumber"]] = got

@@ -714,6 +714,94 @@ def test_a_download_that_is_not_the_file_or_drips_fails_its_build(
     assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
 
 
+def test_a_redirect_to_another_loopback_name_is_refused_unless_allowed(
+    project, mirrored_job, fake_jenkins, capsys
+):
+    base = fake_jenkins.base  # http://127.0.0.1:PORT: the job's host, allowed at any address
+    elsewhere = base.replace("127.0.0.1", "localhost") + "/elsewhere/alpha.jar"
+    fake_jenkins.routes.update({A21: redirect(elsewhere), "/elsewhere/alpha.jar": JAR21})
+    assert mirror(project.parent, mirrored_job) == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"failed build 21: {base}{A21} was redirected to localhost, which is at 127.0.0.1, "
+        "a loopback address: not fetched (--allow-host localhost allows it)"
+    )
+    assert "/elsewhere/alpha.jar" not in fake_jenkins.paths
+    assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
+    assert mirror(project.parent, mirrored_job, "--allow-host", "LocalHost") == 0
+    assert sorted(b["buildNumber"] for b in builds_in(project)) == [21, 25]
+    assert fake_jenkins.paths[-1] == "/elsewhere/alpha.jar"
+
+
+def test_a_redirect_to_the_jobs_own_host_is_followed(project, mirrored_job, fake_jenkins):
+    fake_jenkins.routes.update(
+        {A21: redirect("/elsewhere/alpha.jar"), "/elsewhere/alpha.jar": JAR21}
+    )
+    assert mirror(project.parent, mirrored_job) == 0
+    assert sorted(b["buildNumber"] for b in builds_in(project)) == [21, 25]
+
+
+class NoTrafficOut(socket.socket):
+    """A socket that connects to the fake Jenkins only: the test says where else it went."""
+
+    def connect(self, address):
+        if address[0] != "127.0.0.1":
+            raise OSError(f"the test kept a connection to {address[0]} from going out")
+        super().connect(address)
+
+
+@pytest.mark.parametrize(
+    "address, kind",
+    [
+        ("10.0.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("127.0.0.2", "loopback"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("100.64.0.1", "non-public"),
+        ("::1", "loopback"),
+        ("fd00::1", "private"),
+        ("fe80::1", "link-local"),
+        ("::ffff:169.254.169.254", "link-local"),
+        ("93.184.215.14", None),
+    ],
+)
+def test_a_redirect_is_checked_on_the_address_it_would_connect_to(
+    project, mirrored_job, fake_jenkins, monkeypatch, capsys, address, kind
+):
+    """internal.test resolves to `address` here, first and then to another (DNS rebinding):
+    nothing connects to anything but 127.0.0.1 and the address checked."""
+    answers = iter([address, "93.184.215.14"] if kind else [address, "10.0.0.1"])
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != "internal.test":
+            return real_getaddrinfo(host, port, *args, **kwargs)
+        found = next(answers)
+        if ":" in found:
+            return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (found, port, 0, 0))]
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (found, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "socket", NoTrafficOut)
+    fake_jenkins.routes[A21] = redirect("http://internal.test/alpha.jar")
+    url = fake_jenkins.base + A21
+    stopped = f"cannot reach {url}: the test kept a connection to {address} from going out"
+    for allowed in ([], ["--allow-host", "internal.test"]):
+        assert mirror(project.parent, mirrored_job, *allowed) == 0
+        reason = capsys.readouterr().out.splitlines()[-1]
+        if kind and not allowed:
+            assert reason == (
+                f"failed build 21: {url} was redirected to internal.test, which is at "
+                f"{address}, a {kind} address: not fetched (--allow-host internal.test allows it)"
+            )
+        else:
+            assert reason == f"failed build 21: {stopped}"
+        answers = iter([address, "10.0.0.1"])
+
+
 def job_route(fake_jenkins, route):
     fake_jenkins.routes["/job/Alpha/api/json"] = route
     return fake_jenkins.base + "/job/Alpha/api/json"
@@ -742,6 +830,31 @@ def test_a_job_json_that_drips_or_is_misframed_is_refused(
         "buildshelf import-jenkins: " + reason.format(url=url)
     )
     assert builds_in(project) == []
+
+
+def test_a_job_json_redirected_to_another_loopback_name_is_refused_unless_allowed(
+    project, fake_jenkins, capsys
+):
+    elsewhere = fake_jenkins.base.replace("127.0.0.1", "localhost") + "/job/Alpha/api/json"
+    fake_jenkins.routes["/job/Moved/api/json"] = redirect(elsewhere)
+    url = fake_jenkins.base + "/job/Moved/api/json"
+    assert run(project.parent, "--job-url", url) == 1
+    assert capsys.readouterr().err == (
+        f"buildshelf import-jenkins: {url} was redirected to localhost, which is at 127.0.0.1, "
+        "a loopback address: not fetched (--allow-host localhost allows it)\n"
+    )
+    assert run(project.parent, "--job-url", url, "--allow-host", "localhost") == 0
+    assert len(builds_in(project)) == 3
+
+
+@pytest.mark.parametrize("value", ["http://ci.internal", "ci.internal:8080", "ci internal", ""])
+def test_allow_host_takes_a_host_alone(project, capsys, value):
+    with pytest.raises(SystemExit) as exited:
+        run(project.parent, "--job-json", FREESTYLE, "--allow-host", value)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"argument --allow-host: {value!r} is not a host name or address (no scheme or port)\n"
+    )
 
 
 # --- saving the job's JSON (issue 17) --------------------------------------------------------
