@@ -1,7 +1,8 @@
 """Fetching on a user's behalf (import-jenkins: the job's JSON, --mirror's artifacts): an HTTP
 GET whose redirects reach no internal address unless a host is allowed, decided on the
-address actually connected to; and that keeps moving: the status line and headers within
---timeout, then at least 1 MiB each --timeout, and never a silence of --timeout.
+address actually connected to; whose body is framed only as HTTP/1.1 frames one; and that
+keeps moving: the status line and headers within --timeout, then at least 1 MiB each
+--timeout, and never a silence of --timeout.
 """
 
 import http.client
@@ -209,6 +210,10 @@ def open_url(
         raise FetchError(f"no answer from {url} within {timeout:g} s") from None
     except (OSError, ValueError, http.client.HTTPException) as error:
         raise FetchError(f"cannot read {url}: {error}") from None
+    codings = ", ".join(response.headers.get_all("Transfer-Encoding", []))
+    if codings and codings.strip().lower() != "chunked":
+        response.close()  # http.client would pass the framing on as the body
+        raise FetchError(f"{url} sent its body as {codings!r}: only 'chunked' is read")
     return response
 
 

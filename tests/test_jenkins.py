@@ -686,6 +686,15 @@ def test_an_object_removed_before_the_lock_skips_its_build(
 # --- what a fetch keeps to: where it connects, what it keeps, how long it waits (issue 23) ---
 
 
+def raw(head):
+    """A route's handler writing `head`, a whole answer, as it is."""
+
+    def handle(handler):
+        handler.wfile.write(head)
+
+    return handle
+
+
 def drip_head(handler):
     """A status line, then a header a byte each 0.1 s for 5 s at most; then the rest."""
     handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
@@ -697,9 +706,16 @@ def drip_head(handler):
         handler.wfile.write(b"\r\nContent-Length: 2\r\n\r\nPK")
 
 
+GZIP_CHUNKED = raw(
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nPK\r\n0\r\n\r\n"
+)
+GZIP_CHUNKED_REASON = "{url} sent its body as 'gzip, chunked': only 'chunked' is read"
+
+
 @pytest.mark.parametrize(
     "route, reason",
     [
+        pytest.param(GZIP_CHUNKED, GZIP_CHUNKED_REASON, id="gzip, chunked"),
         pytest.param(drip_head, "no answer from {url} within 0.5 s", id="dripped headers"),
     ],
 )
@@ -819,6 +835,7 @@ def job_route(fake_jenkins, route):
         pytest.param(
             answer(b"{", length=1000, then=stall), "{url} sent nothing for 0.5 s", id="stalled JSON"
         ),
+        pytest.param(GZIP_CHUNKED, GZIP_CHUNKED_REASON, id="gzip, chunked"),
     ],
 )
 def test_a_job_json_that_drips_or_is_misframed_is_refused(
