@@ -13,6 +13,8 @@ from buildshelf import artifacts, fetch, jenkins, writer
 from buildshelf.artifacts import Refused
 from buildshelf.model import file_name_in_url
 
+HTML_NAMES = (".html", ".htm")
+
 
 def named(selection: jenkins.Selection) -> jenkins.Selection:
     """The selection without the builds whose file name may not be kept (skipped, with the
@@ -32,7 +34,8 @@ def download(
     url: str, store: str, max_bytes: int, timeout: float, allowed_hosts: Iterable[str] = ()
 ) -> artifacts.Stored:
     """The file at `url` stored in `store`, fetched as fetch.open_url fetches; Refused
-    (nothing left behind) when it cannot be had whole within the limits."""
+    (nothing left behind) when it cannot be had whole within the limits, or what came is not
+    the file."""
     try:
         response = fetch.open_url(url, timeout, allowed_hosts)
     except fetch.FetchError as error:
@@ -41,6 +44,13 @@ def download(
         encoding = response.headers.get("Content-Encoding", "identity")
         if encoding.strip().lower() != "identity":  # the bytes kept must be the file's
             raise Refused(f"{url} sent its file encoded ({encoding}), not as it is")
+        kind = response.headers.get_content_type()
+        if kind == "text/html" and not file_name_in_url(url).lower().endswith(HTML_NAMES):
+            # What Jenkins behind single sign-on answers an anonymous request with.
+            raise Refused(
+                f"{url} answered an HTML page ({kind}), not the file: it looks like a login "
+                "page (may anonymous users read the job's artifacts?)"
+            )
         return artifacts.store_stream(
             store, _refused(fetch.reader(response, url, timeout)), url, max_bytes, response.length
         )

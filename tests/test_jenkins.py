@@ -706,6 +706,9 @@ def drip_head(handler):
         handler.wfile.write(b"\r\nContent-Length: 2\r\n\r\nPK")
 
 
+LOGIN_PAGE = answer(
+    b"<html><form>Sign in</form></html>", ("Content-Type", "text/html;charset=utf-8")
+)
 GZIP_CHUNKED = raw(
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nPK\r\n0\r\n\r\n"
 )
@@ -715,6 +718,11 @@ GZIP_CHUNKED_REASON = "{url} sent its body as 'gzip, chunked': only 'chunked' is
 @pytest.mark.parametrize(
     "route, reason",
     [
+        pytest.param(
+            LOGIN_PAGE,
+            "{url} answered an HTML page (text/html), not the file: it looks like a login page",
+            id="login page",
+        ),
         pytest.param(GZIP_CHUNKED, GZIP_CHUNKED_REASON, id="gzip, chunked"),
         pytest.param(drip_head, "no answer from {url} within 0.5 s", id="dripped headers"),
     ],
@@ -728,6 +736,16 @@ def test_a_download_that_is_not_the_file_or_drips_fails_its_build(
     added, failed = capsys.readouterr().out.splitlines()
     assert failed.startswith("failed build 21: " + reason.format(url=fake_jenkins.base + A21))
     assert store_files(project.parent / "artifacts") == [object_of(JAR25)]
+
+
+def test_an_html_artifact_may_be_html(project, mirrored_job, fake_jenkins):
+    job = json.loads(mirrored_job.read_text())
+    [build] = [b for b in job["allBuilds"] if b["number"] == 21]
+    build["artifacts"] = [{"fileName": "alpha-21.html", "relativePath": "docs/alpha-21.html"}]
+    mirrored_job.write_text(json.dumps(job))
+    fake_jenkins.routes["/job/Alpha/21/artifact/docs/alpha-21.html"] = LOGIN_PAGE
+    assert mirror(project.parent, mirrored_job, r"--artifact=-2[15]\.jar$|\.html$") == 0
+    assert sorted(b["file"] for b in builds_in(project)) == ["alpha-1.21.5-25.jar", "alpha-21.html"]
 
 
 def test_a_redirect_to_another_loopback_name_is_refused_unless_allowed(
