@@ -14,7 +14,10 @@ from helpers import ROOT
 LIBRARIES = ("waitress", "bottle")
 # Names the code uses on objects of its own that some class of waitress or bottle also has.
 COINCIDENCES = {
-    "waitress": {"start": "threading.Thread.start (accesslog.LineWriter)"},
+    "waitress": {
+        "append": "list.append (waitress's file wrapper has append)",
+        "start": "threading.Thread.start (accesslog.LineWriter)",
+    },
     "bottle": {
         "code": "ApiError.code, ours (SimpleTemplate keeps its compiled code as code)",
         "name": "the name of a view or a file (templates have a name)",

@@ -14,6 +14,7 @@ from waitress.utilities import InternalServerError
 
 from buildshelf.serving.accesslog import access_record
 from buildshelf.web.answers import MALFORMED
+from buildshelf.web.downloads import FileShrank
 
 # A connection stops taking on pipelined requests while this much of its output is unsent;
 # it goes on when the client has read it. Bodies of answers.BY_REFERENCE_BYTES or more are
@@ -177,6 +178,16 @@ class GuardedChannel(HTTPChannel):
         environ[RECALLED] = recalled
         self.service()  # waitress's, on this thread: no worker has the connection
         return True
+
+    def _flush_some(self, do_close=True):
+        try:
+            return super()._flush_some(do_close)
+        except FileShrank:
+            # A file being sent ended early (downloads.py logged it once). Its headers are
+            # out: close the connection, as waitress does when a send fails, but without the
+            # traceback it logs for any other exception here.
+            self.will_close = True
+            return False
 
     def _flush_outbufs_below_high_watermark(self):
         # waitress blocks the worker here until the client reads; the server holds back the

@@ -170,9 +170,19 @@ PRIVATE_NAMES = (
         ),
         "connection.GuardedChannel never lets a worker wait for a client that does not read, "
         "answers remembered requests on the loop thread with waitress's own service(), and "
-        "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len); "
+        "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len), and "
+        "closes a connection whose file shrank while it was sent (_flush_some, will_close); "
         "server.py closes stalled and idle ones (handle_close); the access log names the "
         "client (addr) and reaches the server's access_log through the channel (server)",
+    ),
+    (
+        "waitress.buffers",
+        "ReadOnlyFileBasedBuffer",
+        ("get", "prepare"),
+        "waitress's wsgi.file_wrapper, which the code never names: downloads._File ends where "
+        "the answer ends for its prepare(), which measures the body by seeking to the file's "
+        "end, and its get() meets downloads.FileShrank, which the channel's _flush_some "
+        "catches; a release that measured or read otherwise would frame answers anew",
     ),
     (
         "waitress.channel",

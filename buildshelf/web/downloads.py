@@ -10,6 +10,7 @@ to send. Where files live and which method reaches here is the caller's business
 import base64
 import hashlib
 import io
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from buildshelf import files
 from buildshelf.text import counted
 from buildshelf.web.conditional import etag_matches, http_date
 
+log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 * 1024
 # The most read from the file at a time. waitress's file wrapper asks for as much as the
 # socket's send buffer holds (megabytes on loopback), sends what the socket takes, and reads
@@ -54,6 +56,11 @@ class Unavailable(Exception):
     """The file is not there as recorded: the caller answers 503. The message names why."""
 
 
+class FileShrank(Exception):
+    """The file ended before the last byte of an answer whose headers are out (`cp` over an
+    object, `rsync --inplace`): the server closes the connection. Logged where it was found."""
+
+
 def answer(download: Download, environ: dict) -> tuple[str, list[tuple[str, str]], object]:
     """(status line, headers, body) for a GET or HEAD of `download`; body is an iterable for
     WSGI. Raises Unavailable, whatever the answer, when the file is not as recorded."""
@@ -62,13 +69,13 @@ def answer(download: Download, environ: dict) -> tuple[str, list[tuple[str, str]
     if environ.get("REQUEST_METHOD") == "HEAD" or length == 0:
         os.close(fd)
         return status, headers, []
-    file = _File(fd, "rb")
+    file = _File(fd, download.path, start + length)
     file.seek(start)
     wrapper = environ.get("wsgi.file_wrapper")
     if wrapper is not None:
         # waitress's sends from its loop thread, and at most Content-Length bytes from here.
         return status, headers, wrapper(file, CHUNK_BYTES)
-    return status, headers, _Chunks(file, length)
+    return status, headers, _Chunks(file)
 
 
 def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list, object]:
@@ -264,29 +271,64 @@ def _content_type(name):
 
 
 class _File(io.FileIO):
-    """The open file as the server reads it: at most READ_BYTES a read. A raw file may
-    return fewer bytes than asked; waitress's file wrapper sends what it gets and reads on."""
+    """The open file as the server reads it: the answer's bytes, which end at `end` whatever
+    the file on disk does since it was checked, read at most READ_BYTES at a time. A raw
+    file may return fewer bytes than asked; waitress's file wrapper sends what it gets and
+    reads on."""
+
+    def __init__(self, fd, path, end):
+        super().__init__(fd, "rb")
+        self.path, self.end = path, end
+        self.found_short = False
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        # waitress's file wrapper measures the body by seeking to the end: a file that shrank
+        # since the headers were decided made it send a shorter Content-Length than they say,
+        # under the whole file's ETag and Repr-Digest.
+        if whence == os.SEEK_END:
+            return super().seek(self.end + offset)
+        return super().seek(offset, whence)
 
     def read(self, size=-1):
-        return super().read(size if size is None or size < 0 else min(size, READ_BYTES))
+        position = self.tell()
+        wanted = self.end - position
+        if size is not None and size >= 0:
+            wanted = min(size, wanted, READ_BYTES)
+        chunk = super().read(max(wanted, 0))
+        # A regular file reads short only at its end: it shrank. waitress would ask again on
+        # every turn of its loop, at 100% of a core until the connection timed out; and it
+        # reads what it sent a second time to skip past it, so a short read then, with the
+        # file restored before the next, sent some bytes twice in a body of the right length.
+        # A read that ran into a truncation may also have copied the zeros the kernel writes
+        # over the cut page: the file's size says so even when the read was whole.
+        size = os.fstat(self.fileno()).st_size
+        if len(chunk) < wanted or size < self.end:
+            self._shrank(size)
+        return chunk
+
+    def _shrank(self, size):
+        if not self.found_short:  # waitress may ask once more before the connection closes
+            self.found_short = True
+            log.error(
+                "%s shrank while being sent (it is %s, the answer ends at byte %d): the "
+                "connection is closed",
+                self.path,
+                counted(size, "byte"),
+                self.end,
+            )
+        raise FileShrank(self.path)
 
 
 class _Chunks:
-    """The next `length` bytes of `file`, 64 KiB at a time, when the server has no
-    wsgi.file_wrapper. A class, not a generator: close() must close the file even when the
-    server closes the body without iterating it, where a generator's finally would not run."""
+    """The file's answer, 64 KiB at a time, when the server has no wsgi.file_wrapper. A
+    class, not a generator: close() must close the file even when the server closes the body
+    without iterating it, where a generator's finally would not run."""
 
-    def __init__(self, file, length):
+    def __init__(self, file):
         self.file = file
-        self.length = length
 
     def __iter__(self):
-        remaining = self.length
-        while remaining > 0:
-            chunk = self.file.read(min(CHUNK_BYTES, remaining))
-            if not chunk:
-                return  # shorter than it was: the server sees a short body and drops the line
-            remaining -= len(chunk)
+        while chunk := self.file.read(CHUNK_BYTES):
             yield chunk
 
     def close(self):
