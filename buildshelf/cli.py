@@ -15,7 +15,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import artifacts, jenkins, mirror, server, settings, store, writer
+from buildshelf import jenkins, mirror, server, settings, store, writer
 from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
@@ -104,7 +104,7 @@ def _max_file_mb(parser, what):
     parser.add_argument(
         "--max-file-mb",
         type=settings.number_in(1, 1 << 20),
-        default=artifacts.MAX_BYTES_DEFAULT >> 20,
+        default=settings.setting("max_file_mb").default,
         metavar="MB",
         help=f"the largest {what}, in MiB (default: %(default)s)",
     )
@@ -124,10 +124,12 @@ def make_parser():
     )
     parser.set_defaults(func=server.serve, command=None)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    parser.commands = {}  # each command's parser, by name
 
     def command(name, func, help, parents=(data_option,)):
         sub = commands.add_parser(name, parents=list(parents), help=help, description=help)
         sub.set_defaults(func=func, command=name)
+        parser.commands[name] = sub
         return sub
 
     command("serve", server.serve, "serve the API (the same as no command)", [serve_options])
@@ -290,7 +292,13 @@ def parse_args(argv=None, environ=os.environ):
     args = parser.parse_args(argv)
     serving = args.func is server.serve
     if not serving:
-        given = [s.flag for s in settings.SETTINGS if s.serve_only and s.name in vars(args)]
+        # A command's own option may share a serve flag's name (publish --max-file-mb).
+        own = parser.commands[args.command].get_default
+        given = [
+            s.flag
+            for s in settings.SETTINGS
+            if s.serve_only and s.name in vars(args) and own(s.name) is None
+        ]
         if given:
             parser.error(f"{given[0]} is a serve flag: it does not go with '{args.command}'")
     if args.command == "check" and args.dry_run and not args.prune:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from buildshelf import artifacts
+from buildshelf import artifacts, state
 from buildshelf.model import URL_PATTERN
 from buildshelf.web import upstream
 
@@ -158,6 +158,33 @@ SETTINGS = (
         serve_only=False,
     ),
     Setting(
+        "state",
+        "directory of what is not hand-edited data: token hashes, trusted publishers "
+        "(private: mode 0700)",
+        None,
+        str,  # made when first needed
+        "DIR",
+        shown_default=f"{state.IN_DATA_DIRECTORY}/ inside the data directory",
+        serve_only=False,
+    ),
+    Setting(
+        "max_file_mb",
+        "the largest upload an HTTP publish takes, in MiB: a larger Content-Length is "
+        "answered 413 before its body is read",
+        artifacts.MAX_BYTES_DEFAULT >> 20,
+        number_in(1, 1 << 20),
+        "MB",
+        more="the same default as `publish --max-file-mb`",
+    ),
+    Setting(
+        "github_oidc_issuer",
+        "the issuer of the GitHub Actions OIDC tokens that trusted publishing accepts",
+        "https://token.actions.githubusercontent.com",
+        public_url,
+        "URL",
+        more="another for GitHub Enterprise Server, or a test's own issuer",
+    ),
+    Setting(
         "accel_redirect",
         "for nginx in front: answer a kept file's download with its headers and "
         "X-Accel-Redirect: PREFIX/aa/SHA256 instead of its bytes, which nginx sends from the "
@@ -209,6 +236,11 @@ SETTINGS = (
         from_environment=False,
     ),
 )
+
+
+def setting(name: str) -> Setting:
+    """The setting whose argparse dest is `name`."""
+    return next(s for s in SETTINGS if s.name == name)
 
 
 def options(serve: bool) -> argparse.ArgumentParser:
@@ -276,6 +308,8 @@ def settle(
         setattr(args, setting.name, value)
     if getattr(args, "artifacts", False) is None:
         args.artifacts = artifacts.default_store(args.data)
+    if getattr(args, "state", False) is None:
+        args.state = state.default_state(args.data)
 
 
 def docs_table() -> str:

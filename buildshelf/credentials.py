@@ -1,0 +1,47 @@
+"""Who may write: the bearer credential of an HTTP write checked, as a scoped token
+(tokens.py) or as a GitHub Actions OIDC token of a trusted publisher (oidc.py, trust.py).
+
+`Credentials.authenticate(authorization, slug)` answers with the `Publisher` or raises the
+refusal: `Unauthorized` (401), `Forbidden` (403), `Unavailable` (503). No message or `who`
+ever holds a secret.
+"""
+
+from dataclasses import dataclass
+
+
+class Unauthorized(Exception):
+    """401: no credential, or one that is not valid now (unknown, expired, revoked, forged).
+    The message says which, for the client, without echoing the credential."""
+
+
+class Forbidden(Exception):
+    """403: a valid credential that may not write to this project."""
+
+
+class Unavailable(Exception):
+    """503: the credential cannot be checked now (the OIDC issuer's keys cannot be fetched)."""
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """A credential found valid for one project: `who` names it in the log, never a secret
+    ("token 3f9a0c1d2b7e", "github owner/repo (.github/workflows/release.yml)")."""
+
+    who: str
+
+
+class Credentials:
+    """The credentials kept in the state directory `state_dir`; GitHub OIDC tokens are those
+    `issuer` signs for `audience` (the service's public URL)."""
+
+    def __init__(self, state_dir: str, issuer: str, audience: str):
+        self.state_dir, self.issuer, self.audience = state_dir, issuer, audience
+
+    def authenticate(self, authorization: str | None, slug: str) -> Publisher:
+        """The publisher `authorization` (an Authorization header's value, or None) proves
+        for project `slug`, or the refusal raised. A valid credential for another project is
+        Forbidden, so that the caller can answer 404 for a project that does not exist."""
+        scheme, _, bearer = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not bearer.strip():
+            raise Unauthorized("send Authorization: Bearer TOKEN (a token or a GitHub OIDC token)")
+        raise Unauthorized("unknown credential")
