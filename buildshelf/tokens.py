@@ -1,0 +1,207 @@
+"""Scoped tokens: `bs_<id>_<secret>`, each for one project or for every project ('*'), kept
+in the state directory's `tokens` database as a hash of the secret, never the secret.
+
+Every function reads the database, so a revoke or an expiry applies to the next check, in
+every process, with no restart. Times are epoch milliseconds, UTC, as the data files keep them.
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+import sqlite3
+import time
+from dataclasses import astuple, dataclass
+
+from buildshelf import state
+
+PREFIX = "bs_"
+EVERY_PROJECT = "*"
+# Letters and digits only: a double-click selects the whole token (a '-' would break it), and
+# the id holds no '_', so that the token splits at its two underscores.
+ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+SECRET_BYTES = 32  # 256 random bits
+SECRET_LENGTH = 43  # 62**43 > 2**256: the fewest characters of ALPHABET that hold them
+ID_LENGTH = 12  # hexadecimal: 48 bits, short to type and log, drawn again on a clash
+FORM = re.compile(rf"bs_([0-9a-f]{{{ID_LENGTH}}})_([0-9A-Za-z]{{{SECRET_LENGTH}}})\Z")
+DAY_MS = 86_400_000
+LAST_USED_EVERY_MS = 60_000  # `last used` is written at most once a minute per token
+# What an unknown id is compared with, so that it costs what a known one does.
+_NO_HASH = bytes(32)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    secret_sha256 BLOB NOT NULL,
+    project TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    expires INTEGER,
+    last_used INTEGER,
+    note TEXT NOT NULL,
+    revoked INTEGER
+)
+"""
+_FIELDS = "id, project, created, expires, last_used, note, revoked"
+
+
+class TokenError(Exception):
+    """A token command refused: the message says why."""
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token as kept, without its secret. Times in epoch milliseconds; `expires` None is
+    never, `last_used` None is never used, `revoked` None is not revoked."""
+
+    id: str
+    project: str  # a slug, or EVERY_PROJECT
+    created: int
+    expires: int | None
+    last_used: int | None
+    note: str
+    revoked: int | None
+
+    def status(self, now: int) -> str:
+        """'active', 'expired' or 'revoked'."""
+        if self.revoked is not None:
+            return "revoked"
+        return "expired" if self.expires is not None and now >= self.expires else "active"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def secret_hash(secret: str) -> bytes:
+    # A plain SHA-256, no slow KDF: a slow hash protects guessable passwords, and a secret of
+    # 256 random bits cannot be guessed, by its hash or otherwise. Fast, it keeps a check
+    # cheap for a worker thread, and an unknown id cheap to make cost the same.
+    return hashlib.sha256(secret.encode("ascii")).digest()
+
+
+def new_text(token_id: str) -> tuple[str, str]:
+    """(secret, token text) of a new token whose id is `token_id`."""
+    number = int.from_bytes(secrets.token_bytes(SECRET_BYTES), "big")
+    digits = []
+    for _ in range(SECRET_LENGTH):
+        number, digit = divmod(number, len(ALPHABET))
+        digits.append(ALPHABET[digit])
+    secret = "".join(reversed(digits))
+    return secret, f"{PREFIX}{token_id}_{secret}"
+
+
+def secret_number(secret: str) -> int:
+    """The number a secret writes in ALPHABET (for tests of its bits)."""
+    number = 0
+    for char in secret:
+        number = number * len(ALPHABET) + ALPHABET.index(char)
+    return number
+
+
+def _connect(state_dir: str) -> sqlite3.Connection:
+    connection = state.connect(state_dir, "tokens")
+    connection.execute(_SCHEMA)
+    return connection
+
+
+def _token(row) -> Token:
+    return Token(*row)
+
+
+def create(
+    state_dir: str, project: str, expires_days: int | None, note: str, now: int | None = None
+) -> tuple[Token, str]:
+    """A new token for `project` (a slug, or '*'), expiring `expires_days` days from now
+    (None: never): (the Token, its text, to be shown once and never again)."""
+    now = now_ms() if now is None else now
+    expires = None if expires_days is None else now + expires_days * DAY_MS
+    connection = _connect(state_dir)
+    try:
+        while True:
+            token = Token(
+                secrets.token_hex(ID_LENGTH // 2), project, now, expires, None, note, None
+            )
+            secret, text = new_text(token.id)
+            try:
+                with connection:
+                    connection.execute(
+                        f"INSERT INTO tokens ({_FIELDS}, secret_sha256) VALUES (?,?,?,?,?,?,?,?)",
+                        (*astuple(token), secret_hash(secret)),
+                    )
+            except sqlite3.IntegrityError:  # an id already drawn: draw another
+                continue
+            return token, text
+    finally:
+        connection.close()
+
+
+def list_tokens(state_dir: str) -> list[Token]:
+    """Every token, revoked and expired ones too, oldest first."""
+    connection = _connect(state_dir)
+    try:
+        rows = connection.execute(f"SELECT {_FIELDS} FROM tokens ORDER BY created, id")
+        return [_token(row) for row in rows]
+    finally:
+        connection.close()
+
+
+def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token, bool]:
+    """(the token `token_id` revoked, whether this call revoked it: False when it already
+    was). An unknown id is a TokenError."""
+    now = now_ms() if now is None else now
+    connection = _connect(state_dir)
+    try:
+        with connection:
+            changed = connection.execute(
+                "UPDATE tokens SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, token_id)
+            ).rowcount
+            row = connection.execute(
+                f"SELECT {_FIELDS} FROM tokens WHERE id = ?", (token_id,)
+            ).fetchone()
+    finally:
+        connection.close()
+    if row is None:
+        shown = token_id if re.fullmatch(r"[0-9a-f]{1,40}", token_id) else "with that id"
+        raise TokenError(f"no token {shown}: 'token list' lists them")
+    return _token(row), bool(changed)
+
+
+def authenticate(state_dir: str, text: str, now: int | None = None) -> Token | None:
+    """The token `text` is, if valid at `now`; None for one malformed, unknown, expired or
+    revoked. Its `last used` is recorded (at most once a minute)."""
+    form = FORM.match(text)
+    if form is None:
+        return None
+    token_id, secret = form.groups()
+    now = now_ms() if now is None else now
+    connection = _connect(state_dir)
+    try:
+        row = connection.execute(
+            f"SELECT secret_sha256, {_FIELDS} FROM tokens WHERE id = ?", (token_id,)
+        ).fetchone()
+        # Hashed and compared in constant time whether the id is known or not.
+        matches = hmac.compare_digest(secret_hash(secret), row[0] if row else _NO_HASH)
+        if row is None or not matches:
+            return None
+        token = _token(row[1:])
+        if token.status(now) != "active":
+            return None
+        if token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS:
+            _record_use(connection, token.id, now)
+        return token
+    finally:
+        connection.close()
+
+
+def _record_use(connection: sqlite3.Connection, token_id: str, now: int) -> None:
+    # `last used` is for people deciding what to revoke: a write a minute is enough, and a
+    # state directory that cannot be written (full, read-only) must not stop publishing.
+    try:
+        with connection:
+            connection.execute(
+                "UPDATE tokens SET last_used = ? WHERE id = ? AND (last_used IS NULL "
+                "OR last_used <= ?)",
+                (now, token_id, now - LAST_USED_EVERY_MS),
+            )
+    except sqlite3.OperationalError:
+        pass
