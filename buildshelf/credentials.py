@@ -8,6 +8,9 @@ ever holds a secret.
 
 from dataclasses import dataclass
 
+from buildshelf import tokens
+from buildshelf.text import printable
+
 
 class Unauthorized(Exception):
     """401: no credential, or one that is not valid now (unknown, expired, revoked, forged).
@@ -44,4 +47,17 @@ class Credentials:
         scheme, _, bearer = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not bearer.strip():
             raise Unauthorized("send Authorization: Bearer TOKEN (a token or a GitHub OIDC token)")
+        bearer = bearer.strip()
+        if bearer.startswith(tokens.PREFIX):
+            return self._token(bearer, slug)
         raise Unauthorized("unknown credential")
+
+    def _token(self, text: str, slug: str) -> Publisher:
+        token = tokens.authenticate(self.state_dir, text)
+        if token is None:
+            raise Unauthorized("unknown, expired or revoked token")
+        if token.project not in (slug, tokens.EVERY_PROJECT):
+            raise Forbidden(
+                f"token {token.id} may publish to {token.project} only, not {printable(slug)}"
+            )
+        return Publisher(f"token {token.id}")
