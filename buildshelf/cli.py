@@ -1,13 +1,16 @@
-"""The `buildshelf` command line: serve the API, check the data files, and the commands that
-write them (add-project, publish, yank, import-jenkins): every command and its arguments,
-the settings' options made by settings.py.
+"""The `buildshelf` command line: serve the API, check the data files, the commands that
+write them (add-project, publish, yank, import-jenkins), and the tokens of HTTP publishes
+(token create|list|revoke): every command and its arguments, the settings' options made by
+settings.py.
 
 `buildshelf [flags]` with no command serves, as `python server.py [flags]` does. Exit status:
 0 done, 1 refused (one line on stderr saying why), 2 bad usage (argparse's own).
 """
 
 import argparse
+import difflib
 import ipaddress
+import json
 import os
 import re
 import subprocess
@@ -15,12 +18,15 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import jenkins, mirror, server, settings, store, writer
+from buildshelf import jenkins, mirror, server, settings, store, tokens, writer
 from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
 
 GIT_TIMEOUT = 60
+TOKEN_DAYS = 90  # token create's default expiry
+TOKEN_MAX_DAYS = 3650  # longer is --no-expiry by another name: say that instead
+NOTE_LENGTH = 200
 
 
 # --- values ------------------------------------------------------------------------------------
@@ -72,6 +78,15 @@ def _seconds(value):
     if not 0 < seconds <= 3600:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds from 0 to 3600")
     return seconds
+
+
+def _note(value):
+    if len(value) > NOTE_LENGTH or not value.isprintable():
+        raise argparse.ArgumentTypeError(
+            f"{printable(value)!r} is not a note: one line of printable characters, at most "
+            f"{NOTE_LENGTH}"
+        )
+    return value
 
 
 HOST_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
@@ -126,10 +141,10 @@ def make_parser():
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     parser.commands = {}  # each command's parser, by name
 
-    def command(name, func, help, parents=(data_option,)):
-        sub = commands.add_parser(name, parents=list(parents), help=help, description=help)
-        sub.set_defaults(func=func, command=name)
-        parser.commands[name] = sub
+    def command(name, func, help, parents=(data_option,), under=commands, prefix=""):
+        sub = under.add_parser(name, parents=list(parents), help=help, description=help)
+        sub.set_defaults(func=func, command=prefix + name)
+        parser.commands[prefix + name] = sub
         return sub
 
     command("serve", server.serve, "serve the API (the same as no command)", [serve_options])
@@ -284,6 +299,68 @@ def make_parser():
         action="store_true",
         help="print what would be added (and downloaded) and skipped, and why; write nothing",
     )
+
+    token = commands.add_parser(
+        "token",
+        help="create, list and revoke the tokens that HTTP publishes take",
+        description="Create, list and revoke the tokens that HTTP publishes take "
+        "(Authorization: Bearer bs_ID_SECRET). Only a hash of each secret is kept, in the "
+        "state directory (--state).",
+    )
+    parser.commands["token"] = token
+    token_commands = token.add_subparsers(title="commands", metavar="ACTION", required=True)
+    state_options = [settings.options(serve=False, only=("data", "state"))]
+    sub = command(
+        "create",
+        token_create,
+        "make a token that may publish to one project, or to every project ('*'), and print "
+        "it once, alone on stdout",
+        state_options,
+        under=token_commands,
+        prefix="token ",
+    )
+    sub.add_argument("slug", metavar="SLUG", help="the project, or '*' for every project")
+    expiry = sub.add_mutually_exclusive_group()
+    expiry.add_argument(
+        "--expires",
+        type=settings.number_in(1, TOKEN_MAX_DAYS),
+        default=TOKEN_DAYS,
+        metavar="DAYS",
+        help="days until it stops working (default: %(default)s)",
+    )
+    expiry.add_argument(
+        "--no-expiry", action="store_true", help="a token that works until it is revoked"
+    )
+    sub.add_argument(
+        "--note",
+        type=_note,
+        default="",
+        metavar="TEXT",
+        help="what it is for, shown by 'token list' (such as the CI job that holds it)",
+    )
+    sub = command(
+        "list",
+        token_list,
+        "show every token: id, project, created, expires, last used, revoked, note; never a "
+        "secret (times UTC)",
+        state_options,
+        under=token_commands,
+        prefix="token ",
+    )
+    sub.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON array instead of a table (times in epoch milliseconds, null for none)",
+    )
+    sub = command(
+        "revoke",
+        token_revoke,
+        "revoke a token: it stops working at once",
+        state_options,
+        under=token_commands,
+        prefix="token ",
+    )
+    sub.add_argument("id", metavar="ID", help="the token's id: ID in bs_ID_SECRET")
     return parser
 
 
@@ -316,7 +393,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         return args.func(args)
-    except (writer.Refused, jenkins.JenkinsError) as refused:
+    except (writer.Refused, jenkins.JenkinsError, tokens.TokenError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -500,4 +577,107 @@ def import_jenkins(args):
         )
     elif skipped and not (added or failed or present):
         print(f"{args.slug}: none of the job's builds is for it: --verbose says why of each")
+    return 0
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+
+def utc_minute(millis: int) -> str:
+    """A time as the token commands show it: '2026-11-26T10:35Z'."""
+    return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(millis // 1000))
+
+
+def token_create(args):
+    if args.slug != tokens.EVERY_PROJECT:
+        _existing_project(args.data, args.slug)
+    token, text = tokens.create(
+        args.state, args.slug, None if args.no_expiry else args.expires, args.note
+    )
+    expiry = (
+        "it never expires"
+        if token.expires is None
+        else f"it expires {utc_minute(token.expires)} (in {counted(args.expires, 'day')})"
+    )
+    print(text, flush=True)  # stdout: the token alone, for a pipe into a CI's secrets
+    for_what = "every project" if token.project == tokens.EVERY_PROJECT else token.project
+    print(
+        f"created token {token.id} for {for_what}; {expiry}. It is shown once: store it now. "
+        f"'buildshelf token revoke {token.id}' revokes it.",
+        file=sys.stderr,
+    )
+    if token.project == tokens.EVERY_PROJECT:
+        print(
+            f"warning: token {token.id} may publish to every project, today's and future "
+            "ones: prefer a token per project",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _existing_project(data, slug):
+    """Refused unless `slug` is a project of the data directory `data`."""
+    writer.project_path(data, slug)  # refuses a name that is no slug
+    slugs = store.data_files(data)
+    if slug not in slugs:
+        near = difflib.get_close_matches(slug, slugs, n=1)
+        hint = f"did you mean {near[0]}?" if near else "add-project adds one"
+        raise tokens.TokenError(
+            f"no project {slug!r} in {printable(data)}: {hint} ('*' is every project)"
+        )
+
+
+def token_list(args):
+    found, now = tokens.list_tokens(args.state), tokens.now_ms()
+    if args.json:
+        print(json.dumps([_token_json(token, now) for token in found], indent=2))
+        return 0
+    if not found:
+        print("no tokens: 'buildshelf token create SLUG' makes one", file=sys.stderr)
+        return 0
+
+    def when(millis, none):
+        return none if millis is None else utc_minute(millis)
+
+    rows = [("ID", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "NOTE")]
+    rows += [
+        (
+            token.id,
+            printable(token.project),
+            when(token.created, ""),
+            when(token.expires, "never") + (" (expired)" * (token.status(now) == "expired")),
+            when(token.last_used, "never"),
+            when(token.revoked, "no"),
+            printable(token.note),
+        )
+        for token in found
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*map(str.ljust, row, widths), row[-1]]).rstrip())
+    return 0
+
+
+def _token_json(token, now):
+    return {
+        "id": token.id,
+        "project": token.project,
+        "created": token.created,
+        "expires": token.expires,
+        "lastUsed": token.last_used,
+        "note": token.note,
+        "revoked": token.revoked,
+        "status": token.status(now),
+    }
+
+
+def token_revoke(args):
+    if tokens.FORM.match(args.id):
+        raise tokens.TokenError("give the token's id, ID in bs_ID_SECRET, not the whole token")
+    token, changed = tokens.revoke(args.state, args.id)
+    print(
+        f"revoked token {token.id} ({token.project})"
+        if changed
+        else f"token {token.id} was already revoked, {utc_minute(token.revoked)}: nothing changed"
+    )
     return 0

@@ -243,12 +243,13 @@ def setting(name: str) -> Setting:
     return next(s for s in SETTINGS if s.name == name)
 
 
-def options(serve: bool) -> argparse.ArgumentParser:
-    """A parent parser with the settings a command takes: all of them to serve, else --data.
-    An option not given stays out of the namespace, so that its variable may apply."""
+def options(serve: bool, only: tuple[str, ...] | None = None) -> argparse.ArgumentParser:
+    """A parent parser with the settings a command takes: all of them to serve, else --data
+    and the other directories (or those of them named in `only`). An option not given stays
+    out of the namespace, so that its variable may apply."""
     parser = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
     for setting in SETTINGS:
-        if setting.taken(serve):
+        if setting.taken(serve) and (only is None or setting.name in only):
             setting.add_to(parser)
     if serve:
         parser.add_argument("--version", action=_Version, nargs=0, help="print the version")

@@ -31,10 +31,19 @@ ALL_DOCS = "\n".join(read(path) for path in DOCS)
 
 
 def parsers():
-    """The command line's parsers: buildshelf, each of its commands, and server.py's."""
-    main = cli.make_parser()
-    [commands] = [a for a in main._actions if isinstance(a, argparse._SubParsersAction)]
-    return [main, *commands.choices.values(), server.make_parser()]
+    """The command line's parsers: buildshelf, each of its commands and theirs (token create),
+    and server.py's."""
+    return [*with_commands(cli.make_parser()), server.make_parser()]
+
+
+def with_commands(parser):
+    """`parser`, then each of its commands and theirs, depth first."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found += with_commands(command)
+    return found
 
 
 def test_every_flag_of_every_command_is_documented():
