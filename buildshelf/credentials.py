@@ -56,7 +56,8 @@ class Credentials:
         token = tokens.authenticate(self.state_dir, text)
         if token is None:
             raise Unauthorized("unknown, expired or revoked token")
-        if token.project not in (slug, tokens.EVERY_PROJECT):
+        # Slugs are lower case; the API finds a project whatever the case of its URL.
+        if token.project not in (slug.lower(), tokens.EVERY_PROJECT):
             raise Forbidden(
                 f"token {token.id} may publish to {token.project} only, not {printable(slug)}"
             )

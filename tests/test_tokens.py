@@ -362,6 +362,7 @@ def test_credentials_take_a_token_for_its_project_or_every_project(data_dir):
         f"token {token_id}"
     )
     assert check.authenticate(f"bearer {text}", "alpha").who == f"token {token_id}"
+    assert check.authenticate(f"Bearer {text}", "Alpha").who == f"token {token_id}"
     assert check.authenticate(f"Bearer {everywhere}", "beta").who.startswith("token ")
     # A project that does not exist: the caller answers 404 for a valid credential.
     assert check.authenticate(f"Bearer {everywhere}", "nope").who.startswith("token ")
