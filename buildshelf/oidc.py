@@ -1,0 +1,229 @@
+"""GitHub Actions OIDC tokens verified (with PyJWT): RS256 only, by a key of the configured
+issuer's JWKS, for this service's audience, within their times, with GitHub's claims.
+
+The keys are found through ISSUER/.well-known/openid-configuration and its `jwks_uri`, and
+cached. A kid not in the cache refreshes them at most once a minute (REFRESH_SECONDS), and
+the cache is refreshed when a token comes after an hour (KEYS_MAX_AGE), keeping the old keys
+if the issuer cannot answer then. When keys are needed and cannot be had, `Unreachable`.
+
+The fetches need none of fetch.py's guards against internal addresses: the URLs are the
+operator's (the configured issuer, and the jwks_uri it names), never a request's: a token's
+`iss`, `jku` or `x5u` never chooses where to fetch. They are bounded in time (TIMEOUT for
+both, so that a request thread is not held long) and in size (MAX_BYTES).
+"""
+
+import http.client
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+import jwt
+
+ALGORITHM = "RS256"  # GitHub's; HS256 (keyed with the public key) and none never
+LEEWAY = 60  # seconds of clock difference allowed on exp, nbf and iat
+TIMEOUT = 5.0  # seconds for the discovery document and the keys, together
+REFRESH_SECONDS = 60  # the keys fetched at most once a minute, for unknown kids
+KEYS_MAX_AGE = 3600  # and again after an hour, so that a key the issuer withdrew goes
+MAX_BYTES = 1 << 20  # the largest discovery document or JWKS read
+MAX_TOKEN_BYTES = 16 << 10  # GitHub's are about 1.5 KiB
+# What trust.py matches, and what a token must have besides; GitHub's tokens have them all.
+REQUIRED_CLAIMS = (
+    "iss",
+    "aud",
+    "exp",
+    "nbf",
+    "iat",
+    "jti",
+    "sub",
+    "repository",
+    "repository_id",
+    "repository_owner_id",
+    "job_workflow_ref",
+)
+STRING_CLAIMS = ("jti", "sub", "repository", "job_workflow_ref")
+ID_CLAIMS = ("repository_id", "repository_owner_id")  # strings of digits in GitHub's tokens
+_JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+_DIGITS = re.compile(r"[0-9]{1,20}")
+
+
+class Invalid(Exception):
+    """The token is not a valid one: the message says why, never quoting the token."""
+
+
+class Unreachable(Exception):
+    """The keys are needed and the issuer cannot give them now: the message says why."""
+
+
+def looks_like_jwt(bearer: str) -> bool:
+    """Whether a bearer credential is shaped as a JWT (three base64url parts, the signature
+    maybe empty, so that an unsigned token is refused as such)."""
+    return _JWT.fullmatch(bearer) is not None
+
+
+class Verifier:
+    """Tokens that `issuer` signed for `audience`; `clock` (monotonic seconds) paces the
+    fetches of the keys, each given up after `timeout` seconds."""
+
+    def __init__(
+        self,
+        issuer: str,
+        audience: str,
+        timeout: float = TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.issuer, self.audience, self.timeout, self.clock = issuer, audience, timeout, clock
+        self._lock = threading.Lock()  # one fetch at a time; the others wait for its keys
+        self._keys = {}  # kid -> jwt.PyJWK
+        self._fetched = None  # when the keys were last fetched, by `clock`
+        self._tried = None  # when a fetch was last tried
+        self._failure = None  # why the last fetch failed, or None
+
+    def verify(self, token: str) -> dict:
+        """The token's claims, or Invalid or Unreachable raised."""
+        if len(token) > MAX_TOKEN_BYTES or not looks_like_jwt(token):
+            raise Invalid("the bearer token is not a JWT")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError:
+            raise Invalid("the bearer token is not a well-formed JWT") from None
+        if header.get("alg") != ALGORITHM:
+            raise Invalid(f"the token must be signed with {ALGORITHM}")
+        kid = header.get("kid")
+        if not isinstance(kid, str):
+            raise Invalid("the token names no key (kid)")
+        # Checked before the keys are looked for: a token that cannot be valid needs no issuer.
+        self._decode(token, None)
+        return self._decode(token, self._key(kid))
+
+    def _decode(self, token, key):
+        """The claims, checked; their signature too unless `key` is None."""
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=LEEWAY,
+                options={
+                    "verify_signature": key is not None,
+                    "require": list(REQUIRED_CLAIMS),
+                    "verify_sub": False,  # checked below, naming the claim
+                    "verify_jti": False,
+                },
+            )
+        except jwt.ExpiredSignatureError:
+            raise Invalid("the token has expired: request a fresh one") from None
+        except jwt.ImmatureSignatureError:
+            raise Invalid("the token is not valid yet (nbf or iat in the future)") from None
+        except jwt.InvalidAudienceError:
+            raise Invalid(
+                f"the token is for another audience: request it for {self.audience}"
+            ) from None
+        except jwt.InvalidIssuerError:
+            raise Invalid(f"the token is from another issuer than {self.issuer}") from None
+        except jwt.MissingRequiredClaimError as error:
+            raise Invalid(f"the token has no claim {error.claim}") from None
+        except jwt.InvalidSignatureError:
+            raise Invalid("the token's signature is not the issuer's") from None
+        except jwt.InvalidAlgorithmError:
+            raise Invalid(f"the token must be signed with {ALGORITHM}") from None
+        except jwt.InvalidTokenError as error:  # a claim of the wrong type, a bad segment
+            raise Invalid(f"the token is not valid: {error}") from None
+        for claim in STRING_CLAIMS:
+            if not isinstance(claims[claim], str):
+                raise Invalid(f"the token's claim {claim} is not a string")
+        for claim in ID_CLAIMS:
+            value = claims[claim]
+            if isinstance(value, int) and not isinstance(value, bool):
+                claims[claim] = value = str(value)
+            if not (isinstance(value, str) and _DIGITS.fullmatch(value)):
+                raise Invalid(f"the token's claim {claim} is not a number")
+        return claims
+
+    def _key(self, kid):
+        with self._lock:
+            now = self.clock()
+            fresh = self._fetched is not None and now - self._fetched < KEYS_MAX_AGE
+            if kid in self._keys and fresh:
+                return self._keys[kid]
+            if self._tried is None or now - self._tried >= REFRESH_SECONDS:
+                self._tried = now
+                try:
+                    self._keys, self._fetched, self._failure = self._fetch(), now, None
+                except Unreachable as error:
+                    self._failure = str(error)
+            if kid in self._keys:  # maybe from before a failed refresh
+                return self._keys[kid]
+            if self._failure is not None:
+                raise Unreachable(self._failure)
+            raise Invalid("the token is signed by a key (kid) that the issuer does not list")
+
+    def _fetch(self):
+        """The issuer's RS256 keys by kid."""
+        deadline = time.monotonic() + self.timeout
+        discovery_url = self.issuer + "/.well-known/openid-configuration"
+        discovery = self._get(discovery_url, deadline)
+        issuer = discovery.get("issuer") if isinstance(discovery, dict) else None
+        if issuer != self.issuer:
+            raise Unreachable(
+                f"{discovery_url} names the issuer {str(issuer)[:200]!r}, not {self.issuer}"
+            )
+        jwks_uri = discovery.get("jwks_uri")
+        if not isinstance(jwks_uri, str) or not jwks_uri.startswith(
+            ("https://",) if self.issuer.startswith("https://") else ("https://", "http://")
+        ):
+            raise Unreachable(f"{discovery_url} names no jwks_uri of the issuer's scheme")
+        jwks = self._get(jwks_uri, deadline)
+        try:
+            found = jwt.PyJWKSet.from_dict(jwks).keys if isinstance(jwks, dict) else []
+        except jwt.PyJWKSetError:
+            found = []
+        keys = {
+            key.key_id: key
+            for key in found
+            if key.key_type == "RSA"
+            and key.key_id
+            and key.public_key_use in (None, "sig")
+            and key.algorithm_name == ALGORITHM
+        }
+        if not keys:
+            raise Unreachable(f"the issuer's keys at {jwks_uri} are not a JWK set of RS256 keys")
+        return keys
+
+    def _get(self, url, deadline):
+        """The JSON document at `url`, whole by `deadline`."""
+        request = urllib.request.Request(
+            url, headers={"Accept": "application/json", "User-Agent": "buildshelf"}
+        )
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            with urllib.request.urlopen(request, timeout=left) as response:
+                body = bytearray()
+                while chunk := response.read1(64 << 10):
+                    body += chunk
+                    if len(body) > MAX_BYTES:
+                        raise Unreachable(f"{url} answers more than {MAX_BYTES >> 20} MiB")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError
+        except urllib.error.HTTPError as error:
+            error.close()
+            raise Unreachable(f"{url} answered {error.code} {error.reason}") from None
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, TimeoutError):
+                raise Unreachable(f"no answer from {url} within {self.timeout:g} s") from None
+            raise Unreachable(f"cannot reach {url}: {error.reason}") from None
+        except TimeoutError:
+            raise Unreachable(f"no answer from {url} within {self.timeout:g} s") from None
+        except (OSError, ValueError, http.client.HTTPException) as error:
+            raise Unreachable(f"cannot read {url}: {error}") from None
+        try:
+            return json.loads(body)
+        except (ValueError, RecursionError):
+            raise Unreachable(f"{url} does not answer JSON") from None
