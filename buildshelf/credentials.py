@@ -8,7 +8,7 @@ ever holds a secret.
 
 from dataclasses import dataclass
 
-from buildshelf import tokens
+from buildshelf import oidc, tokens, trust
 from buildshelf.text import printable
 
 
@@ -38,7 +38,8 @@ class Credentials:
     `issuer` signs for `audience` (the service's public URL)."""
 
     def __init__(self, state_dir: str, issuer: str, audience: str):
-        self.state_dir, self.issuer, self.audience = state_dir, issuer, audience
+        self.state_dir, self.issuer, self.audience = state_dir, issuer, audience.rstrip("/")
+        self.verifier = oidc.Verifier(issuer, self.audience)
 
     def authenticate(self, authorization: str | None, slug: str) -> Publisher:
         """The publisher `authorization` (an Authorization header's value, or None) proves
@@ -50,6 +51,8 @@ class Credentials:
         bearer = bearer.strip()
         if bearer.startswith(tokens.PREFIX):
             return self._token(bearer, slug)
+        if oidc.looks_like_jwt(bearer):
+            return self._github(bearer, slug)
         raise Unauthorized("unknown credential")
 
     def _token(self, text: str, slug: str) -> Publisher:
@@ -62,3 +65,23 @@ class Credentials:
                 f"token {token.id} may publish to {token.project} only, not {printable(slug)}"
             )
         return Publisher(f"token {token.id}")
+
+    def _github(self, token: str, slug: str) -> Publisher:
+        """A GitHub Actions OIDC token: verified, then its jti spent (whatever the publish
+        then answers: a retry requests a fresh token), then matched to a trusted publisher."""
+        try:
+            claims = self.verifier.verify(token)
+        except oidc.Invalid as invalid:
+            raise Unauthorized(str(invalid)) from None
+        except oidc.Unreachable as unreachable:
+            raise Unavailable(
+                f"the GitHub OIDC token cannot be checked now ({unreachable}): try again in a "
+                "minute"
+            ) from None
+        if not trust.spend(self.state_dir, claims["jti"], claims["exp"] + oidc.LEEWAY):
+            raise Unauthorized("this token was used already: request a fresh one")
+        try:
+            trust.match(self.state_dir, slug, claims)
+        except trust.NotTrusted as not_trusted:
+            raise Forbidden(str(not_trusted)) from None
+        return Publisher(f"github {claims['repository']} ({trust.workflow_of(claims)})")

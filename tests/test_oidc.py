@@ -1,14 +1,21 @@
-"""Trusted publishing: GitHub Actions OIDC tokens checked (oidc.py), against a real issuer on
-127.0.0.1 with keys made here (oidc_issuer.py)."""
+"""Trusted publishing: GitHub Actions OIDC tokens checked (oidc.py) against the trusted
+publishers of a project (trust.py) by Credentials.authenticate; against a real issuer on 127.0.0.1 with keys made here (oidc_issuer.py)."""
 
+import os
+import sqlite3
+import stat
 import threading
 import time
 
 import jwt
 import pytest
 
-from buildshelf import oidc
+from buildshelf import oidc, trust
+from buildshelf.credentials import Credentials, Forbidden, Publisher, Unauthorized, Unavailable
 from oidc_issuer import AUDIENCE, OidcIssuer, new_key
+
+REPOSITORY = "octo-org/octo-repo"  # the issuer's default
+RELEASE = ".github/workflows/release.yml"
 
 
 @pytest.fixture
@@ -35,6 +42,20 @@ def clock():
 @pytest.fixture
 def verifier(issuer, clock):
     return oidc.Verifier(issuer.url, AUDIENCE, timeout=2.0, clock=clock)
+
+
+@pytest.fixture
+def state_dir(data_dir):
+    return str(data_dir / ".buildshelf")
+
+
+@pytest.fixture
+def creds(issuer, state_dir):
+    return Credentials(state_dir, issuer.url, AUDIENCE)
+
+
+def bearer(token):
+    return f"Bearer {token}"
 
 
 def refused(call, *args):
@@ -272,3 +293,204 @@ def test_concurrent_requests_fetch_the_keys_once(issuer, verifier):
 )
 def test_what_looks_like_a_jwt(bearer, jwt_like):
     assert oidc.looks_like_jwt(bearer) is jwt_like
+
+
+# --- trusted publishers: matching, pinning, the jti once ---------------------------------------
+
+
+def test_a_trusted_repository_publishes(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    who = creds.authenticate(bearer(issuer.token()), "alpha")
+    assert who == Publisher(f"github {REPOSITORY} ({RELEASE})")
+
+
+def test_the_repository_is_matched_whatever_its_case(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", "Octo-Org/Octo-Repo")
+    creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+@pytest.mark.parametrize(
+    "slug, repository",
+    [
+        ("alpha", "octo-org/other-repo"),  # another repository
+        ("alpha", "octo-org/octo-rep"),  # a prefix of it
+        ("beta", REPOSITORY),  # trusted by another project
+        ("gamma", REPOSITORY),  # a project that is not there: the route answers 404
+    ],
+)
+def test_a_valid_token_of_a_repository_not_trusted_is_forbidden(
+    issuer, creds, state_dir, slug, repository
+):
+    trust.add(state_dir, "alpha", repository)
+    with pytest.raises(Forbidden, match=REPOSITORY):
+        creds.authenticate(bearer(issuer.token()), slug)
+
+
+@pytest.mark.parametrize(
+    "job_workflow_ref",
+    [
+        f"{REPOSITORY}/.github/workflows/release.yaml@refs/heads/main",
+        f"{REPOSITORY}/.github/workflows/prerelease.yml@refs/heads/main",
+        f"{REPOSITORY}/.github/workflows/release.yml.bak@refs/heads/main",
+        f"{REPOSITORY}/.github/workflows/x/release.yml@refs/heads/main",
+        f"{REPOSITORY}/github/workflows/release.yml@refs/heads/main",
+        "octo-org/other/.github/workflows/release.yml@refs/heads/main",  # a reusable one
+        "octo-org/octo-rep0/.github/workflows/release.yml@refs/heads/main",  # as long
+        f"{REPOSITORY}/.github/workflows/release.yml",
+    ],
+)
+def test_a_workflow_set_must_be_the_jobs(issuer, creds, state_dir, job_workflow_ref):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")
+    with pytest.raises(Forbidden, match="release.yml"):
+        creds.authenticate(bearer(issuer.token(job_workflow_ref=job_workflow_ref)), "alpha")
+
+
+def test_the_workflow_is_matched_at_any_ref(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")
+    for ref in ("refs/heads/main", "refs/tags/v1.0", "refs/pull/3/merge"):
+        job = f"{REPOSITORY.upper()}/{RELEASE}@{ref}"
+        creds.authenticate(bearer(issuer.token(job_workflow_ref=job)), "alpha")
+
+
+@pytest.mark.parametrize("environment", [None, "", "staging", "release-2"])
+def test_an_environment_set_must_be_the_jobs(issuer, creds, state_dir, environment):
+    trust.add(state_dir, "alpha", REPOSITORY, environment="release")
+    with pytest.raises(Forbidden, match="environment"):
+        creds.authenticate(bearer(issuer.token(environment=environment)), "alpha")
+
+
+def test_environments_are_matched_whatever_their_case(issuer, creds, state_dir):
+    # GitHub's environment names are not case-sensitive.
+    trust.add(state_dir, "alpha", REPOSITORY, environment="Release")
+    creds.authenticate(bearer(issuer.token(environment="release")), "alpha")
+
+
+def test_without_an_environment_set_any_environment_publishes(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")
+    creds.authenticate(bearer(issuer.token(environment="whatever")), "alpha")
+
+
+def test_any_of_several_publishers_may_match(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="nightly.yml")
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml", environment="release")
+    creds.authenticate(bearer(issuer.token(environment="release")), "alpha")
+    with pytest.raises(Forbidden):
+        creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+@pytest.mark.parametrize("claim", ["repository_owner_id", "repository_id"])
+def test_the_ids_are_pinned_on_first_use(issuer, creds, state_dir, claim):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="nightly.yml")
+    assert [(t.owner_id, t.repository_id) for t in trust.listed(state_dir, "alpha")] == [
+        (None, None),
+        (None, None),
+    ]
+    creds.authenticate(bearer(issuer.token()), "alpha")
+    assert [(t.owner_id, t.repository_id) for t in trust.listed(state_dir, "alpha")] == [
+        ("65", "74"),
+        ("65", "74"),  # one repository, one pair of ids, whichever workflow came first
+    ]
+    # The repository deleted and made again under the same name: other ids.
+    for workflow in ("release.yml", "nightly.yml"):
+        with pytest.raises(Forbidden, match="ids"):
+            creds.authenticate(bearer(issuer.token(workflow=workflow, **{claim: "999"})), "alpha")
+    creds.authenticate(bearer(issuer.token()), "alpha")  # the first still publishes
+    # Removed and added again, it pins the new ids.
+    trust.remove(state_dir, "alpha", 2)
+    trust.remove(state_dir, "alpha", 1)
+    trust.add(state_dir, "alpha", REPOSITORY)
+    creds.authenticate(bearer(issuer.token(**{claim: "999"})), "alpha")
+    with pytest.raises(Forbidden, match="ids"):
+        creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+def test_a_refused_token_pins_nothing(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, environment="release")
+    with pytest.raises(Forbidden):
+        creds.authenticate(bearer(issuer.token(repository_id="999")), "alpha")
+    creds.authenticate(bearer(issuer.token(environment="release")), "alpha")
+
+
+def test_a_token_is_accepted_once(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    token = issuer.token()
+    creds.authenticate(bearer(token), "alpha")
+    with pytest.raises(Unauthorized, match="used already: request a fresh one"):
+        creds.authenticate(bearer(token), "alpha")
+    creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+def test_a_forbidden_token_is_spent_too(issuer, creds, state_dir):
+    token = issuer.token()
+    with pytest.raises(Forbidden):
+        creds.authenticate(bearer(token), "alpha")
+    trust.add(state_dir, "alpha", REPOSITORY)
+    with pytest.raises(Unauthorized, match="used already"):
+        creds.authenticate(bearer(token), "alpha")
+
+
+def test_an_invalid_token_spends_nothing(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    jti = "5d41402a-bc4b-2a76-b971-9d911017c592"
+    with pytest.raises(Unauthorized, match="audience"):
+        creds.authenticate(bearer(issuer.token(jti=jti, aud="x")), "alpha")
+    creds.authenticate(bearer(issuer.token(jti=jti)), "alpha")
+
+
+def test_spent_jtis_are_forgotten_once_their_token_expired(state_dir):
+    now = 2_000_000_000
+    assert trust.spend(state_dir, "a", now + 10, now=now)
+    assert trust.spend(state_dir, "b", now + 1000, now=now)
+    assert not trust.spend(state_dir, "a", now + 10, now=now + 5)
+    assert trust.spend(state_dir, "c", now + 1000, now=now + 11)  # "a" forgotten now
+    with sqlite3.connect(os.path.join(state_dir, "trust.sqlite3")) as db:
+        assert sorted(row[0] for row in db.execute("SELECT jti FROM spent")) == ["b", "c"]
+
+
+def test_the_verifier_is_given_the_expiry_with_its_leeway(issuer, creds, state_dir, monkeypatch):
+    spent = []
+    monkeypatch.setattr(trust, "spend", lambda state, jti, until: spent.append(until) or True)
+    trust.add(state_dir, "alpha", REPOSITORY)
+    exp = int(time.time()) + 100
+    creds.authenticate(bearer(issuer.token(exp=exp)), "alpha")
+    assert spent == [exp + oidc.LEEWAY]
+
+
+def test_credentials_refuse_an_invalid_token_as_unauthorized(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    for token, why in [
+        (issuer.token(exp=int(time.time()) - 100), "expired"),
+        (issuer.token(aud="https://other.example.org"), "audience"),
+        (issuer.token(key=new_key()), "signature"),
+        (issuer.token(alg="none"), "RS256"),
+    ]:
+        with pytest.raises(Unauthorized, match=why):
+            creds.authenticate(bearer(token), "alpha")
+
+
+def test_credentials_answer_unavailable_within_the_timeout(issuer, creds):
+    issuer.mode = "slow"
+    started = time.monotonic()
+    with pytest.raises(Unavailable, match="try again"):
+        creds.authenticate(bearer(issuer.token()), "alpha")
+    assert time.monotonic() - started < oidc.TIMEOUT + 1
+    # Another kind of credential never waits for the issuer.
+    issuer.fetches.clear()
+    started = time.monotonic()
+    with pytest.raises(Unauthorized):
+        creds.authenticate("Bearer bs_3f9a0c1d2b7e_" + "A" * 43, "alpha")
+    assert time.monotonic() - started < 0.5 and issuer.fetches == []
+
+
+def test_the_audience_is_the_public_url_without_its_slash(issuer, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    creds = Credentials(state_dir, issuer.url, AUDIENCE + "/")
+    creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+def test_the_trust_database_is_private(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    creds.authenticate(bearer(issuer.token()), "alpha")
+    assert stat.S_IMODE(os.stat(state_dir).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(os.path.join(state_dir, "trust.sqlite3")).st_mode) == 0o600

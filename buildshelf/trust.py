@@ -1,0 +1,202 @@
+"""Trusted publishers: the GitHub repositories (and maybe one workflow, one environment)
+whose Actions jobs may publish to a project with their OIDC token, kept in the state
+directory's `trust` database; the token claims that match one; the ids of a repository
+pinned on its first accepted token; and the tokens' `jti`s spent, each accepted once.
+"""
+
+import re
+import sqlite3
+import time
+from contextlib import closing
+from dataclasses import dataclass
+
+from buildshelf import state
+
+# GitHub's names: an owner of letters, digits and '-', a repository of letters, digits and
+# . _ - (not . or ..). They are compared whatever their case, as GitHub's are.
+REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}\Z")
+WORKFLOW = re.compile(r"[A-Za-z0-9._-]+\.ya?ml\Z")  # a file name in .github/workflows/
+ENVIRONMENT = re.compile(r"(?=.*\S)[^\x00-\x1f\x7f]{1,255}\Z")
+WORKFLOWS = ".github/workflows/"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS publishers (
+    id INTEGER PRIMARY KEY,  -- the order of adding, which --list numbers them in
+    project TEXT NOT NULL,
+    repository TEXT NOT NULL,  -- OWNER/REPO as given
+    workflow TEXT,  -- a file name in .github/workflows/; NULL: any
+    environment TEXT,  -- NULL: any, or none
+    owner_id TEXT,  -- repository_owner_id and repository_id, pinned on first use
+    repository_id TEXT
+);
+CREATE INDEX IF NOT EXISTS publishers_project ON publishers (project);
+CREATE TABLE IF NOT EXISTS spent (
+    jti TEXT PRIMARY KEY,
+    until INTEGER NOT NULL  -- after this the token is refused as expired: the jti may go
+);
+CREATE INDEX IF NOT EXISTS spent_until ON spent (until);
+"""
+
+
+class NotTrusted(Exception):
+    """A valid token that no trusted publisher of the project matches: the message says how
+    it differs from them."""
+
+
+@dataclass(frozen=True)
+class Trusted:
+    """A trusted publisher: `number` is its place in `listed`, from 1."""
+
+    number: int
+    repository: str
+    workflow: str | None
+    environment: str | None
+    owner_id: str | None
+    repository_id: str | None
+    id: int  # the row's
+
+    def __str__(self):
+        return (
+            f"github {self.repository}, "
+            + (f"workflow {self.workflow}" if self.workflow else "any workflow")
+            + ", "
+            + (f"environment {self.environment}" if self.environment else "any environment")
+        )
+
+
+def _connect(state_dir):
+    connection = state.connect(state_dir, "trust")
+    connection.executescript(_SCHEMA)
+    return connection
+
+
+def _listed(connection, project):
+    rows = connection.execute(
+        "SELECT id, repository, workflow, environment, owner_id, repository_id FROM publishers "
+        "WHERE project = ? ORDER BY id",
+        (project,),
+    )
+    return [Trusted(number, *row[1:], id=row[0]) for number, row in enumerate(rows, 1)]
+
+
+def listed(state_dir: str, project: str) -> list[Trusted]:
+    """The trusted publishers of `project`, in the order they were added."""
+    with closing(_connect(state_dir)) as connection:
+        return _listed(connection, project)
+
+
+def add(
+    state_dir: str,
+    project: str,
+    repository: str,
+    workflow: str | None = None,
+    environment: str | None = None,
+) -> tuple[Trusted, bool]:
+    """The publisher trusted for `project`, and whether it was added (False: it was there)."""
+    shapes = ((repository, REPOSITORY), (workflow, WORKFLOW), (environment, ENVIRONMENT))
+    for value, pattern in shapes:
+        if value is not None and not pattern.match(value):
+            raise ValueError(f"{value!r} does not match {pattern.pattern}")
+    with closing(_connect(state_dir)) as connection, connection:
+        connection.execute("BEGIN IMMEDIATE")
+        for trusted in _listed(connection, project):
+            if (trusted.repository.lower(), trusted.workflow, trusted.environment) == (
+                repository.lower(),
+                workflow,
+                environment,
+            ):
+                return trusted, False
+        connection.execute(
+            "INSERT INTO publishers (project, repository, workflow, environment) "
+            "VALUES (?, ?, ?, ?)",
+            (project, repository, workflow, environment),
+        )
+        return _listed(connection, project)[-1], True
+
+
+def remove(state_dir: str, project: str, number: int) -> Trusted | None:
+    """The publisher that `listed` numbers `number`, no longer trusted; None if none is."""
+    with closing(_connect(state_dir)) as connection, connection:
+        connection.execute("BEGIN IMMEDIATE")
+        found = [t for t in _listed(connection, project) if t.number == number]
+        if found:
+            connection.execute("DELETE FROM publishers WHERE id = ?", (found[0].id,))
+        return found[0] if found else None
+
+
+def spend(state_dir: str, jti: str, until: float, now: float | None = None) -> bool:
+    """Whether `jti` was not spent yet, now spent until `until` (epoch seconds: when its
+    token can no longer be accepted). The jtis spent until before `now` are forgotten."""
+    now = time.time() if now is None else now
+    with closing(_connect(state_dir)) as connection, connection:
+        connection.execute("DELETE FROM spent WHERE until < ?", (int(now),))
+        try:
+            connection.execute("INSERT INTO spent (jti, until) VALUES (?, ?)", (jti, int(until)))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+
+def workflow_of(claims: dict) -> str:
+    """The workflow the job runs, from `job_workflow_ref` without its @ref: its path in the
+    repository (.github/workflows/release.yml), or with its repository in front for a
+    workflow of another repository."""
+    path = claims["job_workflow_ref"].rpartition("@")[0] or claims["job_workflow_ref"]
+    prefix = claims["repository"] + "/"
+    return path[len(prefix) :] if path.lower().startswith(prefix.lower()) else path
+
+
+def _runs(trusted, claims):
+    """Whether the job of `claims` runs the workflow and environment `trusted` names."""
+    if trusted.workflow is not None:
+        prefix = claims["repository"] + "/"
+        ref = claims["job_workflow_ref"]
+        if not (
+            ref[: len(prefix)].lower() == prefix.lower()
+            and ref[len(prefix) :].startswith(f"{WORKFLOWS}{trusted.workflow}@")
+        ):
+            return False
+    if trusted.environment is not None:
+        # GitHub's environment names are not case-sensitive.
+        if str(claims.get("environment") or "").lower() != trusted.environment.lower():
+            return False
+    return True
+
+
+def match(state_dir: str, project: str, claims: dict) -> Trusted:
+    """The trusted publisher of `project` that the verified token `claims` matches, with the
+    repository's ids pinned if they were not; NotTrusted if none does."""
+    repository = claims["repository"]
+    ids = (claims["repository_owner_id"], claims["repository_id"])
+    if not REPOSITORY.match(repository):  # GitHub's never: compared as ASCII below
+        raise NotTrusted(f"{repository!r} is not a GitHub repository name")
+    with closing(_connect(state_dir)) as connection, connection:
+        connection.execute("BEGIN IMMEDIATE")  # the ids read and pinned in one transaction
+        listed = _listed(connection, project)
+        same = [t for t in listed if t.repository.lower() == repository.lower()]
+        if not same:
+            raise NotTrusted(f"{repository} is not a trusted publisher of {project}")
+        for trusted in same:
+            if trusted.owner_id is not None and (trusted.owner_id, trusted.repository_id) != ids:
+                raise NotTrusted(
+                    f"{repository} has other ids (owner {ids[0]}, repository {ids[1]}) than "
+                    f"when it first published to {project} (owner {trusted.owner_id}, "
+                    f"repository {trusted.repository_id}): a repository deleted and made again "
+                    "under its name is not trusted (if it is yours, 'buildshelf trust "
+                    f"{project} --remove N' and add it again)"
+                )
+        found = next((t for t in same if _runs(t, claims)), None)
+        if found is None:
+            environment = claims.get("environment")
+            raise NotTrusted(
+                f"{repository} is trusted for {project} as "
+                + "; ".join(str(t).removeprefix("github ") for t in same)
+                + f", and this job runs {workflow_of(claims)} in "
+                + (f"environment {environment}" if environment else "no environment")
+            )
+        # One repository, one pair of ids: pinned on every publisher naming it.
+        connection.executemany(
+            "UPDATE publishers SET owner_id = ?, repository_id = ? WHERE id = ?",
+            [(*ids, t.id) for t in same if t.owner_id is None],
+        )
+        return found
