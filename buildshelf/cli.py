@@ -1,7 +1,7 @@
 """The `buildshelf` command line: serve the API, check the data files, the commands that
-write them (add-project, publish, yank, import-jenkins), and the tokens of HTTP publishes
-(token create|list|revoke): every command and its arguments, the settings' options made by
-settings.py.
+write them (add-project, publish, yank, import-jenkins), and those of HTTP publishing, which
+keep their records in the state directory (token create|list|revoke, trust): every command and
+its arguments, the settings' options made by settings.py.
 
 `buildshelf [flags]` with no command serves, as `python server.py [flags]` does. Exit status:
 0 done, 1 refused (one line on stderr saying why), 2 bad usage (argparse's own).
@@ -18,7 +18,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import jenkins, mirror, server, settings, store, tokens, writer
+from buildshelf import jenkins, mirror, server, settings, store, tokens, trust, writer
 from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
@@ -110,6 +110,37 @@ def _regex(value):
         raise argparse.ArgumentTypeError(
             f"{value!r} is not a regular expression: {error}"
         ) from None
+
+
+def _repository(value):
+    if not trust.REPOSITORY.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a GitHub repository (OWNER/REPO, such as octo-org/octo-repo)"
+        )
+    return value
+
+
+def _workflow(value):
+    if not trust.WORKFLOW.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a workflow file: give its name in .github/workflows/, such as "
+            "release.yml"
+        )
+    return value
+
+
+def _environment(value):
+    if not trust.ENVIRONMENT.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an environment name (1 to 255 characters, no control characters)"
+        )
+    return value
+
+
+def _listed_number(value, pattern=re.compile(r"[1-9][0-9]{0,8}\Z")):
+    if not pattern.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number from --list (1, 2...)")
+    return int(value)
 
 
 # --- the parser ----------------------------------------------------------------------------------
@@ -361,6 +392,39 @@ def make_parser():
         prefix="token ",
     )
     sub.add_argument("id", metavar="ID", help="the token's id: ID in bs_ID_SECRET")
+    sub = command(
+        "trust",
+        trusted_publishers,
+        "trust a GitHub repository's Actions jobs to publish to a project over HTTP with their "
+        "OIDC token, no secret needed (trusted publishing); list or remove them",
+        state_options,
+    )
+    sub.add_argument("slug", metavar="SLUG")
+    which = sub.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--github",
+        type=_repository,
+        metavar="OWNER/REPO",
+        help="trust the jobs of this repository (its ids are pinned on its first publish)",
+    )
+    which.add_argument(
+        "--list", action="store_true", help="list the project's trusted publishers, numbered"
+    )
+    which.add_argument(
+        "--remove", type=_listed_number, metavar="N", help="remove the one --list numbers N"
+    )
+    sub.add_argument(
+        "--workflow",
+        type=_workflow,
+        metavar="FILE.yml",
+        help="with --github: only the jobs of the workflow .github/workflows/FILE.yml",
+    )
+    sub.add_argument(
+        "--environment",
+        type=_environment,
+        metavar="NAME",
+        help="with --github: only the jobs in this deployment environment",
+    )
     return parser
 
 
@@ -385,6 +449,9 @@ def parse_args(argv=None, environ=os.environ):
             parser.error("--size goes with --download-url: a kept file's size is measured")
         if args.file is None and (args.sha256 is None) != (args.size is None):
             parser.error("--sha256 and --size go together with --download-url: both or neither")
+    if args.command == "trust" and args.github is None:
+        if args.workflow is not None or args.environment is not None:
+            parser.error("--workflow and --environment go with --github")
     settings.settle(parser, args, environ, serve=serving)
     return args
 
@@ -430,6 +497,40 @@ def add_project(args):
         if created
         else f"project {args.slug} is already there as given: nothing changed"
     )
+    return 0
+
+
+def trusted_publishers(args):
+    if args.list:
+        listed = trust.listed(args.state, args.slug)
+        if not listed:
+            print(f"{args.slug} trusts no publisher: add one with --github OWNER/REPO")
+        for trusted in listed:
+            pinned = (
+                f" (pinned: owner id {trusted.owner_id}, repository id {trusted.repository_id})"
+                if trusted.owner_id is not None
+                else ""
+            )
+            print(f"{trusted.number}. {trusted}{pinned}")
+    elif args.remove is not None:
+        removed = trust.remove(args.state, args.slug, args.remove)
+        if removed is None:
+            raise writer.Refused(
+                f"{args.slug} has no trusted publisher {args.remove} (--list numbers them)"
+            )
+        print(f"{args.slug} no longer trusts {removed}")
+    else:
+        if not os.path.isfile(writer.project_path(args.data, args.slug)):
+            raise writer.Refused(
+                f"no project {args.slug!r} in {args.data}: a publisher is trusted for a "
+                "project that is there ('buildshelf add-project' adds one)"
+            )
+        trusted, added = trust.add(
+            args.state, args.slug, args.github, args.workflow, args.environment
+        )
+        already = "" if added else " already"
+        done = "" if added else ": nothing changed"
+        print(f"{args.slug} trusts {trusted}{already} ({trusted.number}){done}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Trusted publishing: GitHub Actions OIDC tokens checked (oidc.py) against the trusted
-publishers of a project (trust.py) by Credentials.authenticate; against a real issuer on 127.0.0.1 with keys made here (oidc_issuer.py)."""
+publishers of a project (trust.py) by Credentials.authenticate, and `buildshelf trust`;
+against a real issuer on 127.0.0.1 with keys made here (oidc_issuer.py)."""
 
 import os
 import sqlite3
@@ -10,7 +11,7 @@ import time
 import jwt
 import pytest
 
-from buildshelf import oidc, trust
+from buildshelf import cli, oidc, trust
 from buildshelf.credentials import Credentials, Forbidden, Publisher, Unauthorized, Unavailable
 from oidc_issuer import AUDIENCE, OidcIssuer, new_key
 
@@ -494,3 +495,119 @@ def test_the_trust_database_is_private(issuer, creds, state_dir):
     creds.authenticate(bearer(issuer.token()), "alpha")
     assert stat.S_IMODE(os.stat(state_dir).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(os.path.join(state_dir, "trust.sqlite3")).st_mode) == 0o600
+
+
+# --- buildshelf trust ---------------------------------------------------------------------------
+
+
+def run(capsys, *argv):
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_trust_adds_lists_and_removes(data_dir, capsys):
+    data = ("--data", str(data_dir))
+    assert run(capsys, "trust", "alpha", "--github", "o/r", *data) == (
+        0,
+        "alpha trusts github o/r, any workflow, any environment (1)\n",
+        "",
+    )
+    status, out, _ = run(
+        capsys, "trust", "alpha", "--github", "o/r", "--workflow", "release.yml",
+        "--environment", "release", *data,
+    )  # fmt: skip
+    assert status == 0 and out.endswith("(2)\n")
+    run(capsys, "trust", "alpha", "--github", "Octo-Org/Octo-Repo", *data)
+    run(capsys, "trust", "beta", "--github", "b/b", *data)
+    assert run(capsys, "trust", "alpha", "--list", *data) == (
+        0,
+        "1. github o/r, any workflow, any environment\n"
+        "2. github o/r, workflow release.yml, environment release\n"
+        "3. github Octo-Org/Octo-Repo, any workflow, any environment\n",
+        "",
+    )
+    assert run(capsys, "trust", "alpha", "--remove", "2", *data) == (
+        0,
+        "alpha no longer trusts github o/r, workflow release.yml, environment release\n",
+        "",
+    )
+    _, out, _ = run(capsys, "trust", "alpha", "--list", *data)
+    assert out.splitlines() == [
+        "1. github o/r, any workflow, any environment",
+        "2. github Octo-Org/Octo-Repo, any workflow, any environment",
+    ]
+
+
+def test_trust_again_changes_nothing(data_dir, capsys):
+    data = ("--data", str(data_dir))
+    run(capsys, "trust", "alpha", "--github", "o/r", "--workflow", "r.yml", *data)
+    assert run(capsys, "trust", "alpha", "--github", "O/R", "--workflow", "r.yml", *data) == (
+        0,
+        "alpha trusts github o/r, workflow r.yml, any environment already (1): nothing changed\n",
+        "",
+    )
+
+
+def test_trust_list_shows_the_pinned_ids(issuer, data_dir, capsys):
+    state_dir = str(data_dir / ".buildshelf")
+    run(capsys, "trust", "alpha", "--github", REPOSITORY, "--data", str(data_dir))
+    Credentials(state_dir, issuer.url, AUDIENCE).authenticate(bearer(issuer.token()), "alpha")
+    assert run(capsys, "trust", "alpha", "--list", "--data", str(data_dir))[1] == (
+        f"1. github {REPOSITORY}, any workflow, any environment "
+        "(pinned: owner id 65, repository id 74)\n"
+    )
+
+
+def test_trust_follows_the_state_flag(data_dir, tmp_path, capsys):
+    state_dir = tmp_path / "state"
+    places = ("--data", str(data_dir), "--state", str(state_dir))
+    run(capsys, "trust", "alpha", "--github", "o/r", *places)
+    assert [t.repository for t in trust.listed(str(state_dir), "alpha")] == ["o/r"]
+    assert not (data_dir / ".buildshelf").exists()
+
+
+def test_trust_list_of_none(data_dir, capsys):
+    assert run(capsys, "trust", "alpha", "--list", "--data", str(data_dir)) == (
+        0,
+        "alpha trusts no publisher: add one with --github OWNER/REPO\n",
+        "",
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["trust", "gamma", "--github", "o/r"], "no project 'gamma'"),
+        (["trust", "alpha", "--remove", "1"], "alpha has no trusted publisher 1 (--list"),
+    ],
+)
+def test_trust_refusals_are_one_line_and_exit_1(data_dir, capsys, argv, message):
+    status, out, err = run(capsys, *argv, "--data", str(data_dir))
+    assert status == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith("buildshelf trust: ") and message in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--github", "o"], "'o' is not a GitHub repository (OWNER/REPO"),
+        (["--github", "o/r/x"], "is not a GitHub repository"),
+        (["--github", "o/.."], "is not a GitHub repository"),
+        (["--github", "_o/r"], "is not a GitHub repository"),
+        (["--github", "https://github.com/o/r"], "is not a GitHub repository"),
+        (["--github", "o/r", "--workflow", ".github/workflows/r.yml"], "is not a workflow file"),
+        (["--github", "o/r", "--workflow", "r.json"], "is not a workflow file"),
+        (["--github", "o/r", "--environment", ""], "is not an environment name"),
+        (["--github", "o/r", "--environment", "a\nb"], "is not an environment name"),
+        (["--list", "--workflow", "r.yml"], "--workflow and --environment go with --github"),
+        (["--remove", "1", "--environment", "e"], "go with --github"),
+        (["--remove", "0"], "is not a number from --list"),
+        ([], "one of the arguments --github --list --remove is required"),
+        (["--list", "--remove", "1"], "not allowed with argument"),
+    ],
+)
+def test_trust_bad_usage_exits_2(data_dir, capsys, argv, message):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["trust", "alpha", *argv, "--data", str(data_dir)])
+    assert exited.value.code == 2 and message in capsys.readouterr().err
