@@ -6,6 +6,7 @@ refusal: `Unauthorized` (401), `Forbidden` (403), `Unavailable` (503). No messag
 ever holds a secret.
 """
 
+import sqlite3
 from dataclasses import dataclass
 
 from buildshelf import oidc, tokens, trust
@@ -78,10 +79,12 @@ class Credentials:
                 f"the GitHub OIDC token cannot be checked now ({unreachable}): try again in a "
                 "minute"
             ) from None
-        if not trust.spend(self.state_dir, claims["jti"], claims["exp"] + oidc.LEEWAY):
-            raise Unauthorized("this token was used already: request a fresh one")
         try:
+            if not trust.spend(self.state_dir, claims["jti"], claims["exp"] + oidc.LEEWAY):
+                raise Unauthorized("this token was used already: request a fresh one")
             trust.match(self.state_dir, slug, claims)
         except trust.NotTrusted as not_trusted:
             raise Forbidden(str(not_trusted)) from None
+        except sqlite3.OperationalError as error:  # locked past state.BUSY_SECONDS, disk full
+            raise Unavailable(f"the trusted publishers cannot be read now: {error}") from None
         return Publisher(f"github {claims['repository']} ({trust.workflow_of(claims)})")

@@ -145,12 +145,20 @@ class Verifier:
                 raise Invalid(f"the token's claim {claim} is not a number")
         return claims
 
+    def _fresh_key(self, kid, now):
+        keys, fetched = self._keys, self._fetched  # replaced together, under the lock
+        if kid in keys and fetched is not None and now - fetched < KEYS_MAX_AGE:
+            return keys[kid]
+        return None
+
     def _key(self, kid):
+        # A known key needs no lock: a fetch for another kid does not hold its token up.
+        if key := self._fresh_key(kid, self.clock()):
+            return key
         with self._lock:
             now = self.clock()
-            fresh = self._fetched is not None and now - self._fetched < KEYS_MAX_AGE
-            if kid in self._keys and fresh:
-                return self._keys[kid]
+            if key := self._fresh_key(kid, now):  # fetched while this waited
+                return key
             if self._tried is None or now - self._tried >= REFRESH_SECONDS:
                 self._tried = now
                 try:

@@ -11,6 +11,7 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from buildshelf import state
+from buildshelf.text import printable
 
 # GitHub's names: an owner of letters, digits and '-', a repository of letters, digits and
 # . _ - (not . or ..). They are compared whatever their case, as GitHub's are.
@@ -143,7 +144,8 @@ def workflow_of(claims: dict) -> str:
     workflow of another repository."""
     path = claims["job_workflow_ref"].rpartition("@")[0] or claims["job_workflow_ref"]
     prefix = claims["repository"] + "/"
-    return path[len(prefix) :] if path.lower().startswith(prefix.lower()) else path
+    # Said in messages and the log: on one printable line, whatever GitHub allows in a name.
+    return printable(path[len(prefix) :] if path.lower().startswith(prefix.lower()) else path)
 
 
 def _runs(trusted, claims):

@@ -7,11 +7,12 @@ import sqlite3
 import stat
 import threading
 import time
+from contextlib import closing
 
 import jwt
 import pytest
 
-from buildshelf import cli, oidc, trust
+from buildshelf import cli, oidc, state, trust
 from buildshelf.credentials import Credentials, Forbidden, Publisher, Unauthorized, Unavailable
 from oidc_issuer import AUDIENCE, OidcIssuer, new_key
 
@@ -259,6 +260,21 @@ def test_a_silent_issuer_is_given_up_within_the_timeout(issuer, verifier):
     assert 1.9 < time.monotonic() - started < 3
 
 
+def test_a_known_key_does_not_wait_for_a_fetch(issuer, verifier, clock):
+    verifier.verify(issuer.token())
+    clock.now += oidc.REFRESH_SECONDS
+    issuer.mode = "slow"
+    fetching = threading.Thread(target=refused, args=(verifier.verify, issuer.token(kid="x")))
+    fetching.start()
+    while "/.well-known/openid-configuration" not in issuer.fetches[1:]:
+        time.sleep(0.01)
+    started = time.monotonic()
+    verifier.verify(issuer.token())
+    assert time.monotonic() - started < 0.5
+    issuer.mode = "ok"
+    fetching.join(10)
+
+
 def test_concurrent_requests_fetch_the_keys_once(issuer, verifier):
     issuer.mode = "slow"
     tokens = [issuer.token() for _ in range(8)]
@@ -482,6 +498,24 @@ def test_credentials_answer_unavailable_within_the_timeout(issuer, creds):
     with pytest.raises(Unauthorized):
         creds.authenticate("Bearer bs_3f9a0c1d2b7e_" + "A" * 43, "alpha")
     assert time.monotonic() - started < 0.5 and issuer.fetches == []
+
+
+def test_a_locked_trust_database_is_unavailable(issuer, creds, state_dir, monkeypatch):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    monkeypatch.setattr(state, "BUSY_SECONDS", 0.1)
+    with closing(state.connect(state_dir, "trust")) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(Unavailable, match="locked"):
+            creds.authenticate(bearer(issuer.token()), "alpha")
+        other.rollback()
+    creds.authenticate(bearer(issuer.token()), "alpha")
+
+
+def test_the_workflow_is_named_on_one_printable_line(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    job = f"{REPOSITORY}/.github/workflows/a\nb.yml@refs/heads/main"
+    who = creds.authenticate(bearer(issuer.token(job_workflow_ref=job)), "alpha").who
+    assert who == f"github {REPOSITORY} (.github/workflows/a\\nb.yml)"
 
 
 def test_the_audience_is_the_public_url_without_its_slash(issuer, state_dir):
