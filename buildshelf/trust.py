@@ -194,7 +194,11 @@ def match(state_dir: str, project: str, claims: dict) -> Trusted:
                 f"{repository} is trusted for {project} as "
                 + "; ".join(str(t).removeprefix("github ") for t in same)
                 + f", and this job runs {workflow_of(claims)} in "
-                + (f"environment {environment}" if environment else "no environment")
+                + (
+                    f"environment {printable(str(environment))}"
+                    if environment
+                    else "no environment"
+                )
             )
         # One repository, one pair of ids: pinned on every publisher naming it.
         connection.executemany(

@@ -511,11 +511,15 @@ def test_a_locked_trust_database_is_unavailable(issuer, creds, state_dir, monkey
     creds.authenticate(bearer(issuer.token()), "alpha")
 
 
-def test_the_workflow_is_named_on_one_printable_line(issuer, creds, state_dir):
+def test_the_workflow_and_environment_are_named_on_one_printable_line(issuer, creds, state_dir):
     trust.add(state_dir, "alpha", REPOSITORY)
     job = f"{REPOSITORY}/.github/workflows/a\nb.yml@refs/heads/main"
     who = creds.authenticate(bearer(issuer.token(job_workflow_ref=job)), "alpha").who
     assert who == f"github {REPOSITORY} (.github/workflows/a\\nb.yml)"
+    trust.add(state_dir, "beta", REPOSITORY, environment="release")
+    with pytest.raises(Forbidden) as refusal:
+        creds.authenticate(bearer(issuer.token(job_workflow_ref=job, environment="x\ny")), "beta")
+    assert "a\\nb.yml in environment x\\ny" in str(refusal.value)
 
 
 def test_the_audience_is_the_public_url_without_its_slash(issuer, state_dir):
