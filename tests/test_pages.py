@@ -653,3 +653,65 @@ def test_a_timestamp_in_seconds_shows_as_the_same_time_as_in_milliseconds(data_d
     assert [calendar.timegm(e.updated_parsed) for e in feed.entries] == [1700000060, 1700000000]
     served = client.get("/api/v2/builds/all?project=alpha").json
     assert [b["timestamp"] for b in served] == [1700000000, 1700000060000]  # as in the file
+
+
+# --- issue 25: pages made for sharing ----------------------------------------------------------
+
+SHA = "4c7b68ce5c0be31b0767eb687d1cbee97723d7b74c7b68ce5c0be31b0767eb68"
+KEPT_URL = f"http://127.0.0.1:8080/downloads/kept/2/{SHA}/kept-2.jar"
+
+
+@pytest.fixture
+def kept_dir(data_dir):
+    """A project whose build 2 is kept here and build 1 has integrity data but is kept
+    elsewhere."""
+    kept = make_build(2, sha256=SHA, size=1234, file="kept-2.jar")
+    del kept["downloadUrl"]
+    write_file(
+        data_dir / "kept.json",
+        make_project([make_build(1, sha256="ab" * 32, size=99), kept], ciJob="Kept"),
+    )
+    return data_dir
+
+
+@pytest.mark.parametrize(
+    "query, latest",
+    [
+        ("", "/downloads/latest?project=alpha"),
+        ("?channel=1.20", "/downloads/latest?project=alpha&channel=1.20"),
+        (
+            "?channel=1.21&experimental=true",
+            "/downloads/latest?project=alpha&channel=1.21&experimental=true",
+        ),
+        ("?experimental=TRUE&page=1", "/downloads/latest?project=alpha&experimental=true"),
+    ],
+)
+def test_a_project_page_links_the_latest_build_of_what_it_shows(client, query, latest):
+    page = client.get("/projects/alpha" + query)
+    links = re.findall(r'<a class="latest" href="([^"]+)"', page.text)
+    assert [href.replace("&amp;", "&") for href in links] == [latest]
+    # the link leads to the newest build the page lists, as the API names it
+    newest = numbers_shown(page)[0]
+    target = client.get(latest, status=302).location
+    assert target == f"https://ci.example.org/job/Alpha/{newest}/artifact/alpha-{newest}.jar"
+
+
+def test_a_page_listing_no_build_has_no_latest_link(client):
+    assert 'class="latest"' not in client.get("/projects/alpha?channel=9.9").text
+
+
+def test_each_kept_build_links_its_checksum_line(kept_dir, client):
+    for path in ("/", "/projects/kept"):
+        page = client.get(path).text
+        # build 1's file is kept elsewhere: no line of it is served here
+        assert re.findall(r'href="([^"]*\.sha256)"', page) == [f"{KEPT_URL}.sha256"], path
+    line = client.get(KEPT_URL.removeprefix("http://127.0.0.1:8080") + ".sha256")
+    assert line.text == f"{SHA}  kept-2.jar\n"
+
+
+def test_the_index_cards_show_the_size_and_sha256_of_kept_builds(kept_dir, client):
+    text = text_of(client.get("/").text)
+    assert f"Kept Latest stable build #2 1.21 2023-11-14 22:13 UTC 1.2 KiB, SHA-256 {SHA[:12]}" in (
+        text
+    )
+    assert "Alpha Latest stable build #5 1.21 2023-11-14 22:13 UTC Download" in text

@@ -14,11 +14,9 @@ from buildshelf.artifacts import object_path
 from buildshelf.model import epoch_seconds, whole_number
 from buildshelf.web import downloads, query
 from buildshelf.web.query import ApiError
-from buildshelf.web.shapes import DOWNLOADS
+from buildshelf.web.shapes import DOWNLOADS, SIDECAR
 
 log = logging.getLogger(__name__)
-
-SIDECAR = ".sha256"
 
 
 def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> None:

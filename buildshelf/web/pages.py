@@ -24,7 +24,7 @@ from buildshelf.web import answers, query
 from buildshelf.web.answers import ISO_TIME, send
 from buildshelf.web.query import API
 from buildshelf.web.representation import Representation
-from buildshelf.web.shapes import DOWNLOADS
+from buildshelf.web.shapes import DOWNLOADS, SIDECAR
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +89,15 @@ def size_text(size):
 
 def build_view(project, build, shapes):
     when = utc_time(build.timestamp)
+    download_url = shapes.download_url(project, build)
     return SimpleNamespace(
         number=build.number,
         channel=build.channel,
         experimental=build.is_experimental,
         url=build.url,
-        download_url=shapes.download_url(project, build),
+        download_url=download_url,
+        # A kept file's sha256sum -c line is served beside it (hosted.py).
+        checksum_url=download_url + SIDECAR if build.hosted else None,
         file=build.file_name or UNNAMED_FILE,
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
@@ -177,6 +180,8 @@ def project_page(project, channel, experimental, page, shapes):
     here = f"/projects/{project.slug}"
     filters = {"channel": channel, "experimental": "true" if experimental else None}
     feed = feed_link(project, channel, experimental)
+    # The newest build of this list, whatever it is when the link is followed.
+    latest = link(DOWNLOADS + "/latest", project=project.slug, **filters) if builds else None
     return render(
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
@@ -187,6 +192,7 @@ def project_page(project, channel, experimental, page, shapes):
         channel=channel,
         experimental=experimental,
         feed=feed,
+        latest=latest,
         feeds=[(f"{project.ci_job} builds", feed)],
         page=page,
         pages=pages,

@@ -56,6 +56,7 @@ def _struct_items(kind):
 
 project_json = json_maker(Project)
 DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix; kept files live under it
+SIDECAR = ".sha256"  # added to a kept file's URL: its `sha256sum -c` line
 
 
 def hosted_path(project: Project, build: Build) -> str:

@@ -16,6 +16,7 @@ history, or follow its Atom feed.</p>
         <span class="channel">{{p.stable.channel}}</span>
         % include('_when.tpl', b=p.stable)
       </p>
+      % include('_integrity.tpl', b=p.stable)
       % include('_download.tpl', b=p.stable)
       % elif not p.experimental:
       <p class="empty">No builds yet.</p>
@@ -29,6 +30,7 @@ history, or follow its Atom feed.</p>
         <span class="badge">Experimental</span>
         % include('_when.tpl', b=p.experimental)
       </p>
+      % include('_integrity.tpl', b=p.experimental)
       % include('_download.tpl', b=p.experimental)
       % end
       <ul class="links">

@@ -36,6 +36,10 @@ Builds {{first}} to {{last}} of {{total}}, newest first
 {{total}} build{{"" if total == 1 else "s"}}, newest first
 % end
 </h2>
+% if latest:
+<p class="permalink"><a class="latest" href="{{latest}}">Latest {{"" if experimental else "stable "}}build{{" in channel " + channel if channel else ""}}</a>:
+a permanent link to the newest build of this list, to share.</p>
+% end
 % if not total:
 <p class="empty">No {{"" if experimental else "stable "}}build{{" in channel " + channel if channel else ""}}.
 % if not experimental:
@@ -65,7 +69,11 @@ Try including experimental builds.
       <p class="empty">No commits listed.</p>
       % end
       % if b.sha256:
-      <p class="integrity">{{b.size_text}}, SHA-256 <code class="sha256">{{b.sha256}}</code></p>
+      <p class="integrity">{{b.size_text}}, SHA-256 <code class="sha256">{{b.sha256}}</code>
+        % if b.checksum_url:
+        <a href="{{b.checksum_url}}">.sha256</a>
+        % end
+      </p>
       % end
       <div class="actions">
         % include('_download.tpl', b=b)
