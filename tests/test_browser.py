@@ -12,6 +12,7 @@ Without Chromium these tests are skipped, naming the command that installs it, s
 
 import json
 import os
+import re
 import shutil
 import urllib.request
 
@@ -248,7 +249,13 @@ def test_an_xss_probe_shows_as_text(page):
 
 @pytest.mark.parametrize(
     "path",
-    ["/", "/projects/tinplate", "/projects/evil", "/projects/tinplate-proxy?experimental=true"],
+    [
+        "/",
+        "/projects/tinplate",
+        "/projects/evil",
+        "/projects/tinplate-proxy?experimental=true",
+        "/projects/waystone",
+    ],
 )
 def test_no_horizontal_scroll_at_375_px(page, browser, path):
     viewport(browser, 375, 812)
@@ -257,13 +264,80 @@ def test_no_horizontal_scroll_at_375_px(page, browser, path):
     assert driver.execute_script("return document.documentElement.scrollWidth") <= 375
 
 
+# Each line of a file name: its text, and whether the name is wider than the box it is in.
+FILE_NAME_LINES = """
+return [...document.querySelectorAll('.file')].map(element => {
+  const text = element.firstChild, lines = [];
+  for (let i = 0; i < text.length; i++) {
+    const range = document.createRange();
+    range.setStart(text, i);
+    range.setEnd(text, i + 1);
+    const top = Math.round(range.getBoundingClientRect().top);
+    if (!lines.length || lines[lines.length - 1].top !== top) lines.push({top, text: ''});
+    lines[lines.length - 1].text += text.data[i];
+  }
+  const whole = document.createRange();
+  whole.selectNodeContents(text);
+  const width = [...whole.getClientRects()].reduce((sum, rect) => sum + rect.width, 0);
+  const box = element.closest('a, p, li'), style = getComputedStyle(box);
+  const room = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return {lines: lines.map(line => line.text), wider: width > room};
+});
+"""
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/projects/tinplate-proxy?experimental=true", "/projects/waystone", "/projects/evil"],
+)
+def test_file_names_are_never_broken_at_a_hyphen(page, browser, width, path):
+    viewport(browser, width, 900)
+    names = page(path).execute_script(FILE_NAME_LINES)
+    assert names
+    for name in names:
+        if not name["wider"]:
+            assert len(name["lines"]) == 1, name  # a name that fits is never broken
+        else:  # one wider than the screen breaks where the line ends, never sooner
+            assert all(not line.endswith("-") for line in name["lines"][:-1]), name
+
+
+def test_the_index_uses_the_width_of_a_desktop_screen(sample_page, browser):
+    driver = sample_page("/")
+    viewport(browser, 1280, 900)
+    cards = driver.execute_script(
+        "return [...document.querySelectorAll('.card')].map(c => c.getBoundingClientRect())"
+    )
+    assert len({round(card["top"]) for card in cards}) < len(cards)  # more than one a row
+    used = max(card["right"] for card in cards) - min(card["left"] for card in cards)
+    assert used >= 0.9 * 1280
+
+
+def test_the_index_shows_the_integrity_of_kept_builds(sample_page):
+    from selenium.webdriver.common.by import By
+
+    driver = sample_page("/")
+    [waystone] = [c for c in driver.find_elements(By.CSS_SELECTOR, ".card") if "Waystone" in c.text]
+    [integrity] = texts(waystone, ".integrity")
+    assert re.fullmatch(r"371 bytes, SHA-256 [0-9a-f]{12}\S* \.sha256", integrity), integrity
+    checksum = waystone.find_element(By.PARTIAL_LINK_TEXT, ".sha256").get_attribute("href")
+    with urllib.request.urlopen(checksum) as resp:
+        assert resp.read().decode().endswith("  waystone-1.1-11.jar\n")
+
+
+SCREENSHOTS = [
+    ("index", "/"),
+    ("project", "/projects/tinplate?experimental=true"),
+]
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width, height", [(375, 812), (1280, 900)])
 def test_screenshots(sample_page, browser, width, height, scheme, tmp_path):
     # Only when asked: the test command writes nothing into the checkout.
     screenshots = os.environ.get("BUILDSHELF_SCREENSHOTS") or str(tmp_path)
     os.makedirs(screenshots, exist_ok=True)
-    for name, path in [("index", "/"), ("project", "/projects/tinplate?experimental=true")]:
+    for name, path in SCREENSHOTS:
         sample_page(path)
         viewport(browser, width, height, scheme)
         background = browser.execute_script(

@@ -711,7 +711,8 @@ def test_each_kept_build_links_its_checksum_line(kept_dir, client):
 
 def test_the_index_cards_show_the_size_and_sha256_of_kept_builds(kept_dir, client):
     text = text_of(client.get("/").text)
-    assert f"Kept Latest stable build #2 1.21 2023-11-14 22:13 UTC 1.2 KiB, SHA-256 {SHA[:12]}" in (
-        text
-    )
-    assert "Alpha Latest stable build #5 1.21 2023-11-14 22:13 UTC Download" in text
+    assert (
+        "Kept Latest stable build #2 1.21 2023-11-14 22:13 UTC Download kept-2.jar build #2, "
+        f"channel 1.21 1.2 KiB, SHA-256 {SHA[:12]}… .sha256 All 2 builds"
+    ) in text
+    assert "build #5, channel 1.21 Newer experimental build" in text  # no integrity data

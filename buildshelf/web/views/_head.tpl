@@ -11,7 +11,11 @@
 <link rel="alternate" type="application/atom+xml" title="{{feed_title}}" href="{{href}}">
 % end
 </head>
+% if get("wide"):
+<body class="wide">
+% else:
 <body>
+% end
 <a class="skip" href="#main">Skip to the content</a>
 <header class="site">
   <div class="wrap">

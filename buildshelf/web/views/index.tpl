@@ -1,4 +1,4 @@
-% include('_head.tpl', title=title, feeds=feeds)
+% include('_head.tpl', title=title, feeds=feeds, wide=True)
 <h1>Downloads</h1>
 <p class="lead">The latest build of every project served here. Open a project for its full
 history, or follow its Atom feed.</p>
@@ -16,8 +16,8 @@ history, or follow its Atom feed.</p>
         <span class="channel">{{p.stable.channel}}</span>
         % include('_when.tpl', b=p.stable)
       </p>
-      % include('_integrity.tpl', b=p.stable)
       % include('_download.tpl', b=p.stable)
+      % include('_integrity.tpl', b=p.stable)
       % elif not p.experimental:
       <p class="empty">No builds yet.</p>
       % else:
@@ -30,8 +30,8 @@ history, or follow its Atom feed.</p>
         <span class="badge">Experimental</span>
         % include('_when.tpl', b=p.experimental)
       </p>
-      % include('_integrity.tpl', b=p.experimental)
       % include('_download.tpl', b=p.experimental)
+      % include('_integrity.tpl', b=p.experimental)
       % end
       <ul class="links">
         <li><a href="{{p.all_builds}}">{{p.all_builds_text}}</a></li>
