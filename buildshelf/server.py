@@ -149,7 +149,7 @@ def make_app(
 
     health.install(app, store)
     hosted.install(app, store, accel_redirect)
-    pages.install(app, store, max_age, cache, shapes)
+    pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat))
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):

@@ -255,6 +255,7 @@ def test_an_xss_probe_shows_as_text(page):
         "/projects/evil",
         "/projects/tinplate-proxy?experimental=true",
         "/projects/waystone",
+        "/api-document",
     ],
 )
 def test_no_horizontal_scroll_at_375_px(page, browser, path):
@@ -325,9 +326,21 @@ def test_the_index_shows_the_integrity_of_kept_builds(sample_page):
         assert resp.read().decode().endswith("  waystone-1.1-11.jar\n")
 
 
+def test_the_api_page_renders_the_document(sample_page, sample_url):
+    from selenium.webdriver.common.by import By
+
+    driver = sample_page("/")
+    driver.find_element(By.LINK_TEXT, "API document").click()
+    assert driver.current_url == sample_url + "/api-document"
+    assert texts(driver, "h1") == ["Buildshelf API"]
+    operations = texts(driver, ".operation h3")
+    assert "GET /api/v2/builds/latest" in operations and len(operations) >= 10
+
+
 SCREENSHOTS = [
     ("index", "/"),
     ("project", "/projects/tinplate?experimental=true"),
+    ("api", "/api-document"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 import calendar
 import gzip
+import html
 import re
 import shutil
 import subprocess
@@ -83,7 +84,7 @@ def test_the_index_lists_each_project_with_its_latest_builds(client):
         "/api/v2/feed?project=alpha",
         "/api/v2/jd?project=alpha",
         "/api/v2/builds?project=alpha",
-        "/api/v2/openapi.json",
+        "/api-document",
         "https://ci.example.org/job/Alpha/8/artifact/alpha-8.jar",
     ]:
         assert f'href="{href}"' in resp.text
@@ -716,3 +717,56 @@ def test_the_index_cards_show_the_size_and_sha256_of_kept_builds(kept_dir, clien
         f"channel 1.21 1.2 KiB, SHA-256 {SHA[:12]}… .sha256 All 2 builds"
     ) in text
     assert "build #5, channel 1.21 Newer experimental build" in text  # no integrity data
+
+
+API_PAGE = "/api-document"
+
+
+def test_the_api_document_link_opens_a_page(client):
+    for path in ("/", "/projects/alpha"):
+        page = client.get(path).text
+        assert f'<a href="{API_PAGE}">API document</a>' in page
+        assert 'href="/api/v2/openapi.json">API document' not in page
+    page = client.get(API_PAGE)
+    assert page.content_type == "text/html"
+    assert page.headers["Content-Security-Policy"] == CSP
+    assert "<script" not in page.text and " style=" not in page.text
+    assert 'href="/api/v2/openapi.json"' in page.text  # the document itself, for programs
+
+
+def test_the_api_page_shows_every_operation_parameter_and_response(client):
+    from buildshelf.web import openapi
+
+    text = html.unescape(text_of(client.get(API_PAGE).text))
+    document = openapi.document()
+    for path, item in document["paths"].items():
+        operation = item["get"]
+        assert f"GET {path} {operation['summary']}" in text
+        for parameter in operation.get("parameters", []):
+            name = parameter["$ref"].rsplit("/", 1)[1] if "$ref" in parameter else None
+            parameter = document["components"]["parameters"][name] if name else parameter
+            assert f"{parameter['name']} {parameter['in']}" in text, (path, parameter["name"])
+        section = text.split(f"GET {path} ", 1)[1]
+        for status in operation["responses"]:
+            assert f" {status} " in section[:20000], (path, status)
+    for name in ("Build", "Project", "Error", "Health", "UpdateCheck"):
+        assert f'id="schema-{name}"' in client.get(API_PAGE).text
+    assert "the query parameter &#039;project&#039; is required" in client.get(API_PAGE).text
+
+
+def test_the_api_page_shows_the_mode_served(data_dir):
+    import webtest
+
+    from buildshelf import server
+    from buildshelf import store as store_module
+
+    client = webtest.TestApp(
+        server.make_app(store_module.Store(data_dir, check_interval=0), compat="upstream")
+    )
+    assert 'id="schema-BuildsEnvelope"' in client.get(API_PAGE).text
+
+
+def test_the_api_page_is_cached_like_the_pages(client):
+    resp = client.get(API_PAGE)
+    assert resp.headers["Cache-Control"] == "public, max-age=60"
+    client.get(API_PAGE, headers={"If-None-Match": resp.headers["ETag"]}, status=304)

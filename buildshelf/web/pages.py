@@ -9,9 +9,11 @@ both answer by the same rules.
 
 import datetime
 import importlib.resources
+import json
 import logging
 import os
 import re
+import time
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 from urllib.parse import urlencode
@@ -41,6 +43,7 @@ CONTENT_SECURITY_POLICY = (
     "default-src 'none'; style-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+API_PAGE = "/api-document"  # the API document for people; the JSON is at API + "/openapi.json"
 STATIC = {"style.css": "text/css; charset=utf-8", "icon.svg": "image/svg+xml"}
 # Characters XML 1.0 forbids (JSON allows them in a commit message): shown as U+FFFD.
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -203,6 +206,121 @@ def project_page(project, channel, experimental, page, shapes):
     )
 
 
+# --- the API document, for people ---------------------------------------------------------------
+
+
+def prose(text):
+    """Markdown-light text as paragraphs, each a list of (is code, text): `x` is code."""
+    return [
+        [(i % 2 == 1, part) for i, part in enumerate(paragraph.split("`")) if part]
+        for paragraph in (text or "").split("\n\n")
+    ]
+
+
+RULES = ("format", "pattern", "minimum", "maximum", "minLength", "maxLength", "default")
+
+
+def schema_text(schema):
+    """A schema in a few words: the schema it names, or its type, and its rules."""
+    if "$ref" in schema:
+        words = schema["$ref"].rsplit("/", 1)[1]
+    elif "const" in schema:
+        words = json.dumps(schema["const"])
+    elif "enum" in schema:
+        words = "one of " + ", ".join(json.dumps(value) for value in schema["enum"])
+    elif "anyOf" in schema:
+        words = " or ".join(schema_text(choice) for choice in schema["anyOf"])
+    elif schema.get("type") == "array":
+        words = "array of " + schema_text(schema["items"])
+    else:
+        words = schema.get("type", "any value")
+    rules = [f"{rule} {json.dumps(schema[rule])}" for rule in RULES if rule in schema]
+    # A response narrows a schema it names: the error codes it may carry.
+    rules += [f"{name} {schema_text(rule)}" for name, rule in schema.get("properties", {}).items()
+              if "$ref" in schema]  # fmt: skip
+    return ", ".join([words, *rules])
+
+
+def api_view(document):
+    """What the API page shows of an OpenAPI document: every operation with its parameters
+    and responses, then every schema."""
+    components = document["components"]
+
+    def resolved(item, kind):
+        return components[kind][item["$ref"].rsplit("/", 1)[1]] if "$ref" in item else item
+
+    def operation_view(path, operation):
+        parameters = [resolved(p, "parameters") for p in operation.get("parameters", [])]
+        responses = {
+            status: resolved(r, "responses") for status, r in operation["responses"].items()
+        }
+        return SimpleNamespace(
+            id=operation["operationId"],
+            path=path,
+            summary=operation["summary"],
+            deprecated=operation.get("deprecated", False),
+            description=prose(operation.get("description")),
+            parameters=[
+                SimpleNamespace(
+                    name=p["name"],
+                    where=p["in"],
+                    required=p.get("required", False),
+                    schema=schema_text(p["schema"]),
+                    example=p.get("example"),
+                    description=prose(p.get("description")),
+                )
+                for p in parameters
+            ],
+            responses=[
+                SimpleNamespace(
+                    status=status,
+                    description=prose(r["description"]),
+                    headers=list(r.get("headers", {})),
+                    content=[
+                        (media, schema_text(c["schema"]))
+                        for media, c in r.get("content", {}).items()
+                    ],
+                )
+                for status, r in responses.items()
+            ],
+        )
+
+    operations = [(item["get"]["tags"][0], operation_view(path, item["get"]))
+                  for path, item in document["paths"].items()]  # fmt: skip
+    return SimpleNamespace(
+        info=document["info"],
+        description=prose(document["info"]["description"]),
+        tags=[
+            SimpleNamespace(
+                name=tag["name"],
+                description=tag["description"],
+                operations=[o for name, o in operations if name == tag["name"]],
+            )
+            for tag in document["tags"]
+        ],
+        schemas=[
+            SimpleNamespace(
+                name=name,
+                description=prose(schema.get("description")),
+                type=schema_text({k: v for k, v in schema.items() if k != "properties"}),
+                required=schema.get("required", []),
+                properties=[
+                    (key, schema_text(value), prose(value.get("description")))
+                    for key, value in schema.get("properties", {}).items()
+                ],
+                examples=[
+                    json.dumps(e, indent=2, ensure_ascii=False) for e in schema.get("examples", [])
+                ],
+            )
+            for name, schema in components["schemas"].items()
+        ],
+    )
+
+
+def api_page(document):
+    return render("api", title="The Buildshelf API", api=api_view(document), feeds=[])
+
+
 def error_page(status, message):
     return render("error", title=f"{status}: Buildshelf", status=status, message=message, feeds=[])
 
@@ -276,8 +394,9 @@ def feed_xml(project, channel, experimental, shapes):
 # --- the routes ---------------------------------------------------------------------------------
 
 
-def install(app, store, max_age: int, cache, shapes) -> None:
-    """Add the pages, the feed and their static files to `app` (made by server.make_app).
+def install(app, store, max_age: int, cache, shapes, api_document) -> None:
+    """Add the pages, the feed and their static files to `app` (made by server.make_app);
+    `api_document()` gives the OpenAPI document served, which API_PAGE shows to people.
 
     The feed takes the parameters of /builds, gives the same JSON errors and is cached like
     it, in `cache`; the pages read `channel` and `experimental` as the API does.
@@ -286,6 +405,7 @@ def install(app, store, max_age: int, cache, shapes) -> None:
     for name in STATIC:
         with open(os.path.join(VIEWS, name), "rb") as f:
             static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
+    api = []  # its page, made on first use: most apps (the tests') never show it
 
     def send_page(representation, shown):
         bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
@@ -307,6 +427,17 @@ def install(app, store, max_age: int, cache, shapes) -> None:
             ),
             snapshot,
         )
+
+    @app.get(API_PAGE)
+    def api_document_page():
+        """The OpenAPI document as a page: the operations, their parameters and responses."""
+        try:
+            query.parse()
+        except bottle.HTTPError as error:
+            return fail_page(error)
+        if not api:
+            api.append(Representation.of(api_page(api_document()), time.time()))
+        return send_page(api[0], None)
 
     @app.get("/projects/<slug>")
     def project_builds(slug):

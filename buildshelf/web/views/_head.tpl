@@ -22,7 +22,7 @@
     <a class="brand" href="/">Buildshelf</a>
     <nav aria-label="Site">
       <a href="/">All projects</a>
-      <a href="/api/v2/openapi.json">API document</a>
+      <a href="/api-document">API document</a>
     </nav>
   </div>
 </header>

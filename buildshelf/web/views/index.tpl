@@ -40,7 +40,7 @@ history, or follow its Atom feed.</p>
         <li><a href="{{p.javadoc}}">Javadoc</a></li>
         % end
         <li><a href="{{p.json}}">JSON</a></li>
-        <li><a href="/api/v2/openapi.json">API document</a></li>
+        <li><a href="/api-document">API document</a></li>
       </ul>
     </article>
   </li>
