@@ -21,7 +21,7 @@ from buildshelf.serving import server as serving
 from buildshelf.store import Store, check
 from buildshelf.text import counted
 from buildshelf.web import answers, health, hosted, openapi, pages, query
-from buildshelf.web.answers import MALFORMED, encode, redirect, send
+from buildshelf.web.answers import MALFORMED, REFUSED, encode, redirect, send
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
 from buildshelf.web.shapes import DOWNLOADS, Shapes, project_json
@@ -63,6 +63,11 @@ def make_app(
         problem = bottle.request.environ.get(MALFORMED)
         if problem:  # the server closes the connection after this answer
             raise ApiError(400, "malformed_request", f"malformed request: {problem}")
+
+    @app.hook("before_request")
+    def refuse_screened():
+        if REFUSED in bottle.request.environ:  # the server closes the connection after it too
+            raise bottle.request.environ[REFUSED]
 
     @app.hook("after_request")
     def common_headers():
@@ -209,7 +214,12 @@ def serve(args: argparse.Namespace) -> int:
                     "files that are refused (above)" if snapshot.errors else "no SLUG.json file",
                 )
 
-        return serving.run(app, args.host, args.port, args.threads, args.quiet, listening)
+        # Request bodies are held where kept files go: a disk with room for them, never RAM
+        # (as $TMPDIR may be); the data directory's until the store exists.
+        bodies = args.artifacts if os.path.isdir(args.artifacts) else args.data
+        return serving.run(
+            app, args.host, args.port, args.threads, args.quiet, listening, body_directory=bodies
+        )
     finally:
         data.stop()
 

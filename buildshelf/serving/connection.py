@@ -1,20 +1,29 @@
-"""One client connection under waitress, guarded: a malformed request is refused and its
-connection closed, a client that does not read its answers never holds a worker thread, and a
-request whose answer the app has in memory is answered at once by the loop thread.
+"""One client connection under waitress, guarded: a malformed request, or one the app's
+screen refuses once its head is in, is answered without its body and its connection closed; a
+body is held on disk beyond a small buffer; a client that does not read its answers never
+holds a worker thread; and a request whose answer the app has in memory is answered at once by
+the loop thread.
 
 The server that accepts these connections and keeps them within limits is server.py's.
 """
 
+import io
+import logging
+import tempfile
 import time
+import traceback
 
 from waitress.channel import ClientDisconnected, HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, WSGITask
-from waitress.utilities import InternalServerError
+from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
 from buildshelf.serving.accesslog import access_record
-from buildshelf.web.answers import MALFORMED
+from buildshelf.web.answers import MALFORMED, REFUSED, no_room, too_large
 from buildshelf.web.downloads import FileShrank
+from buildshelf.web.query import ApiError
+
+log = logging.getLogger(__name__)
 
 # A connection stops taking on pipelined requests while this much of its output is unsent;
 # it goes on when the client has read it. Bodies of answers.BY_REFERENCE_BYTES or more are
@@ -34,6 +43,9 @@ MIN_SHARE = 64 << 10
 ANSWERS_PER_READ = 32
 # The environ key of the answer the loop thread recalled (see GuardedChannel.received).
 RECALLED = "buildshelf.recalled"
+# A request body is held in memory up to this size, then in an anonymous file (BodyBuffer):
+# JSON bodies stay in memory, and uploads cost each connection this much memory at most.
+BODY_IN_MEMORY = 64 << 10
 
 
 def malformed(request):
@@ -48,18 +60,106 @@ def malformed(request):
     return None
 
 
+class BodyBuffer:
+    """A request body as it arrives: in memory up to BODY_IN_MEMORY bytes, then in an
+    anonymous file in `directory` (O_TMPFILE where the filesystem has it: a file with no name,
+    which nothing, not even a killed process, can leave behind). waitress's own buffer spills
+    to $TMPDIR, which may be RAM. A write that fails (a full disk) is kept as `error` and the
+    rest of the body is dropped."""
+
+    error = None
+
+    def __init__(self, directory):
+        self.directory, self.size, self.file = directory, 0, io.BytesIO()
+
+    def __len__(self):
+        return self.size
+
+    def append(self, data):
+        if self.error is not None:
+            return
+        try:
+            if self.size + len(data) > BODY_IN_MEMORY and isinstance(self.file, io.BytesIO):
+                spilled = tempfile.TemporaryFile(dir=self.directory)
+                spilled.write(self.file.getbuffer())
+                self.file = spilled
+            self.file.write(data)
+        except OSError as error:
+            self.error = error
+            self.close()
+            return
+        self.size += len(data)
+
+    def getfile(self):
+        self.file.seek(0)
+        return self.file
+
+    def close(self):
+        self.file.close()
+
+
 class GuardedParser(HTTPRequestParser):
-    problem = None
-    environ = None  # made on the loop thread when it looked for the answer in memory
+    """A request's parser that asks the connection's screen once the head is in, keeps the
+    body in a BodyBuffer, and turns waitress's own refusals of a body into the app's."""
+
+    problem = None  # why the request is malformed
+    refused = None  # the ApiError to answer instead of the request
+    environ = None  # made on the loop thread when the request was screened or recalled
+
+    def __init__(self, adj, channel):
+        super().__init__(adj)
+        self.channel = channel
 
     def parse_header(self, header_plus):
         super().parse_header(header_plus)
         # Before the body is read: waitress rewrites Content-Length once it has de-chunked it.
         self.problem = malformed(self)
         if self.problem:
-            # Hand the request to the app at once, bodiless, for a JSON 400; whatever the
-            # client sent after it is dropped with the connection.
-            self.body_rcv, self.chunked, self.content_length = None, False, 0
+            self.drop_body()
+            return
+        if self.body_rcv is not None:
+            self.body_rcv.buf = BodyBuffer(self.channel.server.body_directory)
+        self.refuse(self.channel.screened(self))
+
+    def refuse(self, error):
+        """Answer `error` instead of the request: see drop_body."""
+        if error is not None:
+            self.refused = error
+            self.drop_body()
+
+    def drop_body(self):
+        """Hand the request to the app at once, bodiless, with no 100 Continue: whatever the
+        client sent after its head, or is still sending, is dropped with the connection."""
+        if self.body_rcv is not None:
+            self.body_rcv.getbuf().close()
+        self.body_rcv, self.chunked, self.content_length = None, False, 0
+        self.expect_continue = False
+
+    def received(self, data):
+        consumed = super().received(data)
+        if isinstance(self.error, RequestEntityTooLarge):
+            # Over max_request_body_size: by Content-Length, or as chunks arrived. The app
+            # answers it in JSON, where waitress would answer in plain text (and would first
+            # send a 100 Continue to a client that asked for one, and read on).
+            self.error = None
+            self.refuse(too_large(self.adj.max_request_body_size - 1))
+        elif self.body_rcv is not None and self.body_rcv.getbuf().error is not None:
+            log.error(
+                "cannot keep a request body in %s: %s",
+                self.channel.server.body_directory or tempfile.gettempdir(),
+                self.body_rcv.getbuf().error.strerror,
+            )
+            self.refuse(no_room())
+            self.completed = True
+        if self.completed:
+            self.channel = None  # no cycle with the connection
+        if self.problem or self.refused is not None:
+            return len(data)
+        return consumed
+
+    def get_body_stream(self):
+        # The screen's environ is made before the body is read: it has none.
+        return super().get_body_stream() if self.completed else io.BytesIO()
 
 
 class AccessLogged:
@@ -98,22 +198,25 @@ class GuardedTask(AccessLogged, WSGITask):
         environ = super().get_environment()
         if self.request.problem:
             environ[MALFORMED] = self.request.problem
+        if self.request.refused is not None:
+            environ[REFUSED] = self.request.refused
         return environ
 
     def set_close_on_finish(self):
         """Keep-alive after 204 and 304: waitress 3.0 closes the connection after them, for
         want of the Content-Length those answers may not carry, and clients revalidate all
-        day. Close unless the client asked to, or the request was malformed."""
+        day. Close unless the client asked to, or the request was malformed or refused."""
         if (
             self.has_body
             or self.version != "1.1"
             or self.request.problem
+            or self.request.refused is not None
             or self.request.headers.get("CONNECTION", "").lower() == "close"
         ):
             super().set_close_on_finish()
 
     def build_response_header(self):
-        if self.request.problem:
+        if self.request.problem or self.request.refused is not None:
             self.set_close_on_finish()
         return super().build_response_header()
 
@@ -124,7 +227,6 @@ class GuardedChannel(HTTPChannel):
 
     task_class = GuardedTask
     error_task_class = GuardedErrorTask
-    parser_class = GuardedParser
     awaiting_drain = False  # a pipelined request waits until the client reads what is sent
     answer_at_once = False  # set by GuardedServer.add_task on the loop thread
 
@@ -134,6 +236,35 @@ class GuardedChannel(HTTPChannel):
         self.accepted_in_turn = self.server.turn
         self.send_buffer_bytes = self.sendbuf_len  # waitress asks its outbuf for this a send
         self.turn_left, self.sendbuf_len = MIN_SHARE, min(self.sendbuf_len, MIN_SHARE)
+
+    def parser_class(self, adj):
+        """The parser of a new request (waitress makes each so): one that asks this
+        connection's screen."""
+        return GuardedParser(adj, self)
+
+    def screened(self, request):
+        """The server's screen's refusal of `request`, whose head is in and whose body is
+        not, or None. It runs on the loop thread, as the server's recall does."""
+        screen = self.server.screen
+        if screen is None:
+            return None
+        environ = self.task_class(self, request).get_environment()
+        if request.body_rcv is None:
+            request.environ = environ  # the request is complete: its environ is made once
+        shown = dict(environ)  # the screen's own, with the framing waitress took out
+        if request.chunked:
+            shown["HTTP_TRANSFER_ENCODING"] = "chunked"
+        try:
+            return screen(shown)
+        except Exception:  # a bug: refused with a 500, whose traceback the app logs
+            error = ApiError(500, "internal_error", "internal error: the screen failed")
+            error.traceback = traceback.format_exc()
+            return error
+
+    def handle_close(self):
+        if self.request is not None:  # a body still arriving: its buffer goes now
+            self.request.close()
+        super().handle_close()
 
     def handle_read_event(self):
         # Readiness that select() reported in the turn this connection was accepted belongs
@@ -165,7 +296,7 @@ class GuardedChannel(HTTPChannel):
         lock back and forth, and waking the loop to send what it wrote (docs/performance.md).
         """
         request = self.requests[0]
-        if request.error or request.problem or not self.connected:
+        if request.error or request.problem or request.refused or not self.connected:
             return False
         environ = self.task_class(self, request).get_environment()
         try:

@@ -29,14 +29,19 @@ DOCUMENTED = (
             "channel_timeout",
             "cleanup_interval",
             "connection_limit",
+            "clear_untrusted_proxy_headers",
             "host",
             "ident",
             "max_request_body_size",
             "max_request_header_size",
             "port",
+            "recv_bytes",
+            "trusted_proxy",
+            "trusted_proxy_count",
+            "trusted_proxy_headers",
         ),
         "the arguments of serve() (docs/arguments.rst), passed to create_server; the server "
-        "reads cleanup_interval back through its adj (private, below)",
+        "reads cleanup_interval and the proxy settings back through its adj (private, below)",
     ),
     (
         "bottle",
@@ -196,18 +201,63 @@ PRIVATE_NAMES = (
         (
             "body_rcv",
             "chunked",
+            "close",
             "command",
+            "completed",
             "content_length",
             "error",
+            "expect_continue",
+            "get_body_stream",
             "headers",
+            "headers_finished",
             "parse_header",
             "path",
             "query",
+            "received",
             "version",
         ),
         "connection.GuardedParser refuses request smuggling (Content-Length with "
-        "Transfer-Encoding, HTTP/1.1 without Host) before the body is read; the access log "
-        "reads the method and target",
+        "Transfer-Encoding, HTTP/1.1 without Host) before the body is read, and a request the "
+        "screen refuses once its head is parsed (parse_header): it drops the body "
+        "(body_rcv, chunked, content_length, expect_continue, so that the channel sends no "
+        "100 Continue), turns waitress's RequestEntityTooLarge (error, completed) into the "
+        "app's JSON 413, consumes what follows the head of such a request (received), gives "
+        "the screen's environ no body yet (get_body_stream); the channel closes the buffer of "
+        "a body still arriving (close); the access log reads the method and target",
+    ),
+    (
+        "waitress.receiver",
+        "FixedStreamReceiver",
+        ("buf", "getbuf"),
+        "connection.GuardedParser replaces the buffer a body is received into (buf) with a "
+        "BodyBuffer, and reads its error back (getbuf): waitress's spills to $TMPDIR",
+    ),
+    (
+        "waitress.buffers",
+        "OverflowableBuffer",
+        ("close", "getfile"),
+        "connection.BodyBuffer stands in for it as the buffer of a body: the receivers append "
+        "to it and measure it, the parser's get_body_stream reads it through getfile, and "
+        "close drops it",
+    ),
+    (
+        "waitress.receiver",
+        "ChunkedReceiver",
+        ("buf", "getbuf"),
+        "the same as FixedStreamReceiver's, for a chunked body",
+    ),
+    (
+        "waitress.utilities",
+        "RequestEntityTooLarge",
+        (),
+        "connection.GuardedParser answers waitress's refusal of a body over the limit in JSON",
+    ),
+    (
+        "waitress.proxy_headers",
+        "",
+        ("proxy_headers_middleware",),
+        "server.serve calls the screen through the middleware waitress wraps the app in, so "
+        "that the screen sees REMOTE_ADDR as the app does, a trusted proxy's client",
     ),
     (
         "waitress.task",

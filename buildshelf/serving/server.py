@@ -18,6 +18,7 @@ import time
 import waitress
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
+from waitress.proxy_headers import proxy_headers_middleware
 from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
@@ -32,8 +33,10 @@ LIMITS = {
     "channel_timeout": 30,
     "cleanup_interval": 10,
     "max_request_header_size": 16 * 1024,
-    "max_request_body_size": 1024,
 }
+# The largest body taken when the app names none (its max_body_bytes); and the bytes a read
+# of a connection takes at most (waitress reads 8 KiB a turn of the loop: docs/performance.md).
+BODY_BYTES = 1024
 # waitress watches sockets with select(), which sees none numbered 1,024 or more.
 MAX_CONNECTIONS = 900
 SPARE_FILES = 100  # descriptors kept for data files, logs and the listening sockets
@@ -82,6 +85,8 @@ class GuardedServer(TcpWSGIServer):
     connection_limit = MAX_CONNECTIONS
     access_log = None  # called with each request's access_record
     recall = None  # the answer to a request from memory, or None: see serve()
+    screen = None  # a request's refusal once its head is in, or None: see serve()
+    body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
@@ -209,12 +214,28 @@ def connection_limit():
     return limit
 
 
-def serve(app, host, port, threads, on_listening=None, access_log=None, recall=None):
+def serve(
+    app,
+    host,
+    port,
+    threads,
+    on_listening=None,
+    access_log=None,
+    recall=None,
+    screen=None,
+    max_body_bytes=BODY_BYTES,
+    body_directory=None,
+):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return.
 
     `access_log` is called with an access_record per request. `recall(environ)` is the answer
     to a request that `app` knows without routing, (status line, headers, body), or None: it
     is called on the loop thread, which answers with it, so it must never take long.
+    `screen(environ)`, called on the loop thread too, once a request's head is in and before
+    its body is read, returns None or the query.ApiError to answer instead: `app` then gets
+    the request bodiless, with the error as environ[answers.REFUSED], and the connection is
+    closed after the answer. A body over `max_body_bytes` is refused likewise (413); one over
+    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`.
     """
     limit = connection_limit()
     dispatcher = QueueWatchingDispatcher()
@@ -226,6 +247,7 @@ def serve(app, host, port, threads, on_listening=None, access_log=None, recall=N
         ident="buildshelf",
         connection_limit=limit,
         _dispatcher=dispatcher,
+        max_request_body_size=max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
     )
     for dispatcher in list(server._map.values()):
@@ -233,6 +255,8 @@ def serve(app, host, port, threads, on_listening=None, access_log=None, recall=N
             dispatcher.__class__ = GuardedServer
             dispatcher.connection_limit = limit
             dispatcher.access_log, dispatcher.recall = access_log, recall
+            dispatcher.screen = screen and _as_the_app_sees_it(screen, dispatcher.adj)
+            dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -262,6 +286,32 @@ def _answering_recalled(app):
         return recalled[2]
 
     return application
+
+
+def _as_the_app_sees_it(screen, adj):
+    """`screen`, given the environ (a copy) as waitress's proxy settings make it for the app
+    (REMOTE_ADDR, the scheme and host from a trusted proxy's headers; the untrusted ones
+    gone), by the middleware that waitress wraps the app in."""
+
+    def call(environ, start_response):
+        return screen(environ)
+
+    translated = proxy_headers_middleware(
+        call,
+        trusted_proxy=adj.trusted_proxy,
+        trusted_proxy_count=adj.trusted_proxy_count,
+        trusted_proxy_headers=adj.trusted_proxy_headers,
+        clear_untrusted=adj.clear_untrusted_proxy_headers,
+        log_untrusted=False,  # the app's call logs them
+    )
+
+    def screened(environ):
+        refusal = translated(environ, lambda *answer: None)
+        # A list is the middleware's own 400 (a malformed proxy header), which the app's
+        # call answers too.
+        return None if isinstance(refusal, list) else refusal
+
+    return screened
 
 
 def drain(socket_map, deadline):
@@ -300,10 +350,13 @@ def resolves(host: str, port: int) -> bool:
     return True
 
 
-def run(app, host: str, port: int, threads: int, quiet: bool, on_listening) -> int:
+def run(
+    app, host: str, port: int, threads: int, quiet: bool, on_listening, body_directory=None
+) -> int:
     """Serve `app` (a server.make_app) until stopped, with an access log unless `quiet`; the
     exit status: 0 once stopped, 1 if it cannot listen. `on_listening(base_url)` is called
-    when it accepts connections."""
+    when it accepts connections. The app's `screen` and `max_body_bytes`, if it has them, are
+    serve()'s; bodies are held in `body_directory` (see serve)."""
     access_log = None if quiet else LineWriter(to_line=access_line)
     try:
         serve(
@@ -316,6 +369,9 @@ def run(app, host: str, port: int, threads: int, quiet: bool, on_listening) -> i
             ),
             access_log=access_log,
             recall=app.recall,
+            screen=getattr(app, "screen", None),
+            max_body_bytes=getattr(app, "max_body_bytes", BODY_BYTES),
+            body_directory=body_directory,
         )
     except (OSError, ValueError) as error:  # the address is taken, or not ours to listen on
         log.error(

@@ -22,20 +22,38 @@ ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
 REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
-ERROR_STATUSES = (400, 404, 405, 410, 500, 503)
+ERROR_STATUSES = (400, 404, 405, 410, 413, 500, 503, 507)
 ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answer repeats
 # What the app and the server that runs it agree on (the server imports them from here: this
-# side never imports waitress). The environ key by which a request that must be refused
-# reaches the app, with why; and the size from which a body is handed to the server by
-# reference, as wsgi.file_wrapper of the shared bytes (serving.connection's
-# UNSENT_OUTPUT_LIMIT counts on it).
+# side never imports waitress). The environ keys by which a request that must be refused
+# reaches the app, bodiless, for its before-request hook to answer: MALFORMED with why it is
+# malformed; REFUSED with the ApiError to raise, from the app's `screen(environ)` (which the
+# server calls once a request's head is in, before its body is read) or from the server
+# itself (too_large, no_room); the server closes the connection after either answer. And
+# the size from which a body is handed to the server by reference, as wsgi.file_wrapper of
+# the shared bytes (serving.connection's UNSENT_OUTPUT_LIMIT counts on it).
 MALFORMED = "buildshelf.malformed_request"
+REFUSED = "buildshelf.refused_request"
 BY_REFERENCE_BYTES = 16 * 1024
 COMMON_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Expose-Headers", "ETag"),
 )
+
+
+def too_large(limit: int) -> ApiError:
+    """The refusal of a request body over `limit` bytes."""
+    return ApiError(
+        413, "too_large", f"the request body is over this server's limit of {limit:,} bytes"
+    )
+
+
+def no_room() -> ApiError:
+    """The refusal of a request body that the server has no room to receive."""
+    return ApiError(
+        507, "insufficient_storage", "the server has no room for the request body: try again later"
+    )
 
 
 def encode(obj) -> bytes:
@@ -118,7 +136,7 @@ def from_memory(store, cache):
     """
 
     def recall(environ):
-        if MALFORMED in environ:
+        if MALFORMED in environ or REFUSED in environ:
             return None
         method = environ["REQUEST_METHOD"]
         known = cache.recall(
