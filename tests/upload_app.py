@@ -9,7 +9,8 @@ the real ones serve the tests): `python tests/upload_app.py DATA PORT BODIES MAX
 - `PUT /upload` reads the body in 1 MiB chunks, hashes it, writes it to a file beside the
   data directory (fsynced, as a publish does) and answers {"sha256", "size"}.
 BODIES is where the server holds bodies (serve's body_directory). UPLOAD_APP_TRUSTED_PROXY in
-the environment is waitress's trusted_proxy (with X-Forwarded-For trusted).
+the environment is waitress's trusted_proxy (with X-Forwarded-For trusted);
+UPLOAD_APP_RECV_BYTES its recv_bytes (for bench/publish_http.py).
 """
 
 import hashlib
@@ -75,6 +76,8 @@ def stand_in(app, max_body_bytes, kept_as):
 def main(data, port, bodies, max_body_bytes, channel_timeout=None):
     if channel_timeout:
         serving.LIMITS.update(channel_timeout=int(channel_timeout), cleanup_interval=1)
+    if os.environ.get("UPLOAD_APP_RECV_BYTES"):
+        serving.LIMITS.update(recv_bytes=int(os.environ["UPLOAD_APP_RECV_BYTES"]))
     if os.environ.get("UPLOAD_APP_TRUSTED_PROXY"):
         serving.LIMITS.update(
             trusted_proxy=os.environ["UPLOAD_APP_TRUSTED_PROXY"],

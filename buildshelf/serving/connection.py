@@ -9,6 +9,7 @@ The server that accepts these connections and keeps them within limits is server
 
 import io
 import logging
+import socket
 import tempfile
 import time
 import traceback
@@ -43,6 +44,9 @@ MIN_SHARE = 64 << 10
 ANSWERS_PER_READ = 32
 # The environ key of the answer the loop thread recalled (see GuardedChannel.received).
 RECALLED = "buildshelf.recalled"
+# After the answer to a request refused with its body unread, what the client still sends is
+# read and dropped for up to this long before the connection is closed (see handle_close).
+LINGER_SECONDS = 5
 # A request body is held in memory up to this size, then in an anonymous file (BodyBuffer):
 # JSON bodies stay in memory, and uploads cost each connection this much memory at most.
 BODY_IN_MEMORY = 64 << 10
@@ -104,6 +108,7 @@ class GuardedParser(HTTPRequestParser):
 
     problem = None  # why the request is malformed
     refused = None  # the ApiError to answer instead of the request
+    body_unread = False  # a body was announced, and is dropped: see GuardedChannel.handle_close
     environ = None  # made on the loop thread when the request was screened or recalled
 
     def __init__(self, adj, channel):
@@ -132,6 +137,7 @@ class GuardedParser(HTTPRequestParser):
         client sent after its head, or is still sending, is dropped with the connection."""
         if self.body_rcv is not None:
             self.body_rcv.getbuf().close()
+            self.body_unread = True
         self.body_rcv, self.chunked, self.content_length = None, False, 0
         self.expect_continue = False
 
@@ -218,6 +224,7 @@ class GuardedTask(AccessLogged, WSGITask):
     def build_response_header(self):
         if self.request.problem or self.request.refused is not None:
             self.set_close_on_finish()
+            self.channel.lingers = self.request.body_unread
         return super().build_response_header()
 
 
@@ -229,6 +236,8 @@ class GuardedChannel(HTTPChannel):
     error_task_class = GuardedErrorTask
     awaiting_drain = False  # a pipelined request waits until the client reads what is sent
     answer_at_once = False  # set by GuardedServer.add_task on the loop thread
+    lingers = False  # closing must wait: the answer is to a request whose body is unread
+    lingering_until = 0.0  # time.monotonic() when a lingering connection is closed
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -262,9 +271,33 @@ class GuardedChannel(HTTPChannel):
             return error
 
     def handle_close(self):
+        if self.socket is None:  # closed already
+            return
         if self.request is not None:  # a body still arriving: its buffer goes now
             self.request.close()
+        if self.lingers and not self.lingering_until and not self.total_outbufs_len:
+            # The answer is out, and the client may still be sending the body. Closing with
+            # bytes unread sends a reset, which can reach the client before it reads the
+            # answer (and nginx answers 502 for it). End the answer (FIN), read and drop what
+            # comes until the client closes, for LINGER_SECONDS at most, then close.
+            self.lingering_until = time.monotonic() + LINGER_SECONDS
+            self.will_close = False
+            try:
+                self.socket.shutdown(socket.SHUT_WR)
+                return
+            except OSError:  # the client has gone
+                pass
         super().handle_close()
+
+    def handle_read(self):
+        if not self.lingering_until:
+            return super().handle_read()
+        try:
+            data = self.recv(self.adj.recv_bytes)  # closes at the end or on a reset
+        except OSError:
+            data = b""
+        if not data or time.monotonic() > self.lingering_until:
+            self.handle_close()
 
     def handle_read_event(self):
         # Readiness that select() reported in the turn this connection was accepted belongs

@@ -157,17 +157,21 @@ PRIVATE_NAMES = (
             "creation_time",
             "error_task_class",
             "handle_close",
+            "handle_read",
             "handle_read_event",
             "handle_write",
             "last_activity",
             "outbuf_lock",
             "parser_class",
             "received",
+            "recv",
+            "request",
             "requests",
             "send",
             "sendbuf_len",
             "server",
             "service",
+            "socket",
             "task_class",
             "total_outbufs_len",
             "will_close",
@@ -177,6 +181,10 @@ PRIVATE_NAMES = (
         "answers remembered requests on the loop thread with waitress's own service(), and "
         "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len), and "
         "closes a connection whose file shrank while it was sent (_flush_some, will_close); "
+        "makes each request's parser (parser_class, a method here), closes the buffer of a "
+        "body still arriving (request) and, after refusing a request whose body it did not "
+        "read, shuts the socket's sending side and reads and drops (handle_read, recv, which "
+        "closes at the end) before closing (handle_close); "
         "server.py closes stalled and idle ones (handle_close); the access log names the "
         "client (addr) and reaches the server's access_log through the channel (server)",
     ),

@@ -33,9 +33,11 @@ LIMITS = {
     "channel_timeout": 30,
     "cleanup_interval": 10,
     "max_request_header_size": 16 * 1024,
+    # What a turn of the loop reads of a connection: waitress's 8 KiB a turn held an upload
+    # to half the speed, for no gain in the API's latency beside it (docs/performance.md).
+    "recv_bytes": 256 * 1024,
 }
-# The largest body taken when the app names none (its max_body_bytes); and the bytes a read
-# of a connection takes at most (waitress reads 8 KiB a turn of the loop: docs/performance.md).
+# The largest body taken when the app names none (it has no max_body_bytes).
 BODY_BYTES = 1024
 # waitress watches sockets with select(), which sees none numbered 1,024 or more.
 MAX_CONNECTIONS = 900
@@ -125,11 +127,14 @@ class GuardedServer(TcpWSGIServer):
             dispatcher.deepest = 0
         # waitress closes idle connections; also close those whose client reads nothing. Not
         # here: maintenance runs while select()'s lists are built (see close_stalled).
-        cutoff = now - STALL_SECONDS
+        # And those lingering after a refusal past their time, whose client sends nothing.
+        cutoff, monotonic = now - STALL_SECONDS, time.monotonic()
         self.stalled = [
             channel
             for channel in self.active_channels.values()
-            if channel.total_outbufs_len and channel.last_activity < cutoff
+            if channel.total_outbufs_len
+            and channel.last_activity < cutoff
+            or 0 < channel.lingering_until < monotonic
         ]
 
     def close_stalled(self):
