@@ -1,11 +1,12 @@
 """Uploads over HTTP: the server's memory, the time of a publish, and the API's latency while
 builds are uploaded (issue 24).
 
-    python bench/publish_http.py [--rounds 3] [--recv-bytes 8192,65536,262144]
+    python bench/publish_http.py [--rounds 3] [--route stand-in --recv-bytes 8192,262144]
 
 Against the real server (8 threads, the default) on a free port of 127.0.0.1, over synthetic
-data (bench/synthetic.py), with curl as the client, as CI would upload. For each recv_bytes
-(how much waitress reads of a connection a turn of the loop), it prints:
+data (bench/synthetic.py), with curl as the client, as CI would upload. For each server (the
+real one, or the stand-in at each recv_bytes: what waitress reads of a connection a turn of
+the loop), it prints:
 
 - memory: the server's peak resident memory (VmHWM) before and after one 512 MiB upload
   (goal: at most 20 MB more);
@@ -15,11 +16,16 @@ data (bench/synthetic.py), with curl as the client, as CI would upload. For each
 - p99 of `GET /api/v2/builds/latest` under `wrk -t1 -c16` (more clients than threads), alone
   and while 4 clients upload 100 MiB over and over (goal: under 2x alone).
 
-Until the PUT route is on main, the upload goes to tests/upload_app.py's stand-in route: it
-reads the body in 1 MiB chunks, hashes it, writes it to a file and fsyncs it.
+`--route real` (the default when the code has it) publishes each upload as a new build of
+p00 with `PUT /api/v2/projects/p00/builds/N` (multipart, curl -F, a token made with `buildshelf
+token create`), with the server's own recv_bytes. `--route stand-in` uploads to
+tests/upload_app.py's stand-in route instead, which reads the body in 1 MiB chunks, hashes
+it, writes it to a file and fsyncs it, once for each `--recv-bytes`.
 """
 
 import argparse
+import importlib.util
+import itertools
 import os
 import statistics
 import subprocess
@@ -39,30 +45,58 @@ UPLOADERS = 4
 MiB = 1 << 20
 
 
-def upload(port, path):
-    """curl's PUT of the file `path`: its wall time in seconds."""
+class StandIn:
+    """tests/upload_app.py's PUT /upload, reading `recv_bytes` a turn."""
+
+    def __init__(self, recv_bytes):
+        self.recv_bytes = recv_bytes
+
+    def start(self, data_dir, bodies, log_path):
+        os.environ["UPLOAD_APP_RECV_BYTES"] = str(self.recv_bytes)
+        port = harness.free_port()
+        argv = [sys.executable, UPLOAD_APP, data_dir, str(port), bodies, str(1 << 30)]
+        return harness.Server(argv, port, log_path)
+
+    def curl(self, port, path):
+        return ["-T", path, "-H", "Authorization: Bearer bench", f"http://127.0.0.1:{port}/upload"]
+
+
+class Real:
+    """The server's own PUT of a build, each upload a new build of p00."""
+
+    recv_bytes = None  # the server's
+
+    def __init__(self):
+        self.numbers = itertools.count(1_000_000)
+
+    def start(self, data_dir, bodies, log_path):
+        self.token = subprocess.run(
+            [sys.executable, "-m", "buildshelf", "token", "create", "p00", "--data", data_dir],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return harness.Server.buildshelf(data_dir, ["--quiet"], log_path)
+
+    def curl(self, port, path):
+        number = next(self.numbers)
+        return ["-X", "PUT", "-H", f"Authorization: Bearer {self.token}",
+                "-F", 'build={"channelVersion":"9.9"};type=application/json',
+                "-F", f"file=@{path};filename=p00-{number}.jar",
+                f"http://127.0.0.1:{port}/api/v2/projects/p00/builds/{number}"]  # fmt: skip
+
+
+def upload(route, port, path):
+    """curl's upload of the file `path`: its wall time in seconds."""
     started = time.perf_counter()
-    subprocess.run(
-        [
-            "curl",
-            "-sSf",
-            "-o",
-            "/dev/null",
-            "-T",
-            path,
-            "-H",
-            "Authorization: Bearer bench",
-            f"http://127.0.0.1:{port}/upload",
-        ],  # fmt: skip
-        check=True,
-    )
+    subprocess.run(["curl", "-sSf", "-o", "/dev/null", *route.curl(port, path)], check=True)
     return time.perf_counter() - started
 
 
-def uploader(port, path, stop, times):
+def uploader(route, port, path, stop, times):
     """Upload `path` over and over until `stop` is set, adding each one's time to `times`."""
     while not stop.is_set():
-        times.append(upload(port, path))
+        times.append(upload(route, port, path))
 
 
 def timed(argv):
@@ -78,27 +112,20 @@ def random_file(path, size):
     return path
 
 
-def server(data_dir, bodies, recv_bytes, log_path):
-    os.environ["UPLOAD_APP_RECV_BYTES"] = str(recv_bytes)
-    port = harness.free_port()
-    argv = [sys.executable, UPLOAD_APP, data_dir, str(port), bodies, str(1 << 30)]
-    return harness.Server(argv, port, log_path)
-
-
-def measure(tmp, data_dir, recv_bytes, rounds):
-    """{figure: value} for one recv_bytes."""
+def measure(tmp, data_dir, route, rounds):
+    """{figure: value} for one route."""
     bodies = os.path.join(tmp, "bodies")
     os.makedirs(bodies, exist_ok=True)
     big, file = os.path.join(tmp, "512.bin"), os.path.join(tmp, "100.bin")
     figures = {}
-    with server(data_dir, bodies, recv_bytes, os.path.join(tmp, "server.log")) as running:
+    with route.start(data_dir, bodies, os.path.join(tmp, "server.log")) as running:
         harness.fetch(running.port, LATEST)
         before = harness.memory(running.pid, "VmHWM")
-        upload(running.port, big)
+        upload(route, running.port, big)
         figures["memory"] = (before, harness.memory(running.pid, "VmHWM"))
         uploads, baselines = [], []
         for _ in range(rounds):
-            uploads.append(upload(running.port, file))
+            uploads.append(upload(route, running.port, file))
             copy = os.path.join(tmp, "copy.bin")
             baselines.append(timed(["cp", file, copy]) + timed(["sha256sum", file]))
             os.unlink(copy)
@@ -108,7 +135,7 @@ def measure(tmp, data_dir, recv_bytes, rounds):
             alone.append(harness.wrk(running.port, LATEST, WRK_SECONDS, 16).p99_ms)
             stop = threading.Event()
             threads = [
-                threading.Thread(target=uploader, args=(running.port, file, stop, uploaded))
+                threading.Thread(target=uploader, args=(route, running.port, file, stop, uploaded))
                 for _ in range(UPLOADERS)
             ]
             for thread in threads:
@@ -125,10 +152,17 @@ def measure(tmp, data_dir, recv_bytes, rounds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--recv-bytes", default="8192,65536,262144")
+    real = importlib.util.find_spec("buildshelf.web.publish") is not None
+    parser.add_argument(
+        "--route", choices=("real", "stand-in"), default="real" if real else "stand-in"
+    )
+    parser.add_argument("--recv-bytes", default="8192,262144", help="with --route stand-in")
     args = parser.parse_args()
+    if args.route == "real":
+        routes = [Real()]
+    else:
+        routes = [StandIn(int(value)) for value in args.recv_bytes.split(",")]
     harness.stop_servers_on_sigterm()
-    rows = []
     try:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
             data_dir = synthetic.generate(os.path.join(tmp, "data"), [2000])
@@ -136,22 +170,21 @@ def main():
             random_file(os.path.join(tmp, "100.bin"), 100 * MiB)
             for path in ("512.bin", "100.bin"):  # the page cache warm
                 subprocess.run(["cat", os.path.join(tmp, path)], stdout=subprocess.DEVNULL)
-            for recv_bytes in map(int, args.recv_bytes.split(",")):
-                figures = measure(tmp, data_dir, recv_bytes, args.rounds)
-                rows.append((recv_bytes, figures))
-                report(recv_bytes, figures)
+            for route in routes:
+                report(route, measure(tmp, data_dir, route, args.rounds))
     finally:
         harness.stop_all()
     return 0
 
 
-def report(recv_bytes, figures):
+def report(route, figures):
     before, after = figures["memory"]
     uploads, baselines = figures["publish"]
     alone, during, uploaded = figures["p99"]
     ratio = statistics.median(uploads) / statistics.median(baselines)
     p99_ratio = statistics.median(during) / statistics.median(alone)
-    print(f"\nrecv_bytes {recv_bytes:,}: medians of {len(uploads)} rounds (min-max)")
+    what = "the server's" if route.recv_bytes is None else f"{route.recv_bytes:,}"
+    print(f"\n{type(route).__name__} route, recv_bytes {what}: medians of {len(uploads)} rounds")
     harness.report(
         [
             (
