@@ -33,7 +33,6 @@ SMALL_BODY_BYTES = 1024
 def stand_in(app, max_body_bytes, kept_as):
     """`app` with a screen and a PUT /upload route, bodies of up to `max_body_bytes`, each
     upload written to the file `kept_as`."""
-    app.max_body_bytes = max_body_bytes
 
     def screen(environ):
         path = environ["PATH_INFO"]
@@ -53,7 +52,8 @@ def stand_in(app, max_body_bytes, kept_as):
             return answers.too_large(limit)
         return None
 
-    app.screen = screen
+    # Bottle refuses to set an attribute twice; these replace make_app's own, if it has them.
+    app.__dict__.update(screen=screen, max_body_bytes=max_body_bytes)
     app.error(401)(answers.error_response)  # as JSON as the app's own errors
 
     @app.put("/upload")
