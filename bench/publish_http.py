@@ -1,7 +1,7 @@
 """Uploads over HTTP: the server's memory, the time of a publish, and the API's latency while
 builds are uploaded (issue 24).
 
-    python bench/publish_http.py [--rounds 3] [--route stand-in --recv-bytes 8192,262144]
+    python bench/publish_http.py [--rounds 3] [--latest-of p01] [--route stand-in --recv-bytes 8192,65536]
 
 Against the real server (8 threads, the default) on a free port of 127.0.0.1, over synthetic
 data (bench/synthetic.py), with curl as the client, as CI would upload. For each server (the
@@ -13,8 +13,9 @@ the loop), it prints:
 - publish: the wall time of a 100 MiB upload, answered once the file is written and fsynced,
   against `cp` of the same file plus `sha256sum` of it, timed in the same rounds, the page
   cache warm (goal: at most 2x);
-- p99 of `GET /api/v2/builds/latest` under `wrk -t1 -c16` (more clients than threads), alone
-  and while 4 clients upload 100 MiB over and over (goal: under 2x alone).
+- p99 of `GET /api/v2/builds/latest?project=p00` (`--latest-of`) under `wrk -t1 -c16` (more
+  clients than threads), alone and while 4 clients upload 100 MiB over and over (goal: under
+  2x alone).
 
 `--route real` (the default when the code has it) publishes each upload as a new build of
 p00 with `PUT /api/v2/projects/p00/builds/N` (multipart, curl -F, a token made with `buildshelf
@@ -39,7 +40,7 @@ import synthetic
 from harness import ROOT
 
 UPLOAD_APP = os.path.join(ROOT, "tests", "upload_app.py")
-LATEST = "/api/v2/builds/latest?project=p00"
+LATEST = "/api/v2/builds/latest?project={}"
 WRK_SECONDS = 5
 UPLOADERS = 4
 MiB = 1 << 20
@@ -112,14 +113,14 @@ def random_file(path, size):
     return path
 
 
-def measure(tmp, data_dir, route, rounds):
+def measure(tmp, data_dir, route, rounds, latest):
     """{figure: value} for one route."""
     bodies = os.path.join(tmp, "bodies")
     os.makedirs(bodies, exist_ok=True)
     big, file = os.path.join(tmp, "512.bin"), os.path.join(tmp, "100.bin")
     figures = {}
     with route.start(data_dir, bodies, os.path.join(tmp, "server.log")) as running:
-        harness.fetch(running.port, LATEST)
+        harness.fetch(running.port, latest)
         before = harness.memory(running.pid, "VmHWM")
         upload(route, running.port, big)
         figures["memory"] = (before, harness.memory(running.pid, "VmHWM"))
@@ -132,7 +133,7 @@ def measure(tmp, data_dir, route, rounds):
         figures["publish"] = (uploads, baselines)
         alone, during, uploaded = [], [], []
         for _ in range(rounds):
-            alone.append(harness.wrk(running.port, LATEST, WRK_SECONDS, 16).p99_ms)
+            alone.append(harness.wrk(running.port, latest, WRK_SECONDS, 16).p99_ms)
             stop = threading.Event()
             threads = [
                 threading.Thread(target=uploader, args=(route, running.port, file, stop, uploaded))
@@ -141,7 +142,7 @@ def measure(tmp, data_dir, route, rounds):
             for thread in threads:
                 thread.start()
             time.sleep(1)  # the uploads under way
-            during.append(harness.wrk(running.port, LATEST, WRK_SECONDS, 16).p99_ms)
+            during.append(harness.wrk(running.port, latest, WRK_SECONDS, 16).p99_ms)
             stop.set()
             for thread in threads:
                 thread.join()
@@ -156,7 +157,13 @@ def main():
     parser.add_argument(
         "--route", choices=("real", "stand-in"), default="real" if real else "stand-in"
     )
-    parser.add_argument("--recv-bytes", default="8192,262144", help="with --route stand-in")
+    parser.add_argument("--recv-bytes", default="8192,65536", help="with --route stand-in")
+    parser.add_argument(
+        "--latest-of",
+        default="p00",
+        help="the project whose latest build wrk asks for: p00, which the uploads publish "
+        "to (its answer made again after each), or p01, which they leave alone",
+    )
     args = parser.parse_args()
     if args.route == "real":
         routes = [Real()]
@@ -165,13 +172,14 @@ def main():
     harness.stop_servers_on_sigterm()
     try:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
-            data_dir = synthetic.generate(os.path.join(tmp, "data"), [2000])
+            data_dir = synthetic.generate(os.path.join(tmp, "data"), [2000, 2000])
             random_file(os.path.join(tmp, "512.bin"), 512 * MiB)
             random_file(os.path.join(tmp, "100.bin"), 100 * MiB)
             for path in ("512.bin", "100.bin"):  # the page cache warm
                 subprocess.run(["cat", os.path.join(tmp, path)], stdout=subprocess.DEVNULL)
             for route in routes:
-                report(route, measure(tmp, data_dir, route, args.rounds))
+                latest = LATEST.format(args.latest_of)
+                report(route, measure(tmp, data_dir, route, args.rounds, latest))
     finally:
         harness.stop_all()
     return 0
