@@ -8,6 +8,7 @@ at any point leaves no object or a whole one, and at most a temporary file that 
 removes.
 """
 
+import errno
 import hashlib
 import os
 import re
@@ -44,6 +45,17 @@ class Refused(Exception):
     """A file not stored: the one-line message says what is wrong and what to do."""
 
 
+class TooLarge(Refused):
+    """A file over the limit it was given."""
+
+
+class NoSpace(Refused):
+    """The store's file system is full (ENOSPC), or its user's quota (EDQUOT) is."""
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
 @dataclass(frozen=True)
 class Stored:
     """An object in the store; `created` is False when identical bytes were already there.
@@ -55,6 +67,16 @@ class Stored:
     path: str
     created: bool
     repaired: str | None = None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A whole file received into the store as a temporary file (Staging), hashed and
+    fsynced: `place` makes it an object."""
+
+    path: str
+    sha256: str
+    size: int
 
 
 @dataclass(frozen=True)
@@ -101,7 +123,6 @@ def store_file(
         expected = expected_sha256.lower()
         if not SHA256_PATTERN.match(expected):
             raise Refused(f"--sha256 {expected_sha256!r} is not a sha256: give 64 hex digits")
-    _remove_stale_temp_files(store)
     fd = _open_source(source, max_bytes)
     try:
         return _store(store, source, _file_reader(fd, source), max_bytes, expected)
@@ -124,7 +145,6 @@ def store_stream(
     """
     if size is not None and size > max_bytes:
         raise _too_large(source, max_bytes)
-    _remove_stale_temp_files(store)
     return _store(store, source, read, max_bytes, None)
 
 
@@ -248,7 +268,7 @@ def _open_source(source, max_bytes):
 
 
 def _too_large(source, max_bytes):
-    return Refused(
+    return TooLarge(
         f"{source} is larger than {max_bytes / (1 << 20):g} MiB: give --max-file-mb "
         "to raise the limit (nothing was stored)"
     )
@@ -265,20 +285,83 @@ def _file_reader(fd, source):
 
 
 def _store(store, source, read, max_bytes, expected):
+    staging = Staging(store, source, max_bytes)
     try:
-        _make_directories(store)
-        out, tmp = tempfile.mkstemp(dir=store, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
-    except OSError as error:
-        raise _cannot_store(source, store, error) from None
-    try:
+        while chunk := read():
+            staging.write(chunk)
+        staged = staging.finish()
+        if expected is not None and staged.sha256 != expected:
+            raise Refused(
+                f"sha256 mismatch: the file hashes to {staged.sha256}, --sha256 says {expected}"
+            )
+    except BaseException:
+        staging.discard()
+        raise
+    return place(store, staged, source)
+
+
+class Staging:
+    """A file being received into `store` (`source` names it in messages), chunk by chunk:
+    written to a hidden temporary file in the store, hashed on the way, held to
+    `max_bytes`; memory stays bounded at any size. `finish()` gives the Staged file for
+    `place`; `discard()` removes it. Every refusal is Refused (TooLarge, NoSpace), and leaves
+    the temporary file for the caller's discard()."""
+
+    def __init__(self, store: str, source: str, max_bytes: int = MAX_BYTES_DEFAULT):
+        self.store, self.source, self.max_bytes = store, source, max_bytes
+        self.digest, self.size, self.fd = hashlib.sha256(), 0, None
+        _remove_stale_temp_files(store)
         try:
-            sha256, size = _copy(read, out, source, max_bytes)
-            os.fchmod(out, files.new_file_mode(OBJECT_PERMISSIONS))
-            os.fsync(out)
+            _make_directories(store)
+            self.fd, self.path = tempfile.mkstemp(dir=store, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
+        except OSError as error:
+            raise _cannot_store(source, store, error) from None
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:  # a file may grow after its fstat, a download not say
+            raise _too_large(self.source, self.max_bytes)
+        self.digest.update(chunk)
+        try:
+            _write_all(self.fd, chunk)
+        except OSError as error:
+            raise _cannot_store(self.source, self.store, error) from None
+
+    def finish(self) -> Staged:
+        """The file, whole: made read-only as objects are, fsynced and closed."""
+        try:
+            os.fchmod(self.fd, files.new_file_mode(OBJECT_PERMISSIONS))
+            os.fsync(self.fd)
+        except OSError as error:
+            raise _cannot_store(self.source, self.store, error) from None
         finally:
-            os.close(out)
-        if expected is not None and sha256 != expected:
-            raise Refused(f"sha256 mismatch: the file hashes to {sha256}, --sha256 says {expected}")
+            self._close()
+        return Staged(self.path, self.digest.hexdigest(), self.size)
+
+    def discard(self) -> None:
+        """Remove the temporary file, if it is still there: at any point, any number of times."""
+        self._close()
+        with suppress(OSError):
+            os.unlink(self.path)
+
+    def _close(self):
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+
+def _write_all(fd, chunk):
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def place(store: str, staged: Staged, source: str) -> Stored:
+    """Make `staged` (received into `store` by Staging) the object of its sha256: renamed into
+    place, never copied, or removed when identical bytes are already there. The staged file
+    is gone once this returns or raises (Refused, with nothing stored)."""
+    tmp, sha256, size = staged.path, staged.sha256, staged.size
+    try:
         path = object_path(store, sha256)
         directory = os.path.dirname(path)
         _make_directories(directory)
@@ -308,23 +391,8 @@ def _store(store, source, read, max_bytes, expected):
 
 
 def _cannot_store(source, store, error):
-    return Refused(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
-
-
-def _copy(read, out, source, max_bytes):
-    """Copy in chunks, hashing as it goes: memory stays bounded at any size."""
-    digest, size = hashlib.sha256(), 0
-    while True:
-        chunk = read()
-        if not chunk:
-            return digest.hexdigest(), size
-        size += len(chunk)
-        if size > max_bytes:  # again: a file may grow after its fstat, a download not say
-            raise _too_large(source, max_bytes)
-        digest.update(chunk)
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(out, view) :]
+    refusal = NoSpace if error.errno in FULL else Refused
+    return refusal(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
 
 
 def _remove_stale_temp_files(store):

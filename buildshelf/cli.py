@@ -19,7 +19,7 @@ import time
 from urllib.parse import urlsplit
 
 from buildshelf import jenkins, mirror, server, settings, store, tokens, trust, writer
-from buildshelf.model import SECONDS_BELOW, sha256_hex, timestamp_problem, whole_number
+from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
 
@@ -40,12 +40,7 @@ def _integer(value, pattern=re.compile(r"-?[0-9]{1,30}\Z")):
 
 def _millis(value):
     millis = _integer(value)
-    if abs(millis) < SECONDS_BELOW:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} looks like seconds, not milliseconds: give {millis}000 (in a shell, "
-            "date +%s%3N is now in milliseconds)"
-        )
-    if problem := timestamp_problem(millis):
+    if problem := published_timestamp_problem(millis):
         raise argparse.ArgumentTypeError(f"{value!r} {problem}")
     return millis
 

@@ -264,6 +264,19 @@ def _integrity(value):
     return checked
 
 
+class InvalidBuild(ValueError):
+    """One build object that breaks a rule of the data files: the message says which."""
+
+
+def checked_build(value) -> Build:
+    """One build object (a file's `builds[i]`, say one published over HTTP) checked by the
+    data files' rules, as the Build it is served as; InvalidBuild if it breaks one."""
+    try:
+        return _build(value, {})
+    except _Invalid as problem:
+        raise InvalidBuild(str(problem)) from None
+
+
 def _build_place(index, value):
     number = value.get("buildNumber") if type(value) is dict else None
     if type(number) is int and number >= 0:

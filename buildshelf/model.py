@@ -243,6 +243,18 @@ def timestamp_problem(timestamp: int) -> str | None:
     )
 
 
+def published_timestamp_problem(millis: int) -> str | None:
+    """Why `millis` may not be the timestamp of a build published (`publish --timestamp`, an
+    HTTP publish), to follow the value in a message; or None. A data file may hold seconds
+    (epoch_seconds): what is published is in milliseconds."""
+    if abs(millis) < SECONDS_BELOW:
+        return (
+            f"looks like seconds, not milliseconds: give {millis}000 (in a shell, date +%s%3N "
+            "is now in milliseconds)"
+        )
+    return timestamp_problem(millis)
+
+
 def epoch_seconds(timestamp: int) -> float:
     """A build's timestamp in seconds: files give epoch milliseconds (the Jenkins convention),
     or seconds, which are told apart by size (below 10^11 is seconds: before 1973 in ms)."""

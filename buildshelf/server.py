@@ -16,11 +16,12 @@ from operator import attrgetter
 import bottle
 
 from buildshelf import javadoc, settings
+from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
 from buildshelf.store import Store, check
 from buildshelf.text import counted
-from buildshelf.web import answers, health, hosted, openapi, pages, query
+from buildshelf.web import answers, health, hosted, openapi, pages, publish, query
 from buildshelf.web.answers import MALFORMED, REFUSED, encode, redirect, send
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
@@ -36,6 +37,8 @@ def make_app(
     compat: str | None = None,
     accel_redirect: str | None = None,
     public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
+    credentials: Credentials | None = None,
+    max_file_mb: int = settings.setting("max_file_mb").default,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
@@ -43,6 +46,11 @@ def make_app(
     At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
     upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
     served at addresses on `public_url`, from `store`'s artifact store.
+
+    Builds are published and yanked over HTTP for `credentials` (None: every write is refused
+    401), a kept file of `max_file_mb` MiB at most (publish.install). The server calls
+    `app.screen(environ)` once a request's headers are in, and takes a body of
+    `app.max_body_bytes` at most.
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -155,6 +163,8 @@ def make_app(
     health.install(app, store)
     hosted.install(app, store, accel_redirect)
     pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat))
+    app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
+    app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):
@@ -193,13 +203,16 @@ def serve(args: argparse.Namespace) -> int:
     data = Store(args.data, artifacts_dir=args.artifacts)
     data.start()
     try:
+        public_url = args.public_url or serving.base_url(args.host, args.port)
         app = make_app(
             data,
             max_age=args.max_age,
             cache_mb=args.cache_mb,
             compat=args.compat,
             accel_redirect=args.accel_redirect,
-            public_url=args.public_url or serving.base_url(args.host, args.port),
+            public_url=public_url,
+            credentials=Credentials(args.state, args.github_oidc_issuer, public_url),
+            max_file_mb=args.max_file_mb,
         )
 
         def listening(base_url):

@@ -33,6 +33,32 @@ class Refused(Exception):
     """A change not made: the message says why and what to do. Nothing was written."""
 
 
+# What a refusal was, for a caller that answers each differently (the HTTP routes); the
+# message is the same for every caller.
+class NoProject(Refused):
+    """The project has no file."""
+
+
+class NoBuild(Refused):
+    """The project has no build of that number."""
+
+
+class Invalid(Refused):
+    """The build given breaks a rule of the data files, or its file cannot be kept."""
+
+
+class Exists(Refused):
+    """A different build of that number is there; `fields` are the keys that differ."""
+
+    def __init__(self, message: str, fields: list[str]):
+        super().__init__(message)
+        self.fields = fields
+
+
+class NoSpace(Refused):
+    """The disk (or the quota) is full."""
+
+
 def project_path(directory: str, slug: str) -> str:
     if not SLUG_PATTERN.match(slug):
         raise Refused(
@@ -107,16 +133,16 @@ def _read(path, slug):
     return datafile.parse_json(path, data), mode
 
 
-def _validate(path, slug, data, advice=None):
+def _validate(path, slug, data, advice=None, refusal=Refused):
     try:
         datafile.parse_project(path, slug, data)
     except datafile.DataError as error:
         notes = [advice] if advice else []
         if others := error.count - 1:
             notes.append(f"'buildshelf check' lists its {counted(others, 'other problem')}")
-        raise Refused(f"{error}" + (f" ({'; '.join(notes)})" if notes else "")) from None
+        raise refusal(f"{error}" + (f" ({'; '.join(notes)})" if notes else "")) from None
     except (ValueError, TypeError, RecursionError) as error:  # what validation did not foresee
-        raise Refused(
+        raise refusal(
             f"{path}: not a valid project file ({error.__class__.__name__}: "
             f"{error})" + (f" ({advice})" if advice else "")
         ) from None
@@ -175,12 +201,13 @@ def update(
         if new is None:
             return result
         data = encode(new)
-        _validate(path, slug, data)
+        _validate(path, slug, data, refusal=Invalid)
         if not dry_run:
             try:
                 replace_file(target, data, files.new_file_mode(0o666) if mode is None else mode)
             except OSError as error:
-                raise Refused(
+                refusal = NoSpace if error.errno in artifacts.FULL else Refused
+                raise refusal(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"
                 ) from None
             if then is not None:
@@ -214,7 +241,7 @@ def add_project(
 
 def _existing_project(doc, directory, slug):
     if doc is None:
-        raise Refused(
+        raise NoProject(
             f"no project {slug!r} in {directory}: add it first with 'buildshelf "
             f"add-project {slug} --ci-job ... --ci-job-url ... --javadoc-base-url ...'"
         )
@@ -228,11 +255,23 @@ def job_run_url(ci_job_url: str, number: int) -> str:
 
 @dataclass(frozen=True)
 class Keep:
-    """A file to keep in the artifact store for the build published."""
+    """A file to keep in the artifact store for the build published: the file at `source`,
+    copied in; or, with `staged`, a file already received into the store (an HTTP upload,
+    artifacts.Staging), renamed into place: no second copy. The artifact's name is `name`,
+    by default the source's."""
 
     source: str
     max_bytes: int = artifacts.MAX_BYTES_DEFAULT
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
+    staged: artifacts.Staged | None = None
+    name: str | None = None
+
+    def stored(self, store_dir: str) -> artifacts.Stored:
+        """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
+        artifacts.check_name(self.name or os.path.basename(self.source))
+        if self.staged is not None:
+            return artifacts.place(store_dir, self.staged, self.source)
+        return artifacts.store_file(store_dir, self.source, self.max_bytes, self.sha256)
 
 
 @dataclass(frozen=True)
@@ -275,12 +314,13 @@ def publish(
         nonlocal stored
         doc = _existing_project(doc, directory, slug)
         if keep is not None:  # again on a retry: it puts back an object missing or damaged
-            name = os.path.basename(keep.source)
             try:
-                artifacts.check_name(name)
-                stored = artifacts.store_file(store_dir, keep.source, keep.max_bytes, keep.sha256)
+                stored = keep.stored(store_dir)
+            except artifacts.NoSpace as refused:
+                raise NoSpace(str(refused)) from None
             except artifacts.Refused as refused:
-                raise Refused(str(refused)) from None
+                raise Invalid(str(refused)) from None
+            name = keep.name or os.path.basename(keep.source)
             build.update(sha256=stored.sha256, size=stored.size, file=name)
         if build["url"] is None:
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
@@ -293,16 +333,19 @@ def publish(
         if same[0] == compared:
             return None, "unchanged"
         if not replace:
-            _validate(project_path(directory, slug), slug, encode(new))  # the build's own faults
+            # The build's own faults first.
+            _validate(project_path(directory, slug), slug, encode(new), refusal=Invalid)
             keys = same[0].keys() | compared.keys()
-            fields = ", ".join(
+            fields = [
                 k
                 for k in datafile.WRITTEN_BUILD_KEYS
                 if k in keys and same[0].get(k) != compared.get(k)
-            )
-            raise Refused(
+            ]
+            raise Exists(
                 f"{project_path(directory, slug)}: build {build['buildNumber']} is already "
-                f"there with another {fields}: give --replace to replace it (nothing written)"
+                f"there with another {', '.join(fields)}: give --replace to replace it "
+                "(nothing written)",
+                fields,
             )
         made_unused.update(_kept_objects(same))
         return new, "replaced"
@@ -330,25 +373,26 @@ def yank(
     number: int,
     store_dir: str | None = None,
     report: Report = unreported,
-) -> None:
+) -> dict:
     """Remove build `number` from project `slug`; its number may be published again. Its
     object in the artifact store `store_dir` is deleted if no build uses it any more (see
-    remove_if_unused)."""
+    remove_if_unused). Returns the build's document, as it was."""
 
     def change(doc):
         builds = _existing_project(doc, directory, slug)["builds"]
         kept = [b for b in builds if b.get("buildNumber") != number]
         if len(kept) == len(builds):
-            raise Refused(f"project {slug!r} has no build {number}: nothing yanked")
+            raise NoBuild(f"project {slug!r} has no build {number}: nothing yanked")
         yanked = [b for b in builds if b.get("buildNumber") == number]
-        return dict(doc, builds=kept), _kept_objects(yanked)
+        return dict(doc, builds=kept), yanked
 
-    update(
+    yanked = update(
         directory,
         slug,
         change,
-        then=lambda made_unused: remove_if_unused(directory, store_dir, made_unused, report),
+        then=lambda yanked: remove_if_unused(directory, store_dir, _kept_objects(yanked), report),
     )
+    return yanked[0]
 
 
 def _kept_objects(builds):

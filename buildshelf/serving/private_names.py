@@ -49,7 +49,7 @@ DOCUMENTED = (
         ("Bottle", "HTTPError", "SimpleTemplate", "request", "response"),
         "api.rst: the Bottle class, exceptions, request context, templating",
     ),
-    ("bottle", "Bottle", ("error", "get", "hook", "route"), "api.rst: Bottle"),
+    ("bottle", "Bottle", ("delete", "error", "get", "hook", "put", "route"), "api.rst: Bottle"),
     (
         "bottle",
         "BaseRequest",

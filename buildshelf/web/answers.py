@@ -22,7 +22,7 @@ ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 CORS_REQUEST_HEADERS = "Accept, Accept-Encoding, If-None-Match, If-Modified-Since, Cache-Control"
 REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
-ERROR_STATUSES = (400, 404, 405, 410, 413, 500, 503, 507)
+ERROR_STATUSES = (400, 401, 403, 404, 405, 409, 410, 413, 415, 429, 500, 503, 507)
 ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answer repeats
 # What the app and the server that runs it agree on (the server imports them from here: this
 # side never imports waitress). The environ keys by which a request that must be refused
@@ -221,7 +221,7 @@ def error_response(error: bottle.HTTPError) -> bytes:
         "Cache-Control",
         f"public, max-age={GONE_MAX_AGE}" if error.status_code == 410 else "no-store",
     )
-    if error.status_code == 405:
+    if error.status_code == 405 and not isinstance(error, ApiError):  # bottle's own
         response.set_header("Allow", ALLOWED_METHODS)
     if isinstance(error, ApiError):
         return error_body(error.code, error.body)

@@ -21,10 +21,12 @@ MAX_QUERY_FIELDS = 50
 
 
 class ApiError(bottle.HTTPError):
-    """An error response: `code` is the machine-readable snake_case name of the problem."""
+    """An error response: `code` is the machine-readable snake_case name of the problem.
+    `headers` ({name: value}) go out with it (Retry-After, WWW-Authenticate): bottle's own
+    `error.headers`, which the server reads too for a request refused before its body."""
 
-    def __init__(self, status, code, message):
-        super().__init__(status, message)
+    def __init__(self, status, code, message, headers=None):
+        super().__init__(status, message, **(headers or {}))
         self.code = code
 
 

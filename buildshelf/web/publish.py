@@ -1,0 +1,503 @@
+"""The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build and
+`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py); and
+`screen(environ)`, which refuses a request on its headers alone, before its body is read.
+
+A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
+messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
+and a part `file`, the artifact, parsed as a stream: the file's bytes go straight into a
+staging file inside the artifact store, hashed on the way, which the writer then renames into
+place under the lock. Whatever happens, no staging file outlives its request. Once written,
+the store is read again before the answer, so that the client's next GET shows the write.
+"""
+
+import logging
+import re
+import time
+from contextlib import contextmanager
+from itertools import chain
+
+import bottle
+import multipart
+
+from buildshelf import artifacts, datafile, writer
+from buildshelf.credentials import Credentials, Forbidden, Unauthorized, Unavailable
+from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.store import Store
+from buildshelf.web.answers import JSON, encode
+from buildshelf.web.query import API, ApiError, parse
+from buildshelf.web.ratelimit import FailureLimit
+from buildshelf.web.shapes import Shapes
+
+log = logging.getLogger(__name__)
+
+RULE = API + "/projects/<slug>/builds/<number>"
+PATH = re.compile(re.escape(API) + r"/projects/[^/]+/builds/[^/]+\Z")
+METHODS = frozenset({"PUT", "DELETE"})
+ALLOWED = "PUT, DELETE"
+MULTIPART = "multipart/form-data"
+BODY_BYTES = 1024  # the body any other request may have (DELETE's too)
+BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
+# Room in a multipart body for what is not the file: the part `build`, and the parts'
+# headers and boundaries (a few hundred bytes).
+FRAMING_BYTES = BUILD_BYTES + (64 << 10)
+PART_HEADER_BYTES = 4096
+PARTS = ("build", "file")
+READ_BYTES = artifacts.CHUNK_BYTES
+# What a build's JSON may hold: the data files' keys, less those the route makes.
+BUILD_KEYS = (
+    "channelVersion",
+    "url",
+    "timestamp",
+    "isExperimental",
+    "commits",
+    "downloadUrl",
+    "sha256",
+    "size",
+    "buildNumber",  # the path's number, if given
+)
+BEARER = {"WWW-Authenticate": "Bearer"}
+
+
+def max_body_bytes(max_file_bytes: int) -> int:
+    """The largest body a request may have: a file of `max_file_bytes` and its framing."""
+    return max_file_bytes + FRAMING_BYTES
+
+
+def install(
+    app: bottle.Bottle,
+    store: Store,
+    credentials: Credentials | None,
+    shapes: Shapes,
+    max_file_bytes: int,
+    limit: FailureLimit | None = None,
+):
+    """Add the write routes to `app` (made by server.make_app), writing `store`'s data
+    directory and artifact store; return `screen`. Without `credentials` every write is
+    refused 401, as by a Credentials that knows none. A kept file is at most
+    `max_file_bytes`; `limit` counts the failed authentications (a FailureLimit of its own
+    by default)."""
+    limit = limit or FailureLimit()
+
+    def screen(environ) -> ApiError | None:
+        """The refusal of a request that its headers (`environ` without a body) earn, or
+        None: for the write routes 429, 401 without Authorization, 415, 413 by
+        Content-Length; for every other route 413 for a body of more than BODY_BYTES. Cheap:
+        the server calls it on its loop thread for every request."""
+        if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
+            length = environ.get("CONTENT_LENGTH")
+            if (length and _over(length, BODY_BYTES)) or "HTTP_TRANSFER_ENCODING" in environ:
+                return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
+            return None
+        address = environ.get("REMOTE_ADDR", "")
+        wait = limit.retry_after(address)
+        if wait is not None:
+            return ApiError(
+                429,
+                "too_many_requests",
+                f"too many failed authentications from {address}: try again in {wait} s",
+                {"Retry-After": str(wait)},
+            )
+        if not environ.get("HTTP_AUTHORIZATION"):
+            limit.failed(address)
+            return ApiError(401, "unauthorized", NO_CREDENTIAL, BEARER)
+        most = BODY_BYTES
+        if environ["REQUEST_METHOD"] == "PUT":
+            kind = _media_type(environ)
+            if kind not in (MULTIPART, JSON):
+                return ApiError(
+                    415,
+                    "unsupported_media_type",
+                    f"a build is published as {MULTIPART} (a part 'build', the build's JSON, "
+                    f"and a part 'file', its file) or as {JSON} (the build, for a file kept "
+                    f"elsewhere), not {kind or 'a body of no Content-Type'}",
+                )
+            most = max_body_bytes(max_file_bytes) if kind == MULTIPART else BUILD_BYTES
+        length = environ.get("CONTENT_LENGTH")
+        if length and _over(length, most):
+            if most > BUILD_BYTES:
+                return _too_large(
+                    f"the body is larger than this server takes: a file of "
+                    f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
+                    f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
+                )
+            return _too_large(f"this request may have a body of {most} bytes at most")
+        return None
+
+    def authorized(environ, slug):
+        """The publisher and project of a write, or the refusal (401, 403, 404, 503)."""
+        refused = screen(environ)  # again: a server that does not screen, a test's
+        if refused is not None:
+            raise refused
+        address = environ.get("REMOTE_ADDR", "")
+        try:
+            if credentials is None:
+                raise Unauthorized("this server takes no credential: it takes no writes")
+            publisher = credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
+        except Unauthorized as error:
+            limit.failed(address)
+            raise ApiError(401, "unauthorized", str(error), BEARER) from None
+        except Forbidden as error:
+            project(slug)  # a valid credential learns that a project does not exist
+            raise ApiError(403, "forbidden", str(error)) from None
+        except Unavailable as error:
+            raise ApiError(503, "credentials_unavailable", str(error)) from None
+        return publisher, project(slug)
+
+    def project(slug):
+        found = store.snapshot().project(slug)
+        if found is None or found.slug != slug:
+            raise ApiError(
+                404, "unknown_project", f"no project {slug!r}: see {API}/projects for the projects"
+            )
+        return found
+
+    @app.put(RULE)
+    def put_build(slug, number):
+        """Publish a build: 201 added, 200 a retry or a replace."""
+        environ = bottle.request.environ
+        publisher, found = authorized(environ, slug)
+        number = whole_number(number)
+        if number is None:
+            raise _invalid("the path's build number must be a whole number, 0 or more")
+        replace = dict(parse()).get("replace", "").lower() == "true"
+        with _received(environ, store.artifacts, max_file_bytes) as (given, file):
+            build, keep = _build(given, file, number, found.ci_job_url)
+            try:
+                published = writer.publish(
+                    store.directory,
+                    slug,
+                    build,
+                    replace=replace,
+                    any_timestamp="timestamp" not in given,
+                    keep=keep,
+                    store_dir=store.artifacts,
+                )
+            except writer.Refused as refused:
+                raise _answer(refused, slug, number) from None
+        written = datafile.checked_build(build)
+        shown, served = _read_back(slug, number, written)
+        log.info(
+            "%s build %d of %s (sha256 %s) by %s from %s",
+            published.outcome,
+            number,
+            slug,
+            build.get("sha256", "-"),
+            publisher.who,
+            environ.get("REMOTE_ADDR", "-"),
+        )
+        bottle.response.status = 201 if published.outcome == "added" else 200
+        bottle.response.content_type = JSON
+        return encode(shapes.build_json(shown, served))
+
+    @app.delete(RULE)
+    def delete_build(slug, number):
+        """Yank a build: 204."""
+        environ = bottle.request.environ
+        publisher, _ = authorized(environ, slug)
+        parse()
+        given, number = number, whole_number(number)
+        if number is None:
+            raise ApiError(404, "unknown_build", f"project {slug!r} has no build {given!r}")
+        try:
+            yanked = writer.yank(store.directory, slug, number, store.artifacts)
+        except writer.Refused as refused:
+            raise _answer(refused, slug, number) from None
+        _read_back(slug, number, None)
+        log.info(
+            "yanked build %d of %s (sha256 %s) by %s from %s",
+            number,
+            slug,
+            yanked.get("sha256", "-"),
+            publisher.who,
+            environ.get("REMOTE_ADDR", "-"),
+        )
+        bottle.response.status = 204
+        return b""
+
+    @app.route(RULE, "ANY")
+    def other_method(slug, number):
+        raise ApiError(
+            405,
+            "method_not_allowed",
+            "PUT publishes a build here and DELETE yanks it: nothing else",
+            {"Allow": ALLOWED},
+        )
+
+    def _read_back(slug, number, written):
+        """(project, build) as the store serves them once it shows the write (`written`, the
+        Build now in the file, or None once yanked): read your own writes. A check begun after
+        the write reads the file; if one already under way held the store too long, it is
+        waited for. A store that still does not show it (a hung disk) is logged, and the
+        write answered as written."""
+        for refreshed in (store.refreshed, store.refresh):
+            shown = refreshed().project(slug)
+            served = shown.build(number) if shown else None
+            if shown is not None and served == written:
+                return shown, served
+        log.warning(
+            "build %s of %s was written, but the data read back does not show it", number, slug
+        )
+        return shown, written
+
+    return screen
+
+
+NO_CREDENTIAL = "send Authorization: Bearer TOKEN (a token, or a GitHub Actions OIDC token)"
+
+
+def _over(length, most):
+    """Whether a Content-Length (digits, as the server checked) says more than `most`."""
+    return len(length) > 18 or int(length) > most
+
+
+def _too_large(message):
+    return ApiError(413, "too_large", message)
+
+
+def _invalid(message):
+    return ApiError(400, "invalid_build", message)
+
+
+def _media_type(environ):
+    return environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
+
+
+def _answer(refused, slug, number):
+    """The HTTP answer to a writer's refusal."""
+    if isinstance(refused, writer.NoProject):
+        return ApiError(404, "unknown_project", f"no project {slug!r}")
+    if isinstance(refused, writer.NoBuild):
+        return ApiError(404, "unknown_build", f"project {slug!r} has no build {number}")
+    if isinstance(refused, writer.Exists):
+        return ApiError(
+            409,
+            "build_exists",
+            f"build {number} of {slug!r} is already there with another "
+            f"{', '.join(refused.fields)}: PUT it with ?replace=true to replace it (nothing "
+            "written)",
+        )
+    if isinstance(refused, writer.Invalid):
+        return _invalid(str(refused))
+    log.error("a write was refused: %s", refused)
+    if isinstance(refused, writer.NoSpace):
+        return ApiError(
+            507,
+            "insufficient_storage",
+            "the server's disk is full: nothing was written; try again once it has room",
+        )
+    return ApiError(500, "internal_error", "internal error: the cause is in the server's log")
+
+
+class _File:
+    """The part `file` of a publish: its name, and the bytes received (Staged)."""
+
+    def __init__(self, name, staged):
+        self.name, self.staged = name, staged
+
+
+def _build(given, file, number, ci_job_url):
+    """(the build's document, writer.Keep or None) of a publish's JSON `given` and `file`,
+    checked by the data files' rules; 400 invalid_build for the first problem."""
+    if type(given) is not dict:
+        raise _invalid('the build must be a JSON object, such as {"channelVersion": "1.21"}')
+    unknown = [key for key in given if key not in BUILD_KEYS]
+    if unknown:
+        raise _invalid(
+            f"unknown key {unknown[0]!r}: a build takes {', '.join(BUILD_KEYS[:-1])}"
+            + (" (the file's name is the part 'file''s filename)" if unknown[0] == "file" else "")
+        )
+    if given.get("buildNumber", number) != number:
+        raise _invalid(f"'buildNumber' is {given['buildNumber']!r}, but the path says {number}")
+    if "channelVersion" not in given:
+        raise _invalid("missing key 'channelVersion'")
+    timestamp = given.get("timestamp", time.time_ns() // 1_000_000)
+    if type(timestamp) is int and (problem := published_timestamp_problem(timestamp)):
+        raise _invalid(f"'timestamp' {timestamp} {problem}")
+    build = {
+        "buildNumber": number,
+        "url": given.get("url"),  # None: the job run's, made under the lock
+        "downloadUrl": given.get("downloadUrl"),
+        "channelVersion": given["channelVersion"],
+        "timestamp": timestamp,
+        "isExperimental": given.get("isExperimental", False),
+        "commits": given.get("commits", []),
+    }
+    keep = None
+    if file is not None:
+        if "downloadUrl" in given:
+            raise _invalid(
+                "give 'downloadUrl' or a part 'file', not both: the server makes a kept "
+                "file's address"
+            )
+        del build["downloadUrl"]
+        _check_received(given, file.staged)
+        build.update(sha256=file.staged.sha256, size=file.staged.size, file=file.name)
+        keep = writer.Keep(file.staged.path, staged=file.staged, name=file.name)
+    else:
+        if "downloadUrl" not in given:
+            raise _invalid(
+                "missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)"
+            )
+        build.update((key, given[key]) for key in ("sha256", "size") if key in given)
+    url = build["url"] or writer.job_run_url(ci_job_url, number)
+    try:
+        datafile.checked_build(dict(build, url=url))
+    except datafile.InvalidBuild as problem:
+        raise _invalid(str(problem)) from None
+    return build, keep
+
+
+def _check_received(given, staged):
+    """The sha256 and size the client gave of a kept file against the bytes received."""
+    if "sha256" in given:
+        claimed = given["sha256"]
+        digest = sha256_hex(claimed) if type(claimed) is str else None
+        if digest is None:
+            raise _invalid("'sha256' must be 64 hexadecimal digits")
+        if digest != staged.sha256:
+            raise _invalid(
+                f"sha256 mismatch: the file received hashes to {staged.sha256}, 'sha256' says "
+                f"{digest} (nothing written)"
+            )
+    if "size" in given:
+        size = given["size"]
+        if not (type(size) is int and size >= 0):
+            raise _invalid("'size' must be a whole number of bytes, 0 or more")
+        if size != staged.size:
+            raise _invalid(
+                f"'size' is {size}, but the file received is {staged.size} bytes (nothing written)"
+            )
+
+
+@contextmanager
+def _received(environ, store_dir, max_file_bytes):
+    """(the build's JSON, _File or None) of a publish's body; the file received into
+    `store_dir` (`max_file_bytes` at most) is removed at the end of the block, unless the
+    writer placed it."""
+    staging = []
+    try:
+        if _media_type(environ) == MULTIPART:
+            yield _multipart(environ, store_dir, max_file_bytes, staging)
+        else:
+            yield _json(_body(environ, BUILD_BYTES), "the body"), None
+    finally:
+        for file in staging:
+            file.discard()
+
+
+def _json(data, what):
+    try:
+        return datafile.parse_json("build", data)
+    except datafile.DataError as error:
+        raise _invalid(f"{what} is not a JSON build: {error.located()}") from None
+
+
+def _chunks(environ):
+    """The body, chunk by chunk, as the request's Content-Length gives it."""
+    body, left = environ["wsgi.input"], int(environ.get("CONTENT_LENGTH") or 0)
+    while left > 0:
+        chunk = body.read(min(READ_BYTES, left))
+        if not chunk:
+            return  # the client left: the parser says what is missing
+        left -= len(chunk)
+        yield chunk
+
+
+def _body(environ, most):
+    data = bytearray()
+    for chunk in _chunks(environ):
+        data += chunk
+        if len(data) > most:
+            raise _too_large(f"a build's JSON may have {most} bytes at most")
+    return bytes(data)
+
+
+def _multipart(environ, store_dir, max_file_bytes, staging):
+    """(the part 'build' as JSON, _File or None), parsed as a stream; the file part is
+    received into `store_dir` by an artifacts.Staging appended to `staging`."""
+    _, options = multipart.parse_options_header(environ.get("CONTENT_TYPE", ""))
+    boundary = options.get("boundary")
+    if not boundary:
+        raise _invalid(f"a {MULTIPART} body needs a boundary in its Content-Type")
+    build, file, seen, part = bytearray(), None, set(), None
+    try:
+        parser = multipart.PushMultipartParser(
+            boundary,
+            max_header_size=PART_HEADER_BYTES,
+            max_segment_count=len(PARTS),
+            strict=True,
+        )
+        # b"": the end of the body, which the stream must have reached.
+        for chunk in chain(_chunks(environ), [b""]):
+            for event in parser.parse(chunk):
+                if isinstance(event, multipart.MultipartSegment):
+                    part = _part(event, seen)
+                    if part == "file":
+                        name = _file_name(event)
+                        staging.append(artifacts.Staging(store_dir, name, max_file_bytes))
+                        file = name
+                elif event is None:
+                    part = None
+                elif part == "build":
+                    build += event
+                    if len(build) > BUILD_BYTES:
+                        raise _invalid(f"the part 'build' may have {BUILD_BYTES} bytes at most")
+                else:
+                    staging[0].write(event)
+        staged = staging[0].finish() if staging else None
+    except multipart.ParserLimitReached as error:
+        raise _invalid(
+            f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
+            f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
+        ) from None
+    except multipart.MultipartError as error:
+        raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
+    except artifacts.TooLarge:
+        raise _too_large(
+            f"the file may have {max_file_bytes / (1 << 20):g} MiB at most (the server's "
+            "--max-file-mb)"
+        ) from None
+    except artifacts.Refused as error:
+        raise _answer(
+            (writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused)(
+                str(error)
+            ),
+            None,
+            None,
+        ) from None
+    if "build" not in seen:
+        raise _invalid("the part 'build' is missing: it holds the build's JSON")
+    given = _json(bytes(build), "the part 'build'")
+    return given, (None if file is None else _File(file, staged))
+
+
+def _part(segment, seen):
+    """The name of the part `segment` begins, once it is known to be one of PARTS, once."""
+    name = segment.name
+    if name not in PARTS:
+        raise _invalid(f"unknown part {name!r}: a publish has a part 'build' and a part 'file'")
+    if name in seen:
+        raise _invalid(f"the part {name!r} is given twice: give it once")
+    seen.add(name)
+    return name
+
+
+def _file_name(segment):
+    """The artifact's name, the part 'file''s filename: checked as a kept file's name is,
+    never cut down to its last segment."""
+    # The parser drops a Windows path from a filename: read the header as it was sent.
+    _, raw = multipart.parse_options_header(
+        segment.header("Content-Disposition", ""), unquote=lambda value, filename: value
+    )
+    sent = raw.get("filename")
+    if sent is None:
+        raise _invalid("the part 'file' needs a filename: the artifact's name")
+    if "/" in sent or "\\" in sent:
+        raise _invalid(
+            f"the part 'file''s filename {sent.strip(chr(34))!r} holds a path: give the "
+            "file's name alone"
+        )
+    try:
+        return artifacts.check_name(segment.filename or "")
+    except artifacts.Refused as refused:
+        raise _invalid(str(refused)) from None

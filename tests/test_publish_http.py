@@ -1,0 +1,799 @@
+"""Publishing and yanking over HTTP (web/publish.py), through webtest: every answer of the
+write routes, the body parsed as a stream into the artifact store with nothing left behind,
+read-your-writes, the rate limit, the log line, CORS, and `screen` called directly as the
+server calls it once a request's headers are in."""
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import threading
+
+import pytest
+import webob
+import webtest
+
+from buildshelf import artifacts, server, writer
+from buildshelf.credentials import Forbidden, Publisher, Unauthorized, Unavailable
+from buildshelf.web import publish
+from buildshelf.web.ratelimit import FailureLimit
+
+API = "/api/v2"
+ALPHA_TOKEN = "bs_alpha1_" + "s" * 43  # the fake credentials' token for alpha
+ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
+SECRETS = ("s" * 43, "t" * 43)
+JAR = b"PK\x03\x04 a jar's bytes\n" * 100
+JAR_SHA = hashlib.sha256(JAR).hexdigest()
+
+
+class FakeCredentials:
+    """Credentials.authenticate's interface, until tokens and OIDC land: ALPHA_TOKEN may
+    write alpha, ANY_TOKEN any project, 'down' cannot be checked now."""
+
+    def authenticate(self, authorization, slug):
+        scheme, _, bearer = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not bearer.strip():
+            raise Unauthorized("send Authorization: Bearer TOKEN")
+        if bearer == "down":
+            raise Unavailable("the OIDC issuer cannot be reached")
+        if bearer == ANY_TOKEN:
+            return Publisher("token every1")
+        if bearer == ALPHA_TOKEN:
+            if slug != "alpha":
+                raise Forbidden("this token may publish to 'alpha' only")
+            return Publisher("token alpha1")
+        raise Unauthorized("unknown credential")
+
+
+@pytest.fixture
+def app(store):
+    return server.make_app(store, credentials=FakeCredentials(), max_file_mb=1)
+
+
+@pytest.fixture
+def web(app):
+    """A client that never refreshes the store itself (no watcher runs): a GET shows a write
+    only if the write made the store read it."""
+    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.1"})
+
+
+def auth(token=ALPHA_TOKEN):
+    return {"Authorization": f"Bearer {token}"}
+
+
+BOUNDARY = "----buildshelf-test-boundary"
+
+
+def form(*parts, boundary=BOUNDARY, end=True):
+    """A multipart/form-data body of `parts`: (name, bytes) or (name, bytes, filename), or
+    raw bytes as they are; (content type, body)."""
+    body = b""
+    for part in parts:
+        if isinstance(part, bytes):
+            body += part
+            continue
+        name, value, *filename = part
+        disposition = f'form-data; name="{name}"'
+        if filename:
+            disposition += f'; filename="{filename[0]}"'
+        body += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n\r\n".encode()
+        body += (json.dumps(value).encode() if not isinstance(value, bytes) else value) + b"\r\n"
+    if end:
+        body += f"--{boundary}--\r\n".encode()
+    return f"multipart/form-data; boundary={boundary}", body
+
+
+def put(web, number, *parts, slug="alpha", token=ALPHA_TOKEN, query="", end=True, **kw):
+    content_type, body = form(*parts, end=end)
+    return web.put(
+        f"{API}/projects/{slug}/builds/{number}{query}",
+        body,
+        headers={**auth(token), "Content-Type": content_type},
+        expect_errors=True,
+        **kw,
+    )
+
+
+def put_json(web, number, build, slug="alpha", token=ALPHA_TOKEN, query=""):
+    return web.put(
+        f"{API}/projects/{slug}/builds/{number}{query}",
+        json.dumps(build).encode(),
+        headers={**auth(token), "Content-Type": "application/json"},
+        expect_errors=True,
+    )
+
+
+def error(resp, status, code):
+    assert resp.status_int == status, resp.body
+    assert resp.content_type == "application/json"
+    assert set(resp.json) == {"error", "code"}
+    assert resp.json["code"] == code
+    return resp.json["error"]
+
+
+def leftovers(data_dir):
+    """Every file in the artifact store that is not an object."""
+    store = data_dir / "artifacts"
+    if not store.exists():
+        return []
+    return sorted(
+        str(p.relative_to(store))
+        for p in store.rglob("*")
+        if p.is_file() and p.name not in artifacts.objects(str(store))
+    )
+
+
+def latest(web, slug="alpha"):
+    return web.get(f"{API}/builds?project={slug}&experimental=true").json[-1]
+
+
+KEPT = ({"channelVersion": "1.21", "timestamp": 1700000009000}, JAR, "alpha-9.jar")
+
+
+def kept(number=9, build=None, data=JAR, name="alpha-9.jar"):
+    return (("build", build or dict(KEPT[0])), ("file", data, name))
+
+
+# --- publishing a kept file ---------------------------------------------------------------------
+
+
+def test_a_kept_file_is_published_201_and_read_at_once(web, data_dir):
+    before = latest(web)  # remembered: a repeat would be answered from memory
+    resp = put(web, 9, *kept())
+    assert resp.status_int == 201, resp.body
+    url = f"http://127.0.0.1:8080/downloads/alpha/9/{JAR_SHA}/alpha-9.jar"
+    assert resp.json == {
+        "buildNumber": 9,
+        "url": "https://ci.example.org/job/Alpha/9/",
+        "downloadUrl": url,
+        "channelVersion": "1.21",
+        "timestamp": 1700000009000,
+        "isExperimental": False,
+        "commits": [],
+        "sha256": JAR_SHA,
+        "size": len(JAR),
+    }
+    assert resp.headers["Cache-Control"] == "no-store"
+    # Read your writes: the very next GET shows it, with no watcher and no wait.
+    assert latest(web) == resp.json != before
+    assert web.get(f"{API}/builds/latest?project=alpha").json == resp.json
+    assert web.get(url.removeprefix("http://127.0.0.1:8080")).body == JAR
+    assert (data_dir / "artifacts" / JAR_SHA[:2] / JAR_SHA).read_bytes() == JAR
+    assert leftovers(data_dir) == []
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    assert doc["builds"][-1]["file"] == "alpha-9.jar"
+
+
+def test_an_identical_retry_is_200_and_changes_nothing(web, data_dir):
+    first = put(web, 9, *kept())
+    assert first.status_int == 201
+    before = os.stat(data_dir / "alpha.json")
+    again = put(web, 9, *kept())
+    assert again.status_int == 200 and again.json == first.json
+    assert os.stat(data_dir / "alpha.json").st_ino == before.st_ino
+    assert leftovers(data_dir) == []
+
+
+def test_a_retry_without_a_timestamp_matches_whatever_the_time(web):
+    build = {"channelVersion": "1.21"}
+    assert put(web, 9, *kept(build=build)).status_int == 201
+    assert put(web, 9, *kept(build=build)).status_int == 200
+
+
+def test_another_build_of_the_same_number_is_409_naming_the_fields(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    other = dict(KEPT[0], channelVersion="1.22", isExperimental=True)
+    message = error(put(web, 9, *kept(build=other)), 409, "build_exists")
+    assert "channelVersion, isExperimental" in message and "?replace=true" in message
+    assert str(data_dir) not in message
+    assert latest(web)["channelVersion"] == "1.21"
+    assert leftovers(data_dir) == []
+    # ?replace=true: 200, and the new build, served at once
+    resp = put(web, 9, *kept(build=other, data=b"other bytes"), query="?replace=true")
+    assert resp.status_int == 200
+    assert resp.json["channelVersion"] == "1.22" and resp.json["isExperimental"] is True
+    assert latest(web) == resp.json
+    # the replaced build's object went, as with `publish --replace`
+    assert not (data_dir / "artifacts" / JAR_SHA[:2] / JAR_SHA).exists()
+    assert leftovers(data_dir) == []
+
+
+def test_a_409_for_other_bytes_leaves_no_object(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    error(put(web, 9, *kept(data=b"other bytes")), 409, "build_exists")
+    assert artifacts.objects(str(data_dir / "artifacts")) == {JAR_SHA: len(JAR)}
+    assert leftovers(data_dir) == []
+
+
+def test_sha256_and_size_given_are_checked_against_the_bytes(web, data_dir):
+    build = dict(KEPT[0], sha256=JAR_SHA.upper(), size=len(JAR))
+    assert put(web, 9, *kept(build=build)).status_int == 201
+    wrong = dict(KEPT[0], sha256="0" * 64)
+    message = error(put(web, 10, *kept(10, build=wrong)), 400, "invalid_build")
+    assert f"hashes to {JAR_SHA}" in message
+    message = error(put(web, 10, *kept(10, build=dict(KEPT[0], size=1))), 400, "invalid_build")
+    assert f"the file received is {len(JAR)} bytes" in message
+    assert leftovers(data_dir) == []
+    assert 10 not in [b["buildNumber"] for b in web.get(f"{API}/builds?project=alpha").json]
+
+
+def test_url_commits_and_experimental_are_taken(web):
+    build = {
+        "channelVersion": "1.21",
+        "url": "https://ci.example.org/job/Alpha/9/console",
+        "isExperimental": True,
+        "commits": [{"message": "Fix it", "hash": "abc123"}],
+    }
+    resp = put(web, 9, *kept(build=build))
+    assert resp.status_int == 201
+    assert {k: resp.json[k] for k in build} == build
+
+
+# --- publishing a file kept elsewhere -----------------------------------------------------------
+
+
+def test_a_json_build_is_published_201(web, data_dir):
+    build = {
+        "channelVersion": "1.21",
+        "downloadUrl": "https://cdn.example.org/alpha-9.jar",
+        "sha256": JAR_SHA,
+        "size": 12,
+    }
+    resp = put_json(web, 9, build)
+    assert resp.status_int == 201, resp.body
+    assert {k: resp.json[k] for k in build} == build
+    assert latest(web) == resp.json
+    assert put_json(web, 9, build).status_int == 200
+    assert not (data_dir / "artifacts").exists()
+
+
+def test_a_multipart_build_without_a_file_is_kept_elsewhere(web):
+    build = {"channelVersion": "1.21", "downloadUrl": "https://cdn.example.org/a.jar"}
+    assert put(web, 9, ("build", build)).status_int == 201
+
+
+# --- 400: the data files' and publish's rules, and a body that is not one -----------------------
+
+FILE = ("file", JAR, "alpha-9.jar")
+BAD_BODIES = {
+    "no channelVersion": (
+        [("build", {"timestamp": 1700000009000}), FILE],
+        "missing key 'channelVersion'",
+    ),
+    "bad channel": (
+        [("build", {"channelVersion": "1.21/x"}), FILE],
+        "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
+    ),
+    "bad url": (
+        [("build", {"channelVersion": "1.21", "url": "ftp://x"}), FILE],
+        "'url' must be an absolute http(s) URL",
+    ),
+    "timestamp in seconds": (
+        [("build", {"channelVersion": "1.21", "timestamp": 1700000000}), FILE],
+        "'timestamp' 1700000000 looks like seconds, not milliseconds: give 1700000000000",
+    ),
+    "timestamp not a number": (
+        [("build", {"channelVersion": "1.21", "timestamp": "now"}), FILE],
+        "'timestamp' must be an integer",
+    ),
+    "experimental not a boolean": (
+        [("build", {"channelVersion": "1.21", "isExperimental": "yes"}), FILE],
+        "'isExperimental' must be true or false",
+    ),
+    "bad commit": (
+        [("build", {"channelVersion": "1.21", "commits": [{"message": "m", "hash": "xyz"}]}), FILE],
+        "commits[0]: 'hash' must be a string of hexadecimal digits",
+    ),
+    "unknown key": (
+        [("build", {"channelVersion": "1.21", "gameVersion": "1.21"}), FILE],
+        "unknown key 'gameVersion'",
+    ),
+    "file key": (
+        [("build", {"channelVersion": "1.21", "file": "a.jar"}), FILE],
+        "the part 'file''s filename",
+    ),
+    "another build number": (
+        [("build", {"channelVersion": "1.21", "buildNumber": 8}), FILE],
+        "'buildNumber' is 8, but the path says 9",
+    ),
+    "downloadUrl beside a file": (
+        [("build", {"channelVersion": "1.21", "downloadUrl": "https://x.org/a.jar"}), FILE],
+        "give 'downloadUrl' or a part 'file', not both",
+    ),
+    "no file and no downloadUrl": (
+        [("build", {"channelVersion": "1.21"})],
+        "missing key 'downloadUrl' (or a part 'file'",
+    ),
+    "bad sha256": (
+        [("build", {"channelVersion": "1.21", "sha256": "abc"}), FILE],
+        "'sha256' must be 64 hexadecimal digits",
+    ),
+    "bad file name": (
+        [("build", {"channelVersion": "1.21"}), ("file", JAR, ".hidden.jar")],
+        "'.hidden.jar' is not a valid file name: a file name must be ASCII letters",
+    ),
+    "filename with a path": (
+        [("build", {"channelVersion": "1.21"}), ("file", JAR, "../alpha-9.jar")],
+        "holds a path: give the file's name alone",
+    ),
+    "filename with a Windows path": (
+        [("build", {"channelVersion": "1.21"}), ("file", JAR, "C:\\\\ci\\\\alpha-9.jar")],
+        "holds a path",
+    ),
+    "filename with a directory": (
+        [("build", {"channelVersion": "1.21"}), ("file", JAR, "out/alpha-9.jar")],
+        "holds a path",
+    ),
+    "file part with no filename": (
+        [("build", {"channelVersion": "1.21"}), ("file", JAR)],
+        "the part 'file' needs a filename",
+    ),
+    "no build part": ([FILE], "the part 'build' is missing"),
+    "unknown part": (
+        [("build", {"channelVersion": "1.21"}), ("notes", b"hello")],
+        "unknown part 'notes'",
+    ),
+    "repeated part": (
+        [("build", {"channelVersion": "1.21"}), ("build", {"channelVersion": "1.21"})],
+        "the part 'build' is given twice",
+    ),
+    "repeated file part": ([FILE, FILE], "the part 'file' is given twice"),
+    "too many parts": (
+        [("build", {"channelVersion": "1.21"}), FILE, ("build", {})],
+        "goes past a limit",
+    ),
+    "build part not an object": ([("build", ["1.21"]), FILE], "the build must be a JSON object"),
+    "build part a string": ([("build", "1.21"), FILE], "the build must be a JSON object"),
+    "build part not JSON": (
+        [("build", b"{channelVersion: 1.21}"), FILE],
+        "the part 'build' is not a JSON build: line 1, column 2",
+    ),
+    "build part with a key twice": (
+        [("build", b'{"channelVersion": "1", "channelVersion": "2"}'), FILE],
+        "the part 'build' is not a JSON build",
+    ),
+    "build part too large": (
+        [("build", {"channelVersion": "1.21", "url": "https://x.org/" + "a" * (1 << 20)}), FILE],
+        "the part 'build' may have 1048576 bytes at most",
+    ),
+    "part header too large": (
+        [
+            b"--" + BOUNDARY.encode() + b'\r\nContent-Disposition: form-data; name="build"\r\n'
+            b"X-Padding: " + b"p" * 5000 + b"\r\n\r\n{}\r\n"
+        ],
+        "goes past a limit",
+    ),
+    "part with no Content-Disposition": (
+        [b"--" + BOUNDARY.encode() + b"\r\nContent-Type: text/plain\r\n\r\n{}\r\n"],
+        "malformed",
+    ),
+}
+
+
+@pytest.mark.parametrize("parts, said", BAD_BODIES.values(), ids=BAD_BODIES.keys())
+def test_a_bad_body_is_400_naming_the_problem_and_leaves_nothing(web, data_dir, parts, said):
+    before = (data_dir / "alpha.json").read_bytes()
+    message = error(put(web, 9, *parts), 400, "invalid_build")
+    assert said in message
+    assert (data_dir / "alpha.json").read_bytes() == before
+    assert leftovers(data_dir) == []
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+def test_a_body_with_no_end_is_400(web, data_dir):
+    message = error(put(web, 9, *kept(), end=False), 400, "invalid_build")
+    assert "Unexpected end of multipart stream" in message
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+def test_a_body_cut_short_of_its_content_length_is_400(app, data_dir):
+    content_type, body = form(*kept())
+    request = webob.Request.blank(
+        f"{API}/projects/alpha/builds/9",
+        method="PUT",
+        headers={**auth(), "Content-Type": content_type},
+        body=body[: len(body) // 2],
+    )
+    request.environ["CONTENT_LENGTH"] = str(len(body))  # the client left halfway
+    resp = request.get_response(app)
+    assert resp.status_int == 400 and resp.json["code"] == "invalid_build"
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+def test_a_multipart_body_without_a_boundary_is_400(web):
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        b"x",
+        headers={**auth(), "Content-Type": "multipart/form-data"},
+        expect_errors=True,
+    )
+    assert "boundary" in error(resp, 400, "invalid_build")
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [
+        (b"[]", "the build must be a JSON object"),
+        (b'"1.21"', "the build must be a JSON object"),
+        (b"{", "the body is not a JSON build"),
+        (b'{"channelVersion": NaN}', "the body is not a JSON build"),
+    ],
+)
+def test_a_bad_json_body_is_400(web, body, said):
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        body,
+        headers={**auth(), "Content-Type": "application/json"},
+        expect_errors=True,
+    )
+    assert said in error(resp, 400, "invalid_build")
+
+
+def test_a_build_number_that_is_not_one_is_400(web):
+    message = error(put(web, "x9", *kept()), 400, "invalid_build")
+    assert "whole number" in message
+
+
+# --- who may write -------------------------------------------------------------------------------
+
+
+def test_no_credential_is_401_with_www_authenticate(web):
+    content_type, body = form(*kept())
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        body,
+        headers={"Content-Type": content_type},
+        expect_errors=True,
+    )
+    error(resp, 401, "unauthorized")
+    assert resp.headers["WWW-Authenticate"] == "Bearer"
+
+
+@pytest.mark.parametrize("token", ["nope", "bs_alpha1_wrong", ""])
+def test_an_unknown_credential_is_401(web, data_dir, token):
+    resp = put(web, 9, *kept(), token=token)
+    error(resp, 401, "unauthorized")
+    assert resp.headers["WWW-Authenticate"] == "Bearer"
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+def test_a_credential_of_another_project_is_403(web, data_dir):
+    before = (data_dir / "beta.json").read_bytes()
+    error(put(web, 11, *kept(), slug="beta"), 403, "forbidden")
+    assert (data_dir / "beta.json").read_bytes() == before
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+@pytest.mark.parametrize("token", [ALPHA_TOKEN, ANY_TOKEN])
+def test_a_project_that_does_not_exist_is_404_for_any_valid_credential(web, data_dir, token):
+    error(put(web, 1, *kept(), slug="gamma", token=token), 404, "unknown_project")
+    error(put(web, 1, *kept(), slug="ALPHA", token=ANY_TOKEN), 404, "unknown_project")
+    assert not (data_dir / "gamma.json").exists()
+    assert leftovers(data_dir) == []
+
+
+def test_an_unreachable_issuer_is_503(web):
+    error(put(web, 9, *kept(), token="down"), 503, "credentials_unavailable")
+
+
+def test_a_token_for_every_project_publishes_to_any(web):
+    assert put(web, 11, *kept(11), slug="beta", token=ANY_TOKEN).status_int == 201
+
+
+def test_an_app_without_credentials_refuses_every_write_401(store):
+    web = webtest.TestApp(server.make_app(store))
+    error(put(web, 9, *kept()), 401, "unauthorized")
+
+
+# --- 413, 415 -----------------------------------------------------------------------------------
+
+
+def test_a_file_over_max_file_mb_is_413(web, data_dir):
+    # The body fits the framing room (max-file-mb plus the part 'build'), the file does not.
+    message = error(put(web, 9, *kept(data=b"x" * ((1 << 20) + 1))), 413, "too_large")
+    assert "1 MiB" in message
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+def test_a_file_of_max_file_mb_is_taken(web):
+    assert put(web, 9, *kept(data=b"x" * (1 << 20))).status_int == 201
+
+
+def test_a_content_length_over_the_limit_is_413_before_the_body(web, data_dir):
+    content_type, body = form(*kept())
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        body + b"x" * publish.max_body_bytes(1 << 20),
+        headers={**auth(), "Content-Type": content_type},
+        expect_errors=True,
+    )
+    error(resp, 413, "too_large")
+    assert leftovers(data_dir) == []
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/octet-stream", ""])
+def test_another_media_type_is_415(web, content_type):
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        b"{}",
+        headers={**auth(), "Content-Type": content_type},
+        expect_errors=True,
+    )
+    error(resp, 415, "unsupported_media_type")
+
+
+# --- 507 ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_while_receiving_the_file_is_507(web, data_dir, monkeypatch, code):
+    written = []
+
+    def full(fd, chunk):
+        if written:
+            raise OSError(code, os.strerror(code))
+        written.append(os.write(fd, chunk))
+
+    monkeypatch.setattr(artifacts, "_write_all", full)
+    before = (data_dir / "alpha.json").read_bytes()
+    resp = put(web, 9, *kept(data=b"x" * (1 << 20)))  # read in two chunks
+    error(resp, 507, "insufficient_storage")
+    assert written  # it failed mid-file
+    assert (data_dir / "alpha.json").read_bytes() == before
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_while_writing_the_project_file_is_507(web, data_dir, monkeypatch, code):
+    def full(path, data, mode):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(writer, "replace_file", full)
+    before = (data_dir / "alpha.json").read_bytes()
+    error(put(web, 9, *kept()), 507, "insufficient_storage")
+    assert (data_dir / "alpha.json").read_bytes() == before
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
+# --- DELETE -------------------------------------------------------------------------------------
+
+
+def test_delete_yanks_204_and_its_object_goes(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    assert latest(web)["buildNumber"] == 9
+    resp = web.delete(f"{API}/projects/alpha/builds/9", headers=auth())
+    assert resp.status_int == 204 and resp.body == b""
+    assert 9 not in [b["buildNumber"] for b in web.get(f"{API}/builds?project=alpha").json]
+    web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=404)
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+    # its number may be published again
+    assert put(web, 9, *kept()).status_int == 201
+
+
+def test_delete_of_a_build_that_is_not_there_is_404(web):
+    resp = web.delete(f"{API}/projects/alpha/builds/99", headers=auth(), expect_errors=True)
+    error(resp, 404, "unknown_build")
+    resp = web.delete(f"{API}/projects/alpha/builds/x", headers=auth(), expect_errors=True)
+    error(resp, 404, "unknown_build")
+
+
+def test_delete_needs_the_same_credential(web, data_dir):
+    resp = web.delete(f"{API}/projects/alpha/builds/1", expect_errors=True)
+    error(resp, 401, "unauthorized")
+    resp = web.delete(f"{API}/projects/beta/builds/10", headers=auth(), expect_errors=True)
+    error(resp, 403, "forbidden")
+    resp = web.delete(f"{API}/projects/gamma/builds/1", headers=auth(), expect_errors=True)
+    error(resp, 404, "unknown_project")
+    assert 1 in [b["buildNumber"] for b in web.get(f"{API}/builds?project=alpha").json]
+
+
+def test_other_methods_on_a_build_are_405(web):
+    resp = web.get(f"{API}/projects/alpha/builds/1", expect_errors=True)
+    error(resp, 405, "method_not_allowed")
+    assert resp.headers["Allow"] == "PUT, DELETE"
+    resp = web.post(f"{API}/projects/alpha/builds/1", expect_errors=True)
+    error(resp, 405, "method_not_allowed")
+
+
+# --- at once: two publishes of one number ------------------------------------------------------
+
+
+def test_two_publishes_of_one_number_at_once_end_whole(app, data_dir):
+    web = webtest.TestApp(app)
+    results, start = [], threading.Barrier(2)
+
+    def publish_one(data):
+        start.wait()
+        results.append(put(web, 9, *kept(data=data)).status_int)
+
+    threads = [threading.Thread(target=publish_one, args=(d,)) for d in (JAR, b"other" * 9999)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [201, 409]
+    shown = latest(web)
+    assert web.get(shown["downloadUrl"].removeprefix("http://127.0.0.1:8080")).status_int == 200
+    assert list(artifacts.objects(str(data_dir / "artifacts"))) == [shown["sha256"]]
+    assert leftovers(data_dir) == []
+
+
+# --- the rate limit ------------------------------------------------------------------------------
+
+
+def test_the_11th_failed_authentication_in_a_minute_is_429_even_with_a_valid_one(web):
+    for _ in range(10):
+        error(put(web, 9, *kept(), token="nope"), 401, "unauthorized")
+    resp = put(web, 9, *kept(), token="nope")
+    error(resp, 429, "too_many_requests")
+    assert 50 <= int(resp.headers["Retry-After"]) <= 60
+    error(put(web, 9, *kept()), 429, "too_many_requests")  # a valid credential too
+    resp = web.delete(f"{API}/projects/alpha/builds/1", headers=auth(), expect_errors=True)
+    error(resp, 429, "too_many_requests")
+    # reads are never limited; other addresses are unaffected
+    web.get(f"{API}/builds/latest?project=alpha")
+    other = put(web, 9, *kept(), extra_environ={"REMOTE_ADDR": "192.0.2.2"})
+    assert other.status_int == 201
+
+
+def test_missing_credentials_count_as_failures(web):
+    for _ in range(10):
+        resp = web.delete(f"{API}/projects/alpha/builds/1", expect_errors=True)
+        error(resp, 401, "unauthorized")
+    error(put(web, 9, *kept()), 429, "too_many_requests")
+
+
+def test_the_limit_lasts_until_the_minute_has_passed():
+    now = [1000.0]
+    limit = FailureLimit(clock=lambda: now[0])
+    for _ in range(9):
+        limit.failed("a")
+    assert limit.retry_after("a") is None  # 9 failures: the 10th may still be tried
+    limit.failed("a")
+    assert limit.retry_after("a") == 60
+    now[0] += 59.5
+    assert limit.retry_after("a") == 1
+    assert limit.retry_after("b") is None
+    now[0] += 0.5
+    assert limit.retry_after("a") is None
+    limit.failed("a")  # a new window: one failure
+    assert limit.retry_after("a") is None
+
+
+def test_the_limit_keeps_bounded_memory_under_a_flood_of_addresses():
+    now = [0.0]
+    limit = FailureLimit(max_addresses=100, clock=lambda: now[0])
+    for _ in range(10):
+        limit.failed("attacker")
+    for n in range(10_000):
+        limit.failed(f"10.0.{n // 256}.{n % 256}")
+        assert len(limit._windows) <= 100
+    now[0] += 61
+    for n in range(50):
+        limit.failed(f"10.1.0.{n}")
+    assert len(limit._windows) <= 100
+
+
+# --- screen: refused on the headers alone --------------------------------------------------------
+
+
+def environ(method="GET", path=f"{API}/builds/latest", **more):
+    return {"REQUEST_METHOD": method, "PATH_INFO": path, "REMOTE_ADDR": "192.0.2.9", **more}
+
+
+WRITE = f"{API}/projects/alpha/builds/9"
+MULTIPART = "multipart/form-data; boundary=x"
+
+
+def test_screen_lets_reads_and_small_bodies_through(app):
+    assert app.screen(environ()) is None
+    assert app.screen(environ(CONTENT_LENGTH="1024")) is None
+    assert app.screen(environ("POST", CONTENT_LENGTH="0")) is None
+
+
+def test_screen_refuses_a_body_over_1_kib_on_any_other_route(app):
+    refused = app.screen(environ(CONTENT_LENGTH="1025"))
+    assert (refused.status_code, refused.code) == (413, "too_large")
+    refused = app.screen(environ("PUT", f"{API}/builds", CONTENT_LENGTH="99999"))
+    assert (refused.status_code, refused.code) == (413, "too_large")
+    refused = app.screen(environ(HTTP_TRANSFER_ENCODING="chunked"))
+    assert refused.status_code == 413
+
+
+def test_screen_of_a_write(app):
+    ok = dict(HTTP_AUTHORIZATION="Bearer x", CONTENT_TYPE=MULTIPART)
+    most = app.max_body_bytes
+    assert most == (1 << 20) + publish.FRAMING_BYTES
+    assert app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most), **ok)) is None
+    refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most + 1), **ok))
+    assert (refused.status_code, refused.code) == (413, "too_large")
+    assert "a file of 1 MiB at most (the server's --max-file-mb)" in refused.body
+    json_ok = dict(ok, CONTENT_TYPE="application/json; charset=utf-8")
+    assert app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(1 << 20), **json_ok)) is None
+    refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str((1 << 20) + 1), **json_ok))
+    assert refused.status_code == 413
+    refused = app.screen(
+        environ("PUT", WRITE, CONTENT_LENGTH="10", **dict(ok, CONTENT_TYPE="text/plain"))
+    )
+    assert (refused.status_code, refused.code) == (415, "unsupported_media_type")
+    refused = app.screen(environ("DELETE", WRITE, CONTENT_LENGTH="2000", **ok))
+    assert refused.status_code == 413
+    assert app.screen(environ("DELETE", WRITE, HTTP_AUTHORIZATION="Bearer x")) is None
+    refused = app.screen(environ("PUT", WRITE, CONTENT_TYPE=MULTIPART, CONTENT_LENGTH="10"))
+    assert (refused.status_code, refused.code) == (401, "unauthorized")
+    assert dict(refused.headers.items()) == {"Www-Authenticate": "Bearer"}
+
+
+def test_screen_answers_429_with_retry_after_while_an_address_is_limited(app):
+    for _ in range(10):
+        assert app.screen(environ("DELETE", WRITE)).status_code == 401
+    refused = app.screen(environ("PUT", WRITE, HTTP_AUTHORIZATION="Bearer x"))
+    assert (refused.status_code, refused.code) == (429, "too_many_requests")
+    assert 59 <= int(refused.headers["Retry-After"]) <= 60
+    assert app.screen(environ()) is None  # reads are never limited
+    assert (
+        app.screen(environ("DELETE", WRITE, REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION="x"))
+        is None
+    )
+
+
+# --- the log line, and no secret anywhere --------------------------------------------------------
+
+
+def test_each_write_is_one_log_line_and_no_secret_is_anywhere(web, data_dir, caplog):
+    caplog.set_level(logging.INFO)
+    assert put(web, 9, *kept()).status_int == 201
+    put(web, 9, *kept(), token="bs_alpha1_" + "s" * 43 + "x")  # a failure, secret-like
+    assert web.delete(f"{API}/projects/alpha/builds/9", headers=auth()).status_int == 204
+    lines = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    assert lines == [
+        f"added build 9 of alpha (sha256 {JAR_SHA}) by token alpha1 from 192.0.2.1",
+        f"yanked build 9 of alpha (sha256 {JAR_SHA}) by token alpha1 from 192.0.2.1",
+    ]
+    for record in caplog.records:
+        assert not any(secret in record.getMessage() for secret in SECRETS)
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            assert not any(secret.encode() in path.read_bytes() for secret in SECRETS)
+
+
+# --- CORS ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [WRITE, f"{API}/builds/latest", f"{API}/projects"])
+@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+def test_the_preflight_never_allows_writes_or_authorization(web, path, method):
+    resp = web.options(
+        path,
+        headers={
+            "Origin": "https://elsewhere.example",
+            "Access-Control-Request-Method": method,
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+        expect_errors=True,
+    )
+    allowed_methods = resp.headers.get("Access-Control-Allow-Methods", "")
+    allowed_headers = resp.headers.get("Access-Control-Allow-Headers", "")
+    assert method not in allowed_methods.upper()
+    assert "AUTHORIZATION" not in allowed_headers.upper()
+    assert resp.status_int in (204, 405)
+
+
+# --- the store that a write reads back ---------------------------------------------------------
+
+
+def test_a_write_is_read_back_even_when_a_check_holds_the_store(app, store, data_dir):
+    """refreshed() gives up after read_wait when another check holds the store: the write
+    then waits for it, and still answers from the new data."""
+    web = webtest.TestApp(app)
+    store.read_wait = 0.01
+    with store._reload_lock:
+        result = []
+        thread = threading.Thread(target=lambda: result.append(put(web, 9, *kept())))
+        thread.start()
+        thread.join(0.1)
+        assert thread.is_alive()  # waiting for the lock this test holds
+    thread.join(10)
+    assert result[0].status_int == 201
+    assert latest(web)["buildNumber"] == 9
