@@ -16,6 +16,7 @@ import pytest
 
 from buildshelf import datafile
 from buildshelf import store as store_module
+from buildshelf.credentials import Forbidden, Publisher, Unauthorized, Unavailable
 
 
 def make_build(number, channel="1.21", experimental=False, commit_count=1, **fields):
@@ -178,3 +179,26 @@ def recalled(app, target):
     only for what its cache keeps."""
     path, _, query = target.partition("?")
     return app.recall({"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query})
+
+
+ALPHA_TOKEN = "bs_alpha1_" + "s" * 43  # FakeCredentials' token for alpha
+ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
+
+
+class FakeCredentials:
+    """Credentials.authenticate's interface, until tokens and OIDC land: ALPHA_TOKEN may
+    write alpha, ANY_TOKEN any project, 'down' cannot be checked now."""
+
+    def authenticate(self, authorization, slug):
+        scheme, _, bearer = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not bearer.strip():
+            raise Unauthorized("send Authorization: Bearer TOKEN")
+        if bearer == "down":
+            raise Unavailable("the OIDC issuer cannot be reached")
+        if bearer == ANY_TOKEN:
+            return Publisher("token every1")
+        if bearer == ALPHA_TOKEN:
+            if slug != "alpha":
+                raise Forbidden("this token may publish to 'alpha' only")
+            return Publisher("token alpha1")
+        raise Unauthorized("unknown credential")

@@ -12,10 +12,10 @@ import referencing.exceptions
 import referencing.jsonschema
 import webtest
 
-from buildshelf import server
+from buildshelf import server, writer
 from buildshelf import store as store_module
 from buildshelf.web import answers, openapi, pages
-from helpers import make_build, make_project, write_file
+from helpers import ALPHA_TOKEN, FakeCredentials, make_build, make_project, write_file
 
 DOCUMENT = openapi.document()  # the spec's shapes
 # The document is registered under a URI of its own so that "#/components/..." in any of its
@@ -183,7 +183,11 @@ def test_the_build_schema_refuses_what_is_never_served(build, problem):
 
 def test_operations_are_named_once_and_described():
     ids = [operation["operationId"] for _, _, operation in operations()]
-    assert len(ids) == len(set(ids)) == len(DOCUMENT["paths"])
+    assert (
+        len(ids)
+        == len(set(ids))
+        == sum(len(item.keys() & HTTP_METHODS) for item in DOCUMENT["paths"].values())
+    )
     for path, method, operation in operations():
         assert operation["summary"] and operation["responses"], (path, method)
         for status in operation["responses"]:
@@ -191,11 +195,11 @@ def test_operations_are_named_once_and_described():
             assert response["description"], (path, method, status)
 
 
-@pytest.mark.parametrize("path", list(DOCUMENT["paths"]))
-def test_path_parameters_match_the_template(path):
+@pytest.mark.parametrize("path, method", [(path, method) for path, method, _ in operations()])
+def test_path_parameters_match_the_template(path, method):
     parameters = [
-        followed(f"#/paths/{escaped(path)}/get/parameters/{i}")[0]
-        for i in range(len(DOCUMENT["paths"][path]["get"].get("parameters", [])))
+        followed(f"#/paths/{escaped(path)}/{method}/parameters/{i}")[0]
+        for i in range(len(DOCUMENT["paths"][path][method].get("parameters", [])))
     ]
     assert {p["name"] for p in parameters if p["in"] == "path"} == set(
         re.findall(r"\{(\w+)\}", path)
@@ -240,6 +244,7 @@ class Case(NamedTuple):
     code: str = None  # the error code the body must hold
     headers: tuple = ()  # request headers, as (name, value) pairs
     server: str = "sample"  # see answering()
+    body: bytes = b""
 
 
 KEPT_BYTES = b"a kept file's bytes\n"
@@ -249,6 +254,29 @@ MISSING_URL = f"/downloads/alpha/4/{'1' * 64}/alpha-4.jar"
 MANY_PARAMETERS = "&".join(f"p{i}=1" for i in range(60))
 ANY_ETAG = (("If-None-Match", "*"),)
 LONG_AGO = (("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT"),)
+WRITE = "/api/v2/projects/alpha/builds/9"
+BOUNDARY = "b0undary"
+AUTHORIZED = (("Authorization", f"Bearer {ALPHA_TOKEN}"),)
+AS_FORM = AUTHORIZED + (("Content-Type", f"multipart/form-data; boundary={BOUNDARY}"),)
+AS_JSON = AUTHORIZED + (("Content-Type", "application/json"),)
+
+
+def form_body(build, file=b"a jar", name="alpha-9.jar"):
+    """A multipart/form-data body: the part 'build', then the part 'file'."""
+    parts = [("build", json.dumps(build).encode(), ""), ("file", file, f'; filename="{name}"')]
+    return (
+        b"".join(
+            f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{part}"{more}\r\n\r\n'.encode()
+            + value
+            + b"\r\n"
+            for part, value, more in parts
+        )
+        + f"--{BOUNDARY}--\r\n".encode()
+    )
+
+
+KEPT_BUILD = form_body({"channelVersion": "1.21", "timestamp": 1700000009000})
+ELSEWHERE = json.dumps({"channelVersion": "1.21", "downloadUrl": "https://x.example/a.jar"})
 
 CASES = [
     # successes
@@ -401,7 +429,55 @@ CASES = [
     Case("GET", "/api/v2/builds/check?project=alpha", 400, "invalid_check"),
     Case("GET", "/api/v2/builds/check?project=alpha&build=x", 400, "invalid_check"),
     Case("GET", "/api/v2/builds/check?project=alpha&sha256=" + "0" * 64, 404, "unknown_artifact"),
-]
+    # the writes
+    Case("PUT", WRITE, 201, headers=AS_FORM, body=KEPT_BUILD),
+    Case("PUT", WRITE, 201, headers=AS_JSON, body=ELSEWHERE.encode()),
+    Case("PUT", "/api/v2/projects/alpha/builds/1", 200, headers=AS_JSON,
+         body=json.dumps({**make_build(1, "1.20"), "buildNumber": 1}).encode()),
+    Case("PUT", "/api/v2/projects/alpha/builds/1?replace=true", 200, headers=AS_JSON,
+         body=ELSEWHERE.encode()),
+    Case("PUT", "/api/v2/projects/alpha/builds/1", 409, "build_exists", headers=AS_JSON,
+         body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 400, "invalid_build", headers=AS_FORM,
+         body=form_body({"channelVersion": "1.21"}, name="../a.jar")),
+    Case("PUT", WRITE + "?x=%00", 400, "invalid_query", headers=AS_JSON, body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 401, "unauthorized", headers=AS_JSON[1:], body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 401, "unauthorized", headers=(("Authorization", "Bearer bs_x_y"),)
+         + AS_JSON[1:], body=ELSEWHERE.encode()),
+    Case("PUT", "/api/v2/projects/beta/builds/9", 403, "forbidden", headers=AS_JSON,
+         body=ELSEWHERE.encode()),
+    Case("PUT", "/api/v2/projects/gamma/builds/9", 404, "unknown_project", headers=AS_JSON,
+         body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 413, "too_large", headers=AS_JSON, body=b" " * (2 << 20)),
+    Case("PUT", WRITE, 415, "unsupported_media_type",
+         headers=AUTHORIZED + (("Content-Type", "text/plain"),), body=b"{}"),
+    Case("PUT", WRITE, 429, "too_many_requests", headers=AS_JSON, body=ELSEWHERE.encode(),
+         server="limited"),
+    Case("PUT", WRITE, 500, "internal_error", headers=AS_JSON, body=ELSEWHERE.encode(),
+         server="failing"),
+    Case("PUT", WRITE, 503, "credentials_unavailable",
+         headers=(("Authorization", "Bearer down"),) + AS_JSON[1:], body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 507, "insufficient_storage", headers=AS_FORM, body=KEPT_BUILD,
+         server="full"),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 204, headers=AUTHORIZED),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1?x=%FF", 400, "invalid_query",
+         headers=AUTHORIZED),
+    Case("DELETE", WRITE, 404, "unknown_build", headers=AUTHORIZED),
+    Case("DELETE", "/api/v2/projects/gamma/builds/1", 404, "unknown_project", headers=AUTHORIZED),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 401, "unauthorized"),
+    Case("DELETE", "/api/v2/projects/beta/builds/10", 403, "forbidden", headers=AUTHORIZED),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 413, "too_large", headers=AUTHORIZED,
+         body=b"x" * 2000),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 429, "too_many_requests",
+         headers=AUTHORIZED, server="limited"),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 500, "internal_error", headers=AUTHORIZED,
+         server="failing"),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 503, "credentials_unavailable",
+         headers=(("Authorization", "Bearer down"),)),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 507, "insufficient_storage",
+         headers=AUTHORIZED, server="full"),
+    Case("GET", WRITE, 405, "method_not_allowed"),
+]  # fmt: skip
 
 
 def fail(*args, **kwargs):
@@ -414,11 +490,25 @@ class FailingStore:
     snapshot = staticmethod(fail)
 
 
+def full_disk(*args):
+    raise OSError(28, "No space left on device")
+
+
 @pytest.fixture
-def answering(client, data_dir, tmp_path, monkeypatch):
+def answering(client, store, data_dir, tmp_path, monkeypatch):
     """The client of the server a case names: the sample data, or a variation of it."""
 
     def make(kind):
+        publishing = server.make_app(store, credentials=FakeCredentials(), max_file_mb=1)
+        if kind == "sample":
+            return webtest.TestApp(publishing)
+        if kind == "limited":  # ten failed authentications from the client's address
+            for _ in range(10):
+                publishing.screen({"REQUEST_METHOD": "DELETE", "PATH_INFO": WRITE})
+            return webtest.TestApp(publishing)
+        if kind == "full":
+            monkeypatch.setattr(writer, "replace_file", full_disk)
+            return webtest.TestApp(publishing)
         if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
             real_time = answers.time.time
             monkeypatch.setattr(answers.time, "time", lambda: real_time() + 3600)
@@ -448,7 +538,7 @@ def answering(client, data_dir, tmp_path, monkeypatch):
             # /openapi.json reads no store: a bug in sending reaches it too.
             for module in (server, pages):
                 monkeypatch.setattr(module, "send", fail)
-            return webtest.TestApp(server.make_app(FailingStore()))
+            return webtest.TestApp(server.make_app(FailingStore(), credentials=FakeCredentials()))
         return client
 
     return make
@@ -480,9 +570,10 @@ def documented_response(method, target, status):
     return f"#/paths/{escaped(template)}/{operation}/responses/{status}"
 
 
-def documented_parameters(target):
-    """The parameters DOCUMENT gives for GET on `target`'s path."""
-    operation_at = f"#/paths/{escaped(path_template(urlsplit(target).path))}/get"
+def documented_parameters(method, target):
+    """The parameters DOCUMENT gives for `method` on `target`'s path."""
+    operation = "get" if method in ("GET", "HEAD") else method.lower()
+    operation_at = f"#/paths/{escaped(path_template(urlsplit(target).path))}/{operation}"
     count = len(lookup(operation_at).get("parameters", []))
     return [followed(f"{operation_at}/parameters/{i}")[0] for i in range(count)]
 
@@ -494,7 +585,11 @@ def documented_parameters(target):
 )
 def test_real_responses_are_documented(answering, case):
     resp = answering(case.server).request(
-        case.target, method=case.method, headers=dict(case.headers), expect_errors=True
+        case.target,
+        method=case.method,
+        headers=dict(case.headers),
+        body=case.body,
+        expect_errors=True,
     )
     assert resp.status_int == case.status
     response, response_at = followed(documented_response(case.method, case.target, case.status))
@@ -518,7 +613,9 @@ def test_real_responses_are_documented(answering, case):
 
     if case.status < 400:  # a request that worked used only documented parameters
         query = {name for name, _ in parse_qsl(urlsplit(case.target).query, keep_blank_values=True)}
-        parameters = [p for p in documented_parameters(case.target) if p["in"] == "query"]
+        parameters = [
+            p for p in documented_parameters(case.method, case.target) if p["in"] == "query"
+        ]
         assert query <= {p["name"] for p in parameters}
         assert {p["name"] for p in parameters if p["required"]} <= query
 
@@ -529,13 +626,16 @@ def test_every_error_code_is_exercised_and_no_other():
 
 def test_every_documented_status_is_exercised():
     documented = {
-        (path, int(status))
-        for path, _, operation in operations()
+        (path, method, int(status))
+        for path, method, operation in operations()
         for status in operation["responses"]
     }
     exercised = {
-        (path_template(urlsplit(case.target).path), case.status)
+        (
+            path_template(urlsplit(case.target).path),
+            "get" if case.method in ("GET", "HEAD") else case.method.lower(),
+            case.status,
+        )
         for case in CASES
-        if case.method in ("GET", "HEAD")
     }
     assert documented <= exercised

@@ -15,35 +15,14 @@ import webob
 import webtest
 
 from buildshelf import artifacts, server, writer
-from buildshelf.credentials import Forbidden, Publisher, Unauthorized, Unavailable
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
+from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials
 
 API = "/api/v2"
-ALPHA_TOKEN = "bs_alpha1_" + "s" * 43  # the fake credentials' token for alpha
-ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
-SECRETS = ("s" * 43, "t" * 43)
+SECRETS = ("s" * 43, "t" * 43)  # of ALPHA_TOKEN and ANY_TOKEN
 JAR = b"PK\x03\x04 a jar's bytes\n" * 100
 JAR_SHA = hashlib.sha256(JAR).hexdigest()
-
-
-class FakeCredentials:
-    """Credentials.authenticate's interface, until tokens and OIDC land: ALPHA_TOKEN may
-    write alpha, ANY_TOKEN any project, 'down' cannot be checked now."""
-
-    def authenticate(self, authorization, slug):
-        scheme, _, bearer = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not bearer.strip():
-            raise Unauthorized("send Authorization: Bearer TOKEN")
-        if bearer == "down":
-            raise Unavailable("the OIDC issuer cannot be reached")
-        if bearer == ANY_TOKEN:
-            return Publisher("token every1")
-        if bearer == ALPHA_TOKEN:
-            if slug != "alpha":
-                raise Forbidden("this token may publish to 'alpha' only")
-            return Publisher("token alpha1")
-        raise Unauthorized("unknown credential")
 
 
 @pytest.fixture

@@ -146,7 +146,12 @@ HEADERS = {
                                required=False),
     "Location": _header("The target, made from the data's validated values.",
                         ref("schemas", "HttpUrl")),
-    "Allow": _header("The methods this API answers.", {"const": "GET, HEAD, OPTIONS"}),
+    "Allow": _header("The methods the path answers: `PUT, DELETE` for a build's path "
+                     "(`/api/v2/projects/{slug}/builds/{number}`), else `GET, HEAD, OPTIONS`.",
+                     {"enum": ["GET, HEAD, OPTIONS", "PUT, DELETE"]}),
+    "WWWAuthenticate": _header("The scheme a write takes.", {"const": "Bearer"}),
+    "RetryAfter": _header("Seconds until this address may try again.",
+                          {"type": "string", "pattern": "^[0-9]+$"}),
     "FileETag": _header("The quoted SHA-256 of the file, or of the checksum line for a "
                         "`.sha256`: a strong validator.",
                         {"type": "string", "pattern": '^"[0-9a-f]{64}"$'}),
@@ -237,6 +242,58 @@ RESPONSES = {
                    cache_control="CacheControlGone"),
     "InternalError": _error("A bug (`internal_error`): the trace is in the server's log, never "
                             "in the body.", "internal_error"),
+    "Published": {
+        "description": "A build published as it is now served (made from the data read back "
+                       "after the write, so a `GET` that follows shows it): `201` added; `200` "
+                       "an identical retry, which changed nothing, or a replace.",
+        "headers": {"Cache-Control": ref("headers", "CacheControlNoStore")},
+        "content": {"application/json": {"schema": ref("schemas", "Build")}},
+    },
+    "Yanked": {"description": "The build is yanked, and its kept file's object deleted if no "
+                              "build uses it. A `GET` that follows no longer shows it. No body."},
+    "InvalidBuild": _error(
+        "The build or the body is refused, the message naming the problem by the data files' "
+        "and `buildshelf publish`'s rules (`invalid_build`): a key missing or of the wrong type, "
+        "a bad file name or one with a path in it, a `sha256` or `size` that the bytes received "
+        "do not match, `downloadUrl` beside a part `file`; a part unknown or given twice, a JSON "
+        "part that is not an object, a multipart body with no end; or the query refused "
+        f"({QUERY_REFUSED}).", "invalid_build", "invalid_query"),
+    "Unauthorized": _error(
+        "No credential, or one that is not valid: unknown, expired or revoked token, or a bad "
+        "OIDC token (`unauthorized`).", "unauthorized",
+        headers={"WWW-Authenticate": ref("headers", "WWWAuthenticate")}),
+    "Forbidden": _error(
+        "A valid credential of another project, or a valid OIDC token of a repository that "
+        "is not a trusted publisher of this one (`forbidden`).", "forbidden"),
+    "UnknownProjectToWrite": _error(
+        "No project has that slug (`unknown_project`), for any valid credential; the slug is "
+        "exact (lower case).", "unknown_project"),
+    "UnknownProjectOrBuild": _error(
+        "No project has that slug (`unknown_project`), or it has no such build "
+        "(`unknown_build`).", "unknown_project", "unknown_build"),
+    "BuildExists": _error(
+        "A different build of that number is there (`build_exists`): the message names the "
+        "fields that differ. Nothing was written; `?replace=true` replaces it.", "build_exists"),
+    "TooLarge": _error(
+        "The request's `Content-Length` is over what the server takes, answered before the body "
+        "is read: a file of `--max-file-mb` MiB plus 1,114,112 bytes for the part `build` and "
+        "the framing; 1 MiB for a JSON build; 1 KiB for any other request. Or the part `file` "
+        "itself is over `--max-file-mb` (`too_large`).", "too_large"),
+    "UnsupportedMediaType": _error(
+        "A body that is neither `multipart/form-data` nor `application/json` "
+        "(`unsupported_media_type`).", "unsupported_media_type"),
+    "TooManyRequests": _error(
+        "Ten failed authentications (`401`) came from this address in a minute: every write "
+        "from it is refused until the minute has passed, even with a valid credential "
+        "(`too_many_requests`). Reads are never limited.", "too_many_requests",
+        headers={"Retry-After": ref("headers", "RetryAfter")}),
+    "CredentialsUnavailable": _error(
+        "An OIDC token cannot be checked now: the issuer's keys cannot be fetched "
+        "(`credentials_unavailable`). Tokens and reads are not affected.",
+        "credentials_unavailable"),
+    "InsufficientStorage": _error(
+        "The server's disk (or quota) is full (`insufficient_storage`): nothing was written.",
+        "insufficient_storage"),
 }
 # fmt: on
 
@@ -280,8 +337,11 @@ def _file(description, status):
             "content": dict.fromkeys(FILE_TYPES, schema)}  # fmt: skip
 
 
-def _operation(tag, operation_id, summary, parameters, responses, description=None, **more):
-    """One GET operation; a parameter or response given by name is one of the components."""
+def _operation(
+    tag, operation_id, summary, parameters, responses, description=None, method="get", **more
+):
+    """One operation (GET unless told); a parameter or response given by name is one of the
+    components."""
     operation = {"tags": [tag], "operationId": operation_id, "summary": summary}
     if description:
         operation["description"] = description
@@ -293,7 +353,7 @@ def _operation(tag, operation_id, summary, parameters, responses, description=No
     operation["responses"] = {
         status: ref("responses", r) if isinstance(r, str) else r for status, r in responses.items()
     }
-    return {"get": operation}
+    return {method: operation}
 
 
 CONDITIONAL = ("IfNoneMatch", "IfModifiedSince")
@@ -303,6 +363,23 @@ BUILD_LIST = {"200": "Builds", "304": "NotModified", "400": "BadQuery", "404": "
 NO_PARAMETERS = {"304": "NotModified", "400": "InvalidQuery", "500": "InternalError"}
 ONE_BUILD = {"400": "BadQuery", "404": "UnknownProjectOrNoBuild", "500": "InternalError"}
 REMOVED = "Answers `410` to any method."
+WRITE_PARAMETERS = (
+    {"name": "slug", "in": "path", "required": True, "description": "The project's slug, exactly.",
+     "schema": {"type": "string"}},
+    {"name": "number", "in": "path", "required": True, "description": "The build's number.",
+     "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+)  # fmt: skip
+WRITE_REFUSED = {
+    "401": "Unauthorized", "403": "Forbidden", "413": "TooLarge", "429": "TooManyRequests",
+    "500": "InternalError", "503": "CredentialsUnavailable", "507": "InsufficientStorage",
+}  # fmt: skip
+BEARER = [{"bearer": []}]
+PUBLISH_TYPES = (
+    "The body is `multipart/form-data` with a part `build`, the build's JSON, and a part "
+    "`file` whose filename is the artifact's name, for a file Buildshelf keeps (it is served "
+    "at `/downloads/...`; give the part `build` first); or `application/json`, the build, for "
+    "a file kept elsewhere, at its `downloadUrl`."
+)
 
 # fmt: off
 PATHS = {
@@ -391,6 +468,36 @@ PATHS = {
         "`If-Unmodified-Since`), then `If-None-Match` (else `If-Modified-Since`), then "
         "`If-Range` and `Range`. The checksum line has an `ETag` of its own and takes the "
         "same conditions, but no range."),
+    f"{API}/projects/{{slug}}/builds/{{number}}": {
+        **_operation(
+            "publishing", "publishBuild", "Publish a build", WRITE_PARAMETERS + (
+                {"name": "replace", "in": "query", "required": False,
+                 "description": "`true`, in any letter case, replaces a different build of "
+                                "the same number.", "schema": {"type": "string"}},),
+            {"201": "Published", "200": "Published", "400": "InvalidBuild",
+             "404": "UnknownProjectToWrite", "409": "BuildExists",
+             "415": "UnsupportedMediaType", **WRITE_REFUSED},
+            f"{PUBLISH_TYPES} The build goes through the same code as `buildshelf publish`: "
+            "the same lock, rules and messages; the file is stored before the project file "
+            "names it. An identical retry changes nothing; without `timestamp` it matches the "
+            "build there whatever its time.",
+            method="put", security=BEARER,
+            requestBody={"required": True, "content": {
+                "multipart/form-data": {
+                    "schema": {"type": "object", "required": ["build"],
+                               "properties": {"build": ref("schemas", "PublishedBuild"),
+                                              "file": {"type": "string",
+                                                       "contentMediaType":
+                                                           "application/octet-stream"}}},
+                    "encoding": {"build": {"contentType": "application/json"}}},
+                "application/json": {"schema": ref("schemas", "PublishedBuild")}}}),
+        **_operation(
+            "publishing", "yankBuild", "Yank a build", WRITE_PARAMETERS,
+            {"204": "Yanked", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
+             **WRITE_REFUSED},
+            "As `buildshelf yank`: the build goes, its number may be published again, and its "
+            "kept file's object goes if no build uses it.", method="delete", security=BEARER),
+    },
     "/api/v1": _operation(
         "removed", "removedVersion1", "API version 1: removed", (), {"410": "Gone"}, REMOVED,
         deprecated=True),
@@ -446,6 +553,34 @@ SCHEMAS = {
     },
     "BuildList": {"description": "Builds, ascending by `buildNumber`.", "type": "array",
                   "items": ref("schemas", "Build")},
+    "PublishedBuild": {
+        "description": "A build to publish (its number is the path's). For a part `file`, "
+                       "`sha256` and `size` are optional and checked against the bytes "
+                       "received, and `downloadUrl` is refused; for a file kept elsewhere, "
+                       "`downloadUrl` is required, with `sha256` and `size` both or neither.",
+        "type": "object",
+        "properties": {
+            "channelVersion": {"$ref": "#/components/schemas/Build/properties/channelVersion"},
+            "url": {**ref("schemas", "HttpUrl"),
+                    "description": "Its job run (default: the project's `ciJobUrl`, then the "
+                                   "number and `/`)."},
+            "timestamp": {"type": "integer", "minimum": 100000000000,
+                          "description": "Epoch milliseconds (default: now); one that looks "
+                                         "like seconds is refused."},
+            "isExperimental": {"type": "boolean", "default": False},
+            "commits": {"type": "array", "default": [],
+                        "items": {"$ref": "#/components/schemas/Commit"}},
+            "downloadUrl": ref("schemas", "HttpUrl"),
+            "sha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
+            "size": {"type": "integer", "minimum": 0},
+            "buildNumber": {"type": "integer", "minimum": 0,
+                            "description": "The path's number, if given."},
+        },
+        "required": ["channelVersion"], "additionalProperties": False,
+        "examples": [{"channelVersion": "1.21.3", "timestamp": 1712494188349,
+                      "commits": [{"message": "Update upstream (bb441a3)",
+                                   "hash": "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7"}]}],
+    },
     "Error": {
         "description": "What every error response holds.", "type": "object",
         "properties": {
@@ -474,11 +609,13 @@ SCHEMAS = {
 
 DESCRIPTION = """\
 A self-hosted build-distribution API: it lists projects, lists and selects their builds, and \
-redirects to the javadoc of a channel. Every operation is a read.
+redirects to the javadoc of a channel. Two operations write, with a bearer credential (the \
+`bearer` security scheme): `PUT` publishes a build and `DELETE` yanks one. Every other \
+operation is a read, and needs no credential.
 
 Bodies are compact UTF-8 JSON (`application/json`), except the redirects of `/jd` and \
 `/downloads/latest`, which have none, and the feed, which is Atom XML. `HEAD` answers like \
-`GET` without a body. `OPTIONS` on these paths is a CORS preflight answered with `204`. Every \
+`GET` without a body. `OPTIONS` on the read paths is a CORS preflight answered with `204`. Every \
 response carries `Access-Control-Allow-Origin: *` and `X-Content-Type-Options: nosniff`.
 
 JSON successes carry a strong `ETag` and may be cached (`Cache-Control: public, max-age=60` by \
@@ -489,8 +626,12 @@ Every error is JSON, `{"error": "...", "code": "..."}` (the `Error` schema): `er
 went wrong and what to do, `code` is a stable snake_case name. Errors are `Cache-Control: \
 no-store`, except `410`. Two errors can come from anywhere and are described once, under \
 `components/responses`: `NotFound` (`404 not_found`) for a path not listed here, and \
-`MethodNotAllowed` (`405 method_not_allowed`, with `Allow: GET, HEAD, OPTIONS`) for any other \
-method on a listed path outside `/api/v1`.
+`MethodNotAllowed` (`405 method_not_allowed`, with `Allow: GET, HEAD, OPTIONS`, or `PUT, \
+DELETE` on a build's path) for any other method on a listed path outside `/api/v1`. A body of \
+more than 1 KiB on any route but the writes is `413 too_large`.
+
+`OPTIONS` is a CORS preflight that allows `GET` and `HEAD` from any origin, never `PUT`, \
+`DELETE` or the `Authorization` header: browsers on other origins can read, never write.
 
 In query values `+` is a plus sign, not a space: `channel=1.0.0+71` and `channel=1.0.0%2B71` \
 are the same.
@@ -503,12 +644,25 @@ This server runs in the upstream Canvas API's compatibility mode (`--compat upst
 `/api/v2/builds` answers `{"project": ..., "builds": [...]}`, `/api/v2/builds/all` answers \
 `{"builds": [...]}`, every build has `"result": "SUCCESS"` and every commit an `author`."""
 
+SECURITY_SCHEMES = {
+    "bearer": {
+        "type": "http", "scheme": "bearer",
+        "description": "`Authorization: Bearer TOKEN`: a token, `bs_<id>_<secret>` (`buildshelf "
+                       "token create SLUG`), or the OIDC token a GitHub Actions job requests "
+                       "with the server's public URL (no trailing `/`) as its audience, from a "
+                       "repository trusted for the project (`buildshelf trust SLUG --github "
+                       "OWNER/REPO`). The latter is accepted once.",
+    },
+}  # fmt: skip
+
 TAGS = {
     "projects": "The projects served.",
     "builds": "A project's builds, filtered by channel and experimental flag.",
     "javadoc": "Redirects to a channel's javadoc.",
     "downloads": "Redirects to a build's artifact.",
     "service": "This document and the health check.",
+    "publishing": "Publishing and yanking builds: a token (`buildshelf token create`) or a "
+    "GitHub Actions OIDC token of a trusted publisher (`buildshelf trust`).",
     "removed": "API version 1, removed on 2025-11-05.",
 }
 
@@ -541,7 +695,7 @@ def document(compat: str | None = None) -> dict:
     ]
     schemas["Health"]["examples"] = [msgspec.to_builtins(EXAMPLE_HEALTH)]
     info = {"title": "Buildshelf", "version": "2",
-             "summary": "Projects and their builds, read-only JSON over HTTP.",
+             "summary": "Projects and their builds as JSON over HTTP, published by CI.",
              "description": DESCRIPTION + (UPSTREAM_DESCRIPTION if compat else ""),
              "license": {"name": "MIT", "identifier": "MIT"}}  # fmt: skip
     doc = {
@@ -551,7 +705,7 @@ def document(compat: str | None = None) -> dict:
         "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
         "paths": copy.deepcopy(PATHS),
         "components": {"parameters": PARAMETERS, "headers": HEADERS, "responses": dict(RESPONSES),
-                       "schemas": schemas},
+                       "schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
     }  # fmt: skip
     if compat:
         _upstream_envelopes(doc)
