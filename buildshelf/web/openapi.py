@@ -568,8 +568,13 @@ SCHEMAS = {
                           "description": "Epoch milliseconds (default: now); one that looks "
                                          "like seconds is refused."},
             "isExperimental": {"type": "boolean", "default": False},
-            "commits": {"type": "array", "default": [],
-                        "items": {"$ref": "#/components/schemas/Commit"}},
+            "commits": {"type": "array", "default": [], "description": "Newest first.",
+                        "items": {"type": "object", "required": ["message", "hash"],
+                                  "properties": {"message": {"type": "string"},
+                                                 "hash": {"$ref": "#/components/schemas/"
+                                                                  "Commit/properties/hash"},
+                                                 "author": {"type": "string"}},
+                                  "additionalProperties": False}},
             "downloadUrl": ref("schemas", "HttpUrl"),
             "sha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
             "size": {"type": "integer", "minimum": 0},

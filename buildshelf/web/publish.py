@@ -85,7 +85,9 @@ def install(
         the server calls it on its loop thread for every request."""
         if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
             length = environ.get("CONTENT_LENGTH")
-            if (length and _over(length, BODY_BYTES)) or "HTTP_TRANSFER_ENCODING" in environ:
+            if (length and length != "0" and _over(length, BODY_BYTES)) or (
+                "HTTP_TRANSFER_ENCODING" in environ
+            ):
                 return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
             return None
         address = environ.get("REMOTE_ADDR", "")
