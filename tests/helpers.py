@@ -198,7 +198,7 @@ class FakeCredentials:
         if bearer == ANY_TOKEN:
             return Publisher("token every1")
         if bearer == ALPHA_TOKEN:
-            if slug != "alpha":
+            if slug.lower() != "alpha":
                 raise Forbidden("this token may publish to 'alpha' only")
             return Publisher("token alpha1")
         raise Unauthorized("unknown credential")

@@ -447,9 +447,16 @@ def test_a_credential_of_another_project_is_403(web, data_dir):
 @pytest.mark.parametrize("token", [ALPHA_TOKEN, ANY_TOKEN])
 def test_a_project_that_does_not_exist_is_404_for_any_valid_credential(web, data_dir, token):
     error(put(web, 1, *kept(), slug="gamma", token=token), 404, "unknown_project")
-    error(put(web, 1, *kept(), slug="ALPHA", token=ANY_TOKEN), 404, "unknown_project")
     assert not (data_dir / "gamma.json").exists()
     assert leftovers(data_dir) == []
+
+
+def test_a_slug_in_any_letter_case_names_the_project_as_reads_do(web, data_dir):
+    assert put(web, 9, *kept(), slug="Alpha").status_int == 201
+    assert latest(web)["buildNumber"] == 9
+    assert not (data_dir / "Alpha.json").exists()
+    resp = web.delete(f"{API}/projects/ALPHA/builds/9", headers=auth())
+    assert resp.status_int == 204
 
 
 def test_an_unreachable_issuer_is_503(web):

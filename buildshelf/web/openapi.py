@@ -266,8 +266,8 @@ RESPONSES = {
         "A valid credential of another project, or a valid OIDC token of a repository that "
         "is not a trusted publisher of this one (`forbidden`).", "forbidden"),
     "UnknownProjectToWrite": _error(
-        "No project has that slug (`unknown_project`), for any valid credential; the slug is "
-        "exact (lower case).", "unknown_project"),
+        "No project has that slug, in any letter case (`unknown_project`), for any valid "
+        "credential.", "unknown_project"),
     "UnknownProjectOrBuild": _error(
         "No project has that slug (`unknown_project`), or it has no such build "
         "(`unknown_build`).", "unknown_project", "unknown_build"),
@@ -364,7 +364,7 @@ NO_PARAMETERS = {"304": "NotModified", "400": "InvalidQuery", "500": "InternalEr
 ONE_BUILD = {"400": "BadQuery", "404": "UnknownProjectOrNoBuild", "500": "InternalError"}
 REMOVED = "Answers `410` to any method."
 WRITE_PARAMETERS = (
-    {"name": "slug", "in": "path", "required": True, "description": "The project's slug, exactly.",
+    {"name": "slug", "in": "path", "required": True, "description": "The project's slug, in any letter case.",
      "schema": {"type": "string"}},
     {"name": "number", "in": "path", "required": True, "description": "The build's number.",
      "schema": {"type": "string", "pattern": "^[0-9]+$"}},

@@ -23,6 +23,7 @@ from buildshelf import artifacts, datafile, writer
 from buildshelf.credentials import Credentials, Forbidden, Unauthorized, Unavailable
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.store import Store
+from buildshelf.text import printable
 from buildshelf.web.answers import JSON, encode
 from buildshelf.web.query import API, ApiError, parse
 from buildshelf.web.ratelimit import FailureLimit
@@ -146,10 +147,13 @@ def install(
         return publisher, project(slug)
 
     def project(slug):
+        """The project a URL's slug names, in any letter case, as the reads find it."""
         found = store.snapshot().project(slug)
-        if found is None or found.slug != slug:
+        if found is None:
             raise ApiError(
-                404, "unknown_project", f"no project {slug!r}: see {API}/projects for the projects"
+                404,
+                "unknown_project",
+                f"no project {printable(slug)!r}: see {API}/projects for the projects",
             )
         return found
 
@@ -158,6 +162,7 @@ def install(
         """Publish a build: 201 added, 200 a retry or a replace."""
         environ = bottle.request.environ
         publisher, found = authorized(environ, slug)
+        slug = found.slug
         number = whole_number(number)
         if number is None:
             raise _invalid("the path's build number must be a whole number, 0 or more")
@@ -195,11 +200,14 @@ def install(
     def delete_build(slug, number):
         """Yank a build: 204."""
         environ = bottle.request.environ
-        publisher, _ = authorized(environ, slug)
+        publisher, found = authorized(environ, slug)
+        slug = found.slug
         parse()
         given, number = number, whole_number(number)
         if number is None:
-            raise ApiError(404, "unknown_build", f"project {slug!r} has no build {given!r}")
+            raise ApiError(
+                404, "unknown_build", f"project {slug!r} has no build {printable(given)!r}"
+            )
         try:
             yanked = writer.yank(store.directory, slug, number, store.artifacts)
         except writer.Refused as refused:
