@@ -8,16 +8,22 @@ import hashlib
 import json
 import logging
 import os
+import signal
+import socket
+import subprocess
 import threading
+import time
+from pathlib import Path
 
 import pytest
 import webob
 import webtest
 
-from buildshelf import artifacts, server, writer
+from buildshelf import artifacts, server, tokens, writer
+from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
-from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials
+from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, server_argv
 
 API = "/api/v2"
 SECRETS = ("s" * 43, "t" * 43)  # of ALPHA_TOKEN and ANY_TOKEN
@@ -783,3 +789,103 @@ def test_a_write_is_read_back_even_when_a_check_holds_the_store(app, store, data
     thread.join(10)
     assert result[0].status_int == 201
     assert latest(web)["buildNumber"] == 9
+
+
+# --- end to end: real tokens, a real server ------------------------------------------------------
+
+
+@pytest.fixture
+def state(tmp_path):
+    return str(tmp_path / "state")
+
+
+@pytest.fixture
+def real(store, state):
+    """A client of the app with the real credentials of the state directory `state`."""
+    credentials = Credentials(state, "https://issuer.invalid", "http://127.0.0.1:8080")
+    app = server.make_app(store, credentials=credentials, max_file_mb=1)
+    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+
+
+def test_real_tokens_publish_and_yank_within_their_project(real, state, data_dir):
+    alpha, alpha_text = tokens.create(state, "alpha", 90, "ci")
+    _, beta_text = tokens.create(state, "beta", 90, "ci")
+    _, every_text = tokens.create(state, "*", 90, "ops")
+    assert put(real, 9, *kept(), token=alpha_text).status_int == 201
+    assert latest(real)["buildNumber"] == 9
+    error(put(real, 10, *kept(10), token=beta_text), 403, "forbidden")
+    error(put(real, 1, *kept(1), slug="gamma", token=beta_text), 404, "unknown_project")
+    error(put(real, 1, *kept(1), slug="gamma", token=every_text), 404, "unknown_project")
+    secret_changed = alpha_text[:-1] + ("A" if alpha_text[-1] != "A" else "B")
+    error(put(real, 10, *kept(10), token=secret_changed), 401, "unauthorized")
+    resp = real.delete(f"{API}/projects/alpha/builds/9", headers=auth(every_text))
+    assert resp.status_int == 204
+    tokens.revoke(state, alpha.id)  # at once, no restart
+    error(put(real, 9, *kept(), token=alpha_text), 401, "unauthorized")
+    for path in [*data_dir.rglob("*"), *Path(state).rglob("*")]:
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(t.split("_")[2].encode() in data for t in (alpha_text, beta_text))
+
+
+def test_a_publish_through_a_real_server(data_dir, state, tmp_path):
+    """curl -F to `python server.py`: 201, the GET that follows shows it, the log has one line
+    naming the token's id and not its secret, nor does the access log or any file."""
+    token, text = tokens.create(state, "alpha", 90, "ci")
+    secret = text.split("_")[2]
+    jar = tmp_path / "alpha-9.jar"
+    jar.write_bytes(b"a small jar\n")  # a body under today's 1 KiB until the server takes more
+    port, log_path = free_port(), tmp_path / "server.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            server_argv(data_dir, "--port", str(port), "--state", state),
+            stderr=log_file,
+        )
+        try:
+            wait_for_port(port, proc)
+            base = f"http://127.0.0.1:{port}"
+            url = f"{base}{API}/projects/alpha/builds/9"
+            published = curl(
+                "-X", "PUT", "-H", f"Authorization: Bearer {text}",
+                "-F", 'build={"channelVersion": "1.21"};type=application/json',
+                "-F", f"file=@{jar}", url,
+            )  # fmt: skip
+            assert published.splitlines()[-1] == "201"
+            shown = json.loads(curl(f"{base}{API}/builds/latest?project=alpha").splitlines()[0])
+            assert shown["buildNumber"] == 9 and shown["size"] == 12
+            refused = curl("-X", "PUT", "-H", f"Authorization: Bearer {text}x", "-F", "a=b", url)
+            assert refused.splitlines()[-1] == "401"
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(10)
+    log_text = log_path.read_text()
+    sha = hashlib.sha256(b"a small jar\n").hexdigest()
+    lines = [line for line in log_text.splitlines() if "buildshelf.web.publish" in line]
+    assert len(lines) == 1, log_text
+    assert f"added build 9 of alpha (sha256 {sha}) by token {token.id} from 127.0.0.1" in lines[0]
+    assert f"PUT {API}/projects/alpha/builds/9" in log_text  # the access log is there too
+    assert secret not in log_text
+    for path in [*data_dir.rglob("*"), *Path(state).rglob("*")]:
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()
+
+
+def curl(*args):
+    """curl's body and then its status code, on the last line."""
+    done = subprocess.run(
+        ["curl", "-sS", "-w", "\n%{http_code}", *args], capture_output=True, text=True, timeout=30
+    )
+    return done.stdout
+
+
+def wait_for_port(port, proc):
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("the server did not start")
+            time.sleep(0.05)
