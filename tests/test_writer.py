@@ -669,3 +669,58 @@ def test_what_is_not_a_regular_file_is_refused_without_hanging(data_dir, capsys)
         f"buildshelf publish: {data_dir / 'alpha.json'} is not a "
         "regular file: it is left as it is\n"
     )
+
+
+# --- a file received into the store (an HTTP upload) -----------------------------------------
+
+
+def staged(store_dir, data):
+    from buildshelf import artifacts
+
+    staging = artifacts.Staging(store_dir, "upload")
+    staging.write(data)
+    return staging.finish()
+
+
+def test_a_staged_file_is_renamed_into_place_never_copied(data_dir):
+    from buildshelf import artifacts
+
+    store_dir = str(data_dir / "artifacts")
+    received = staged(store_dir, b"jar bytes")
+    inode = os.stat(received.path).st_ino
+    build = make_build(9)
+    del build["downloadUrl"]
+    keep = writer.Keep(received.path, staged=received, name="alpha-9.jar")
+    published = writer.publish(str(data_dir), "alpha", build, keep=keep, store_dir=store_dir)
+    assert published.outcome == "added" and published.stored.created
+    assert os.stat(published.stored.path).st_ino == inode  # the same file: no second copy
+    assert not os.path.exists(received.path)
+    assert artifacts.objects(store_dir) == {received.sha256: 9}
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    assert doc["builds"][-1]["file"] == "alpha-9.jar"
+
+
+def test_a_staged_file_of_bytes_already_stored_is_removed(data_dir):
+    store_dir = str(data_dir / "artifacts")
+    first = staged(store_dir, b"jar bytes")
+    build = make_build(9)
+    del build["downloadUrl"]
+    keep = writer.Keep(first.path, staged=first, name="alpha-9.jar")
+    writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
+    again = staged(store_dir, b"jar bytes")
+    keep = writer.Keep(again.path, staged=again, name="alpha-9.jar")
+    published = writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
+    assert published.outcome == "unchanged" and not published.stored.created
+    assert not os.path.exists(again.path)
+
+
+def test_the_writers_refusals_say_what_they_are(data_dir):
+    with pytest.raises(writer.NoProject):
+        writer.yank(str(data_dir), "gamma", 1)
+    with pytest.raises(writer.NoBuild):
+        writer.yank(str(data_dir), "alpha", 99)
+    with pytest.raises(writer.Exists) as exists:
+        writer.publish(str(data_dir), "alpha", make_build(1, "9.9"))
+    assert exists.value.fields == ["channelVersion"]
+    with pytest.raises(writer.Invalid):
+        writer.publish(str(data_dir), "alpha", make_build(99, "bad/channel"))

@@ -112,7 +112,7 @@ def install(
                     "unsupported_media_type",
                     f"a build is published as {MULTIPART} (a part 'build', the build's JSON, "
                     f"and a part 'file', its file) or as {JSON} (the build, for a file kept "
-                    f"elsewhere), not {kind or 'a body of no Content-Type'}",
+                    f"elsewhere), not {printable(kind) or 'a body of no Content-Type'}",
                 )
             most = max_body_bytes(max_file_bytes) if kind == MULTIPART else BUILD_BYTES
         length = environ.get("CONTENT_LENGTH")
@@ -467,14 +467,9 @@ def _multipart(environ, store_dir, max_file_bytes, staging):
             f"the file may have {max_file_bytes / (1 << 20):g} MiB at most (the server's "
             "--max-file-mb)"
         ) from None
-    except artifacts.Refused as error:
-        raise _answer(
-            (writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused)(
-                str(error)
-            ),
-            None,
-            None,
-        ) from None
+    except artifacts.Refused as error:  # the store cannot take it: full, or not writable
+        refusal = writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused
+        raise _answer(refusal(str(error)), None, None) from None
     if "build" not in seen:
         raise _invalid("the part 'build' is missing: it holds the build's JSON")
     given = _json(bytes(build), "the part 'build'")
