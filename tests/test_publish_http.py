@@ -160,10 +160,16 @@ def test_an_identical_retry_is_200_and_changes_nothing(web, data_dir):
     assert leftovers(data_dir) == []
 
 
-def test_a_retry_without_a_timestamp_matches_whatever_the_time(web):
+def test_a_retry_without_a_timestamp_matches_whatever_the_time(web, caplog, monkeypatch):
     build = {"channelVersion": "1.21"}
-    assert put(web, 9, *kept(build=build)).status_int == 201
-    assert put(web, 9, *kept(build=build)).status_int == 200
+    first = put(web, 9, *kept(build=build))
+    assert first.status_int == 201
+    later = publish.time.time_ns() + 60 * 10**9
+    monkeypatch.setattr(publish.time, "time_ns", lambda: later)
+    again = put(web, 9, *kept(build=build))
+    assert again.status_int == 200
+    assert again.json == first.json  # the build there, with its own time
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_another_build_of_the_same_number_is_409_naming_the_fields(web, data_dir):

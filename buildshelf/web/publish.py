@@ -182,7 +182,10 @@ def install(
             except writer.Refused as refused:
                 raise _answer(refused, slug, number) from None
         written = datafile.checked_build(build)
-        shown, served = _read_back(slug, number, written)
+        if published.outcome == "unchanged":  # a retry may match whatever the time there
+            shown, served = _read_back(found, number, lambda served: served is not None)
+        else:
+            shown, served = _read_back(found, number, lambda served: served == written)
         log.info(
             "%s build %d of %s (sha256 %s) by %s from %s",
             published.outcome,
@@ -194,7 +197,7 @@ def install(
         )
         bottle.response.status = 201 if published.outcome == "added" else 200
         bottle.response.content_type = JSON
-        return encode(shapes.build_json(shown, served))
+        return encode(shapes.build_json(shown, served or written))
 
     @app.delete(RULE)
     def delete_build(slug, number):
@@ -212,7 +215,7 @@ def install(
             yanked = writer.yank(store.directory, slug, number, store.artifacts)
         except writer.Refused as refused:
             raise _answer(refused, slug, number) from None
-        _read_back(slug, number, None)
+        _read_back(found, number, lambda build: build is None)
         log.info(
             "yanked build %d of %s (sha256 %s) by %s from %s",
             number,
@@ -233,21 +236,23 @@ def install(
             {"Allow": ALLOWED},
         )
 
-    def _read_back(slug, number, written):
-        """(project, build) as the store serves them once it shows the write (`written`, the
-        Build now in the file, or None once yanked): read your own writes. A check begun after
-        the write reads the file; if one already under way held the store too long, it is
-        waited for. A store that still does not show it (a hung disk) is logged, and the
-        write answered as written."""
+    def _read_back(found, number, shows):
+        """(project, build) as the store serves them once `shows(build)` is true of build
+        `number` of project `found`: read your own writes. A check begun after the write
+        reads the file; if one already under way held the store too long, it is waited for.
+        A store that still does not show the write (a hung disk) is logged, and the write
+        answered from what was read before."""
         for refreshed in (store.refreshed, store.refresh):
-            shown = refreshed().project(slug)
+            shown = refreshed().project(found.slug)
             served = shown.build(number) if shown else None
-            if shown is not None and served == written:
+            if shown is not None and shows(served):
                 return shown, served
         log.warning(
-            "build %s of %s was written, but the data read back does not show it", number, slug
+            "build %d of %s was written, but the data read back does not show it",
+            number,
+            found.slug,
         )
-        return shown, written
+        return shown or found, served
 
     return screen
 
@@ -257,7 +262,7 @@ NO_CREDENTIAL = "send Authorization: Bearer TOKEN (a token, or a GitHub Actions 
 
 def _over(length, most):
     """Whether a Content-Length (digits, as the server checked) says more than `most`."""
-    return len(length) > 18 or int(length) > most
+    return not length.isdigit() or len(length) > 18 or int(length) > most
 
 
 def _too_large(message):
