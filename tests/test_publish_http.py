@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import webob
 import webtest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from buildshelf import artifacts, server, tokens, writer
 from buildshelf.credentials import Credentials
@@ -895,3 +897,28 @@ def wait_for_port(port, proc):
                 proc.kill()
                 pytest.fail("the server did not start")
             time.sleep(0.05)
+
+
+# --- any body: never a 500, never anything left ---------------------------------------------------
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 40)), max_size=3),
+    inserts=st.lists(st.tuples(st.integers(0, 600), st.binary(max_size=40)), max_size=3),
+)
+def test_a_mangled_body_is_a_clear_4xx_and_leaves_nothing(web, data_dir, cuts, inserts):
+    content_type, body = form(*kept(data=b"jar" * 100))
+    for at, length in cuts:
+        body = body[:at] + body[at + length :]
+    for at, data in inserts:
+        body = body[:at] + data + body[at:]
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        body,
+        headers={**auth(), "Content-Type": content_type},
+        expect_errors=True,
+    )
+    assert resp.status_int in (200, 201, 400, 409), resp.body
+    assert resp.content_type == "application/json"
+    assert leftovers(data_dir) == []
