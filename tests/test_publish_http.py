@@ -902,7 +902,9 @@ def wait_for_port(port, proc):
 # --- any body: never a 500, never anything left ---------------------------------------------------
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # each write fsyncs: its time is the disk's
 @given(
     cuts=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 40)), max_size=3),
     inserts=st.lists(st.tuples(st.integers(0, 600), st.binary(max_size=40)), max_size=3),
