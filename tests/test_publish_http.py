@@ -21,11 +21,12 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, server, tokens, writer
+from buildshelf import artifacts, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
 from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, server_argv
+from oidc_issuer import OidcIssuer
 
 API = "/api/v2"
 SECRETS = ("s" * 43, "t" * 43)  # of ALPHA_TOKEN and ANY_TOKEN
@@ -924,3 +925,37 @@ def test_a_mangled_body_is_a_clear_4xx_and_leaves_nothing(web, data_dir, cuts, i
     assert resp.status_int in (200, 201, 400, 409), resp.body
     assert resp.content_type == "application/json"
     assert leftovers(data_dir) == []
+
+
+def test_a_github_oidc_token_of_a_trusted_repository_publishes(store, state, caplog):
+    """The test issuer's tokens, end to end: a trusted repository's publishes (and names the
+    repository and workflow in the log); the same token again, another repository, a project
+    that is not there, and an issuer that cannot be reached are each refused as the issue
+    says."""
+    caplog.set_level(logging.INFO)
+    audience = "http://127.0.0.1:8080"
+    with OidcIssuer(audience=audience) as issuer:
+        trust.add(state, "alpha", "octo-org/octo-repo")
+
+        def client():
+            credentials = Credentials(state, issuer.url, audience)
+            app = server.make_app(store, credentials=credentials, max_file_mb=1)
+            return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.8"})
+
+        web = client()
+        token = issuer.token()
+        assert put(web, 9, *kept(), token=token).status_int == 201
+        assert latest(web)["buildNumber"] == 9
+        error(put(web, 9, *kept(), token=token), 401, "unauthorized")  # its jti is spent
+        other = issuer.token(repository="someone/else")
+        error(put(web, 10, *kept(10), token=other), 403, "forbidden")
+        error(put(web, 1, *kept(1), slug="gamma", token=issuer.token()), 404, "unknown_project")
+        assert web.delete(f"{API}/projects/alpha/builds/9", headers=auth(issuer.token()))
+        issuer.mode = "down"  # a server that has no keys yet must fetch them
+        error(put(client(), 9, *kept(), token=issuer.token()), 503, "credentials_unavailable")
+    lines = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    who = "github octo-org/octo-repo (.github/workflows/release.yml) from 192.0.2.8"
+    assert lines == [
+        f"added build 9 of alpha (sha256 {JAR_SHA}) by {who}",
+        f"yanked build 9 of alpha (sha256 {JAR_SHA}) by {who}",
+    ]
