@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import webob
@@ -837,46 +838,130 @@ def test_real_tokens_publish_and_yank_within_their_project(real, state, data_dir
             assert not any(t.split("_")[2].encode() in data for t in (alpha_text, beta_text))
 
 
-def test_a_publish_through_a_real_server(data_dir, state, tmp_path):
-    """curl -F to `python server.py`: 201, the GET that follows shows it, the log has one line
-    naming the token's id and not its secret, nor does the access log or any file."""
+class Running(NamedTuple):
+    port: int
+    token: tokens.Token
+    text: str  # the token, bs_<id>_<secret>
+    log: Path  # the server's stderr: its log and its access log
+
+
+@pytest.fixture
+def running(data_dir, state, tmp_path):
+    """`python server.py --max-file-mb 4` over the sample data, with a token for alpha."""
     token, text = tokens.create(state, "alpha", 90, "ci")
-    secret = text.split("_")[2]
-    jar = tmp_path / "alpha-9.jar"
-    jar.write_bytes(b"a small jar\n")  # a body under today's 1 KiB until the server takes more
     port, log_path = free_port(), tmp_path / "server.log"
     with open(log_path, "w") as log_file:
-        proc = subprocess.Popen(
-            server_argv(data_dir, "--port", str(port), "--state", state),
-            stderr=log_file,
-        )
+        argv = server_argv(data_dir, "--port", str(port), "--state", state, "--max-file-mb", "4")
+        proc = subprocess.Popen(argv, stderr=log_file)
         try:
             wait_for_port(port, proc)
-            base = f"http://127.0.0.1:{port}"
-            url = f"{base}{API}/projects/alpha/builds/9"
-            published = curl(
-                "-X", "PUT", "-H", f"Authorization: Bearer {text}",
-                "-F", 'build={"channelVersion": "1.21"};type=application/json',
-                "-F", f"file=@{jar}", url,
-            )  # fmt: skip
-            assert published.splitlines()[-1] == "201"
-            shown = json.loads(curl(f"{base}{API}/builds/latest?project=alpha").splitlines()[0])
-            assert shown["buildNumber"] == 9 and shown["size"] == 12
-            refused = curl("-X", "PUT", "-H", f"Authorization: Bearer {text}x", "-F", "a=b", url)
-            assert refused.splitlines()[-1] == "401"
+            yield Running(port, token, text, log_path)
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(10)
-    log_text = log_path.read_text()
-    sha = hashlib.sha256(b"a small jar\n").hexdigest()
+
+
+def test_a_publish_through_a_real_server(running, data_dir, state, tmp_path):
+    """curl -F to `python server.py`: 201, the GET that follows shows it, the log has one line
+    naming the token's id and not its secret, nor does the access log or any file."""
+    jar = tmp_path / "alpha-9.jar"
+    data = os.urandom(3 << 20)  # far over the 1 KiB that other requests may send
+    jar.write_bytes(data)
+    base = f"http://127.0.0.1:{running.port}"
+    url = f"{base}{API}/projects/alpha/builds/9"
+    published = curl(
+        "-X", "PUT", "-H", f"Authorization: Bearer {running.text}",
+        "-F", 'build={"channelVersion": "1.21"};type=application/json',
+        "-F", f"file=@{jar}", url,
+    )  # fmt: skip
+    assert published.splitlines()[-1] == "201", published
+    shown = json.loads(curl(f"{base}{API}/builds/latest?project=alpha").splitlines()[0])
+    assert shown["buildNumber"] == 9 and shown["size"] == len(data)
+    download = subprocess.run(
+        [
+            "curl",
+            "-fsS",
+            shown["downloadUrl"].replace("127.0.0.1:8080", f"127.0.0.1:{running.port}"),
+        ],
+        capture_output=True,
+        timeout=30,
+    )
+    assert download.stdout == data
+    wrong = curl("-X", "PUT", "-H", f"Authorization: Bearer {running.text}x", "-F", "a=b", url)
+    assert wrong.splitlines()[-1] == "401"
+    assert leftovers(data_dir) == []
+    time.sleep(0.5)  # the access log is written by a thread of its own, in batches
+    log_text = running.log.read_text()
+    sha = hashlib.sha256(data).hexdigest()
     lines = [line for line in log_text.splitlines() if "buildshelf.web.publish" in line]
     assert len(lines) == 1, log_text
-    assert f"added build 9 of alpha (sha256 {sha}) by token {token.id} from 127.0.0.1" in lines[0]
+    who = f"token {running.token.id} from 127.0.0.1"
+    assert f"added build 9 of alpha (sha256 {sha}) by {who}" in lines[0]
     assert f"PUT {API}/projects/alpha/builds/9" in log_text  # the access log is there too
+    secret = running.text.split("_")[2]
     assert secret not in log_text
     for path in [*data_dir.rglob("*"), *Path(state).rglob("*")]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+def head_of_put(
+    running, length, token=None, content_type=f"multipart/form-data; boundary={BOUNDARY}"
+):
+    authorization = f"Authorization: Bearer {token or running.text}\r\n" if token != "" else ""
+    return (
+        f"PUT {API}/projects/alpha/builds/9 HTTP/1.1\r\nHost: x\r\n{authorization}"
+        f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def answer_to(port, data, close=False):
+    """The status line, headers and JSON body answered to `data` sent on a new connection;
+    with `close`, the connection is shut for writing once sent (a client that leaves)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        if close:
+            sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, json.loads(body) if body else None
+
+
+def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):
+    """The body is never sent: the answer comes at once, in JSON, and the connection closes."""
+    over = (4 << 20) + publish.FRAMING_BYTES + 1
+    status, headers, body = answer_to(running.port, head_of_put(running, over))
+    assert (status, body["code"]) == (413, "too_large")
+    assert "4 MiB" in body["error"] and headers["connection"] == "close"
+    assert leftovers(data_dir) == []
+
+
+def test_a_real_server_answers_401_and_then_429_on_the_head_alone(running):
+    for _ in range(10):
+        status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20, token=""))
+        assert (status, headers["www-authenticate"]) == (401, "Bearer")
+    status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20))
+    assert (status, body["code"]) == (429, "too_many_requests")
+    assert 50 <= int(headers["retry-after"]) <= 60
+
+
+def test_a_client_that_leaves_mid_upload_leaves_nothing(running, data_dir):
+    content_type, body = form(*kept(data=os.urandom(2 << 20)))
+    head = head_of_put(running, len(body), content_type=content_type)
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(head + body[: len(body) // 2])
+    time.sleep(0.5)
+    status, _, shown = answer_to(
+        running.port,
+        f"GET {API}/builds/latest?project=alpha HTTP/1.1\r\nHost: x\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
+    assert status == 200 and shown["buildNumber"] != 9
+    assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
 
 
 def curl(*args):
