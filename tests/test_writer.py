@@ -13,6 +13,8 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from buildshelf import cli, datafile, writer
 from buildshelf import store as store_module
@@ -724,3 +726,26 @@ def test_the_writers_refusals_say_what_they_are(data_dir):
     assert exists.value.fields == ["channelVersion"]
     with pytest.raises(writer.Invalid):
         writer.publish(str(data_dir), "alpha", make_build(99, "bad/channel"))
+
+
+# --- the stable format ----------------------------------------------------------------------
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
+_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30), _TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(_TEXT, inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(extra=st.dictionaries(_TEXT, _VALUES, max_size=4), commit=_VALUES)
+def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
+    """encode() writes what json.dumps(indent=2, ensure_ascii=False) writes, faster: every
+    file written before keeps its bytes."""
+    doc = make_project([make_build(2, commits=[{"message": commit, "hash": "ab"}]), make_build(1)])
+    doc.update((key, value) for key, value in extra.items() if key not in doc)
+    ordered = writer._ordered(doc, datafile.PROJECT_KEYS)
+    ordered["builds"] = sorted(ordered["builds"], key=lambda b: b["buildNumber"])
+    expected = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
+    assert writer.encode(doc) == expected.encode()
