@@ -739,14 +739,17 @@ def test_the_api_page_shows_every_operation_parameter_and_response(client):
 
     text = html.unescape(text_of(client.get(API_PAGE).text))
     document = openapi.document()
-    for path, item in document["paths"].items():
-        operation = item["get"]
-        assert f"GET {path} {operation['summary']}" in text
+    for path, method, operation in (
+        (path, method, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ):
+        assert f"{method.upper()} {path} {operation['summary']}" in text
         for parameter in operation.get("parameters", []):
             name = parameter["$ref"].rsplit("/", 1)[1] if "$ref" in parameter else None
             parameter = document["components"]["parameters"][name] if name else parameter
             assert f"{parameter['name']} {parameter['in']}" in text, (path, parameter["name"])
-        section = text.split(f"GET {path} ", 1)[1]
+        section = text.split(f"{method.upper()} {path} ", 1)[1]
         for status in operation["responses"]:
             assert f" {status} " in section[:20000], (path, status)
     for name in ("Build", "Project", "Error", "Health", "UpdateCheck"):

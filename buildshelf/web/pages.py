@@ -249,13 +249,14 @@ def api_view(document):
     def resolved(item, kind):
         return components[kind][item["$ref"].rsplit("/", 1)[1]] if "$ref" in item else item
 
-    def operation_view(path, operation):
+    def operation_view(path, method, operation):
         parameters = [resolved(p, "parameters") for p in operation.get("parameters", [])]
         responses = {
             status: resolved(r, "responses") for status, r in operation["responses"].items()
         }
         return SimpleNamespace(
             id=operation["operationId"],
+            method=method.upper(),
             path=path,
             summary=operation["summary"],
             deprecated=operation.get("deprecated", False),
@@ -285,8 +286,9 @@ def api_view(document):
             ],
         )
 
-    operations = [(item["get"]["tags"][0], operation_view(path, item["get"]))
-                  for path, item in document["paths"].items()]  # fmt: skip
+    operations = [(operation["tags"][0], operation_view(path, method, operation))
+                  for path, item in document["paths"].items()
+                  for method, operation in item.items()]  # fmt: skip
     return SimpleNamespace(
         info=document["info"],
         description=prose(document["info"]["description"]),

@@ -22,7 +22,7 @@ shows the same document.</p>
 <p class="lead">{{tag.description}}</p>
 % for o in tag.operations:
 <article class="operation" id="op-{{o.id}}" aria-labelledby="op-{{o.id}}-title">
-  <h3 id="op-{{o.id}}-title"><span class="method">GET</span> <code>{{o.path}}</code></h3>
+  <h3 id="op-{{o.id}}-title"><span class="method">{{o.method}}</span> <code>{{o.path}}</code></h3>
   <p class="summary">{{o.summary}}
   % if o.deprecated:
   <span class="badge">Deprecated</span>
