@@ -207,8 +207,9 @@ def check_nginx_syntax(work, site_text, checks):
     )
 
 
-def check_unit(work, checks):
-    """systemd-analyze verify in a scratch root: this machine's units, a stub program."""
+def verify_unit(work):
+    """(exit status, what it said) of systemd-analyze verify on the unit in a scratch root in
+    `work`: this machine's units, a stub program."""
     with open(UNIT) as f:
         unit = f.read()
     program = re.search(r"^ExecStart=[-@:+!]*(\S+)", unit, re.M)[1]
@@ -232,17 +233,21 @@ def check_unit(work, checks):
         text=True,
         timeout=60,
     )
-    said = (out.stdout + out.stderr).strip()
+    return out.returncode, (out.stdout + out.stderr).strip()
+
+
+def check_unit(work, checks):
+    returncode, said = verify_unit(work)
     print(
         f"$ systemd-analyze --root=SCRATCH verify buildshelf.service\n"
-        f"{said or '(nothing to say)'} [exit {out.returncode}]"
+        f"{said or '(nothing to say)'} [exit {returncode}]"
     )
     checks.append(
         (
             "systemd-analyze verify",
             "exit 0, silent",
-            f"exit {out.returncode}, {len(said.splitlines())} lines",
-            out.returncode == 0 and not said,
+            f"exit {returncode}, {len(said.splitlines())} lines",
+            returncode == 0 and not said,
         )
     )
     out = subprocess.run(

@@ -7,11 +7,12 @@ than systemd waits, a README pointing elsewhere.
 
 import os
 import re
+import shutil
 import sys
 
 import pytest
 
-from buildshelf import cli
+from buildshelf import cli, settings
 from buildshelf.serving import server as serving
 from buildshelf.web.shapes import DOWNLOADS
 
@@ -57,10 +58,60 @@ def test_the_unit_allows_every_connection_the_server_accepts():
     assert int(unit_value("LimitNOFILE")) >= serving.MAX_CONNECTIONS + serving.SPARE_FILES
 
 
-def test_the_unit_restarts_on_failure_as_a_dynamic_user_reading_its_data():
+def test_the_unit_restarts_on_failure():
     assert unit_value("Restart") == "on-failure"
-    assert unit_value("DynamicUser") == "yes"
-    assert unit_value("ReadOnlyPaths") == unit_environment()["BUILDSHELF_DATA"]
+
+
+def box_settings(tmp_path):
+    """The settings the unit's environment gives the service, its data directory and the
+    places derived from it moved to `tmp_path` (the box's is not on this machine)."""
+    return cli.parse_args([], environ=dict(unit_environment(), BUILDSHELF_DATA=str(tmp_path)))
+
+
+def test_the_unit_may_write_the_data_the_store_and_the_state_and_nothing_else(tmp_path):
+    args = box_settings(tmp_path)
+    assert unit_value("ReadWritePaths").split() == [unit_environment()["BUILDSHELF_DATA"]]
+    for place in (args.artifacts, args.state):
+        assert os.path.commonpath([str(tmp_path), place]) == str(tmp_path), place
+    assert unit_value("ProtectSystem") == "strict"  # the rest of the tree: read-only
+    assert unit_value("ProtectHome") == "yes" and unit_value("PrivateTmp") == "yes"
+    assert [name for name, _ in unit_settings() if name in ("ReadOnlyPaths", "DynamicUser")] == []
+
+
+def test_the_unit_runs_as_the_user_who_owns_the_data_as_cron_does():
+    user = unit_value("User")
+    assert unit_value("Group") == user
+    setup = read("docs", "running.md").split("## Deploying", 1)[1]
+    assert re.search(rf"^adduser .* {user}$", setup, re.M)
+    data = unit_environment()["BUILDSHELF_DATA"]
+    assert re.search(rf"^install -d -o {user} -g {user} .* {re.escape(data)}$", setup, re.M)
+    cron = [line.split()[5] for line in read("deploy", "buildshelf.cron").splitlines()
+            if re.match(r"^[\d*]", line)]  # fmt: skip
+    assert cron and set(cron) == {user}
+
+
+def test_the_unit_s_umask_lets_nginx_read_what_it_stores():
+    assert unit_value("UMask") == "0022"
+
+
+def test_systemd_analyze_verify_has_nothing_to_say_about_the_unit(tmp_path):
+    if shutil.which("systemd-analyze") is None:
+        message = "missing systemd-analyze: as root, apt-get install -y systemd"
+        if os.environ.get("CI", "").lower() in ("true", "1"):
+            pytest.fail("CI must verify the unit: " + message)
+        pytest.skip(message)
+    returncode, said = nginx_bench.verify_unit(str(tmp_path))
+    assert (returncode, said) == (0, "")
+
+
+def test_systemd_analyze_verify_finds_a_misspelt_key(tmp_path, monkeypatch):
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("missing systemd-analyze")
+    unit = tmp_path / "buildshelf.service"
+    unit.write_text(read("deploy", "buildshelf.service").replace("ProtectSystem=", "ProtectSytem="))
+    monkeypatch.setattr(nginx_bench, "UNIT", str(unit))
+    returncode, said = nginx_bench.verify_unit(str(tmp_path / "work"))
+    assert "ProtectSytem" in said
 
 
 def test_the_unit_runs_the_installed_command():
@@ -97,13 +148,34 @@ def test_the_unit_names_the_site_in_download_urls():
     assert unit_environment()["BUILDSHELF_PUBLIC_URL"] == f"https://{server_name}"
 
 
+def regex_location(matching):
+    """(pattern, body) of the site's one regular-expression location that matches `matching`."""
+    found = [
+        (pattern, body)
+        for pattern, body in re.findall(
+            r'^    location ~ "([^"]+)" \{\n(.*?)^    \}', read("deploy", "nginx.conf"), re.M | re.S
+        )
+        if re.search(pattern, matching)
+    ]
+    assert len(found) == 1, matching
+    return found[0]
+
+
+def directives(body):
+    """{name: [arguments, ...]} of a location's directives."""
+    found = {}
+    for name, value in re.findall(r"^\s*(\w+)\s+([^;]*);", body, re.M):
+        found.setdefault(name, []).append(value)
+    return found
+
+
+WRITE_ROUTE = "/api/v2/projects/alpha/builds/7"
+
+
 def test_only_kept_files_go_past_nginx_s_cache():
-    [(pattern, body)] = re.findall(
-        r'^    location ~ "([^"]+)" \{\n(.*?)^    \}', read("deploy", "nginx.conf"), re.M | re.S
-    )
     kept = f"{DOWNLOADS}/alpha/7/{'0123456789abcdef' * 4}/alpha-7.jar"
-    assert re.search(pattern, kept)
-    for cached in (kept + ".sha256", DOWNLOADS + "/latest", "/api/v2/builds", "/"):
+    pattern, body = regex_location(kept)
+    for cached in (kept + ".sha256", DOWNLOADS + "/latest", "/api/v2/builds", "/", WRITE_ROUTE):
         assert not re.search(pattern, cached), cached
     assert "proxy_pass http://buildshelf;" in body and "proxy_cache" not in body
 
@@ -137,3 +209,41 @@ def test_the_readme_points_to_the_deploy_files_instead_of_copying_them():
     readme = read("README.md")
     assert "deploy/nginx.conf" in readme and "deploy/buildshelf.service" in readme
     assert "proxy_cache_path" not in readme
+
+
+def test_nginx_passes_uploads_to_the_write_route_unbuffered_and_uncached():
+    pattern, body = regex_location(WRITE_ROUTE)
+    said = directives(body)
+    assert said["proxy_pass"] == ["http://buildshelf"]
+    assert said["proxy_request_buffering"] == ["off"]
+    assert not [name for name in said if name.startswith("proxy_cache")]
+    # Every route that reads stays on the cached location, with its 1k limit on bodies.
+    for read_route in ("/api/v2/projects", "/api/v2/projects/alpha", "/api/v2/builds/latest",
+                       "/api/v2/projects/alpha/builds", "/api/v2/projects/alpha/builds/7/x"):  # fmt: skip
+        assert not re.search(pattern, read_route), read_route
+    assert re.search(r"^    client_max_body_size 1k;", read("deploy", "nginx.conf"), re.M)
+
+
+def test_nginx_s_upload_limit_agrees_with_the_server_s(tmp_path):
+    [limit] = directives(regex_location(WRITE_ROUTE)[1])["client_max_body_size"]
+    max_file_mb = box_settings(tmp_path).max_file_mb
+    assert max_file_mb == settings.setting("max_file_mb").default
+    # A MiB more for the multipart framing: Buildshelf's JSON 413 answers first.
+    assert limit == f"{max_file_mb + 1}m"
+
+
+def test_nginx_waits_for_a_large_upload_longer_than_its_defaults():
+    said = directives(regex_location(WRITE_ROUTE)[1])
+    for timeout in ("proxy_send_timeout", "proxy_read_timeout"):
+        assert int(said[timeout][0].rstrip("s")) >= 300, timeout
+
+
+def test_nginx_passes_the_authorization_header_and_logs_no_header():
+    """nginx passes every request header on unless told otherwise (a location with a
+    proxy_set_header of its own would also drop the server's); its default access log format,
+    `combined`, logs none. The site must keep both so."""
+    site = re.sub(r"#.*", "", read("deploy", "nginx.conf"))  # the directives alone
+    assert "proxy_set_header" not in regex_location(WRITE_ROUTE)[1]
+    assert not re.search(
+        r"authorization|proxy_pass_request_headers|log_format|access_log", site, re.I
+    )
