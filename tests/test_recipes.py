@@ -1,18 +1,32 @@
 """The recipes for the team that runs the box, run as the docs write them: the set-up steps of
-docs/running.md in a temporary root, then the CI recipes of docs/publishing.md and the lines of
-deploy/buildshelf.cron, each in a clean environment (`env -i` with the PATH that sshd or cron
-gives), and what they wrote read back where the service reads."""
+docs/running.md in a temporary root; the HTTPS recipes of docs/publishing.md (GitHub Actions
+with trusted publishing, Jenkins and any other CI with a token) against a real server started
+there as the unit starts it; the ssh recipes and the lines of deploy/buildshelf.cron, each in
+a clean environment (`env -i` with the PATH that sshd or cron gives); and what they wrote read
+back where the service reads."""
 
+import hashlib
+import http.client
+import http.server
+import json
 import os
+import random
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from contextlib import contextmanager
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from buildshelf import store as store_module
+from helpers import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The places the set-up uses: each moves under the temporary root.
@@ -32,8 +46,11 @@ def read(*path):
 
 
 def code_block(markdown, after, language):
-    """The first ```language block after the text `after`."""
-    start = markdown.index(after)
+    """The first ```language block after the text `after`, or after each text of a tuple in
+    turn (a heading, then a line under it)."""
+    start = 0
+    for text in (after,) if isinstance(after, str) else after:
+        start = markdown.index(text, start)
     match = re.compile(rf"^```{language}\n(.*?)^```", re.M | re.S).search(markdown, start)
     return match[1]
 
@@ -110,8 +127,8 @@ def ci_side(tmp_path, box):
                 home=str(home))  # fmt: skip
 
 
-def test_the_github_actions_recipe_publishes_on_the_box(box, ci_side):
-    step = code_block(read("docs", "publishing.md"), "GitHub Actions", "yaml")
+def test_the_github_actions_ssh_recipe_publishes_on_the_box(box, ci_side):
+    step = code_block(read("docs", "publishing.md"), ("## Over ssh", "GitHub Actions"), "yaml")
     run = textwrap.dedent(step.split("  run: |\n", 1)[1])
     run = re.sub(r"\$\{\{ secrets\.(\w+) \}\}", r"dummy-\1", run)
     head, _, first = ci_side["commits"]
@@ -129,9 +146,11 @@ def test_the_github_actions_recipe_publishes_on_the_box(box, ci_side):
     assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
 
 
-def test_the_jenkins_recipe_publishes_on_the_box(box, ci_side):
-    pipeline = code_block(read("docs", "publishing.md"), "Jenkins (declarative pipeline)", "groovy")
-    script = textwrap.dedent(pipeline.split("sh '''", 1)[1].split("'''", 1)[0]).lstrip("\n")
+def test_the_jenkins_ssh_recipe_publishes_on_the_box(box, ci_side):
+    pipeline = code_block(
+        read("docs", "publishing.md"), ("## Over ssh", "Jenkins (declarative pipeline)"), "groovy"
+    )
+    script = sh_step(pipeline)
     head, _, first = ci_side["commits"]
     environment = dict(PATH=ci_side["path"], HOME=ci_side["home"], BUILD_NUMBER="155",
                        BUILD_URL=JOB_URL + "155/", GIT_COMMIT=head,
@@ -177,3 +196,315 @@ def test_the_settings_file_reaches_the_service_and_every_user(box):
     result = subprocess.run(["env", "-i", f"PATH={box}/usr/local/bin:/usr/bin:/bin", "buildshelf",
                              "check", "--data", box + "/nowhere"], capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 2 and "nowhere" in result.stderr
+
+
+# --- over HTTPS ---
+
+PUBLIC_URL = "https://builds.example.org"  # what the recipes publish to: the box's public URL
+JAR = "build/libs/tinplate-1.21.4.jar"  # where the recipes find the jar in the checkout
+
+
+def section(heading):
+    """docs/publishing.md from `heading` to the next heading of its level or above."""
+    text = read("docs", "publishing.md")
+    start = text.index(heading + "\n")
+    level = heading.split(" ", 1)[0]
+    found = re.compile(rf"^#{{1,{len(level)}}} ", re.M).search(text, start + len(heading))
+    return text[start : found.start() if found else len(text)]
+
+
+def groovy_single_quoted(text):
+    """A Groovy \'\'\'...\'\'\' string's value: its escapes applied, as Jenkins reads it before
+    the shell does (a backslash at the end of a line joins it to the next)."""
+    escapes = {"\\": "\\", "'": "'", "n": "\n", "t": "\t", "$": "$", "\n": ""}
+
+    def escape(match):
+        assert match[1] in escapes, f"Groovy refuses the escape \\{match[1]}"
+        return escapes[match[1]]
+
+    return re.sub(r"\\(.)", escape, text, flags=re.S)
+
+
+def sh_step(pipeline):
+    """The script of the first `sh \'\'\'...\'\'\'` step of a pipeline, as the shell gets it."""
+    script = pipeline.split("sh '''", 1)[1].split("'''", 1)[0]
+    return groovy_single_quoted(textwrap.dedent(script).lstrip("\n"))
+
+
+def as_root_on_the_box(box, *argv):
+    """`buildshelf ARGV` run on the box as the docs say (the user who owns the data; here,
+    whoever runs the tests), through /usr/local/bin/buildshelf in a clean environment."""
+    result = subprocess.run(["env", "-i", f"PATH={box}/usr/local/bin:/usr/bin:/bin", "buildshelf",
+                             *argv], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, (argv, result.stderr)
+    return result.stdout
+
+
+def new_token(box, slug="tinplate"):
+    [token] = as_root_on_the_box(box, "token", "create", slug, "--note", "CI").splitlines()
+    assert re.fullmatch(r"bs_[^_]+_\S+", token)
+    return token
+
+
+@contextmanager
+def service(box, port, public_url, **environment):
+    """Buildshelf started as deploy/buildshelf.service starts it (the settings file read, then
+    the venv's command), on 127.0.0.1:`port` with `public_url`; yields its log's path."""
+    log = os.path.join(box, "service.log")
+    argv = [f"{box}/usr/local/bin/buildshelf", "--port", str(port), "--public-url", public_url]
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen(["env", "-i", "PATH=/usr/bin:/bin",
+                                 *(f"{k}={v}" for k, v in environment.items()), *argv],
+                                stderr=stderr)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                with open(log) as f:
+                    assert time.monotonic() < deadline and proc.poll() is None, f.read()
+                time.sleep(0.05)
+        yield log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def http_thread(handler):
+    """An HTTP/1.1 server on 127.0.0.1 with `handler`, in a thread: yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Quiet(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, headers=()):
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@contextmanager
+def github_token_endpoint(issuer, request_token, repository):
+    """A fake of the endpoint ACTIONS_ID_TOKEN_REQUEST_URL names: for the job's request token
+    (bearer), an OIDC token of `repository`'s release.yml minted by `issuer` for the audience
+    asked. Yields (its ACTIONS_ID_TOKEN_REQUEST_URL, the audiences asked, the tokens given)."""
+    audiences, tokens = [], []
+
+    class Endpoint(Quiet):
+        def do_GET(self):
+            query = parse_qs(urlsplit(self.path).query)
+            if self.headers.get("Authorization", "").lower() != f"bearer {request_token}":
+                return self.answer(401, b'{"message": "Unauthorized"}')
+            assert query["api-version"] == ["2.0"]
+            [audience] = query["audience"]
+            audiences.append(audience)
+            tokens.append(issuer.token(aud=audience, repository=repository, workflow="release.yml"))
+            body = json.dumps({"count": 1734, "value": tokens[-1]}).encode()
+            self.answer(200, body, [("Content-Type", "application/json")])
+
+    with http_thread(Endpoint) as url:
+        yield url + "/idtoken/f00?api-version=2.0", audiences, tokens
+
+
+@contextmanager
+def answer_lost_once(upstream_port):
+    """A proxy in front of Buildshelf that passes every request on, but answers the first
+    PUT with a 502, as a proxy whose connection to the client broke after Buildshelf had
+    published: the job must retry, and Buildshelf must have spent that attempt's token."""
+    lost = []
+
+    class Front(Quiet):
+        def do_PUT(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("expect", "host")}
+            upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
+            upstream.request(self.command, self.path, body, headers)
+            answer = upstream.getresponse()
+            data, status = answer.read(), answer.status
+            upstream.close()
+            if not lost:
+                lost.append(status)
+                return self.answer(502, b"<html>502 Bad Gateway</html>")
+            self.answer(status, data, [("Content-Type", answer.getheader("Content-Type"))])
+
+    with http_thread(Front) as url:
+        yield url, lost
+
+
+@pytest.fixture
+def ci_checkout(ci_side):
+    """The CI side with the jar built, 3 MiB of it, in the checkout: (ci_side, its bytes)."""
+    content = random.Random(24).randbytes(3 << 20)
+    os.makedirs(os.path.join(ci_side["checkout"], os.path.dirname(JAR)))
+    with open(os.path.join(ci_side["checkout"], JAR), "wb") as f:
+        f.write(content)
+    return ci_side, content
+
+
+def assert_kept(box, number, content):
+    """Build `number` of tinplate is served, its file kept in the store with `content`."""
+    build = served(box)["tinplate"].build(number)
+    sha = hashlib.sha256(content).hexdigest()
+    assert (build.file, build.sha256, build.size) == (os.path.basename(JAR), sha, len(content))
+    with open(f"{box}/srv/buildshelf/data/artifacts/{sha[:2]}/{sha}", "rb") as f:
+        assert f.read() == content
+    return build
+
+
+def test_the_github_actions_recipe_publishes_with_trusted_publishing_alone(box, ci_checkout):
+    from oidc_issuer import OidcIssuer  # tests/oidc_issuer.py: a GitHub-like issuer
+
+    ci_side, content = ci_checkout
+    workflow = code_block(section("### GitHub Actions: trusted publishing"), "```yaml", "yaml")
+    assert re.search(r"^permissions:\n(  .*\n)*  id-token: write\b", workflow, re.M)
+    assert re.findall(r"uses: (\S+)", workflow) == ["actions/checkout@v4"]  # GitHub's own
+    assert "secrets." not in workflow  # no secret stored anywhere
+    [step] = [s for s in workflow.split("- name: ")[1:] if s.startswith("Publish to Buildshelf")]
+    step_env = dict(re.findall(r"^ {10}(\w+): (\S+)", step.split("run: |\n")[0], re.M))
+    assert step_env["BUILDSHELF_URL"] == PUBLIC_URL
+    run = textwrap.dedent(step.split("run: |\n", 1)[1])
+    trust = code_block(section("### GitHub Actions: trusted publishing"), "", "sh")
+    as_root_on_the_box(box, *trust.split()[1:])  # buildshelf trust tinplate --github ...
+    repository = re.search(r"--github (\S+)", trust)[1]
+    head, _, first = ci_side["commits"]
+    sleeps = os.path.join(box, "sleeps")  # the retry's pauses: recorded, not waited for
+    bin_dir = os.path.join(box, "runner-bin")
+    os.makedirs(bin_dir)
+    with open(os.path.join(bin_dir, "sleep"), "w") as f:
+        f.write(f'#!/bin/sh\necho "$@" >> {sleeps}\n')
+    os.chmod(os.path.join(bin_dir, "sleep"), 0o755)
+    port = free_port()
+    with OidcIssuer() as issuer, answer_lost_once(port) as (front, lost):
+        with service(box, port, front, BUILDSHELF_GITHUB_OIDC_ISSUER=issuer.url) as log:
+            with github_token_endpoint(issuer, "request-token", repository) as (
+                request_url, audiences, tokens
+            ):  # fmt: skip
+                environment = dict(
+                    PATH=f"{bin_dir}:/usr/bin:/bin", HOME=ci_side["home"], BEFORE=first,
+                    BUILDSHELF_URL=front,  # the public URL, in front of Buildshelf as nginx is
+                    ACTIONS_ID_TOKEN_REQUEST_URL=request_url,
+                    ACTIONS_ID_TOKEN_REQUEST_TOKEN="request-token",
+                    GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY=repository,
+                    GITHUB_RUN_ID="9001", GITHUB_RUN_NUMBER="154", GITHUB_SHA=head,
+                )  # fmt: skip
+                # As GitHub runs a `shell: bash` step.
+                result = subprocess.run(
+                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
+                    cwd=ci_side["checkout"], env=environment, capture_output=True, text=True,
+                    timeout=120,
+                )  # fmt: skip
+            with open(log) as f:
+                logged = f.read()
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert lost == [201]  # the first attempt published; its answer was lost
+    lines = result.stdout.splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["attempt", "1:", "502"],
+        ["attempt", "2:", "200"],
+    ]
+    assert audiences == [front, front]  # a fresh token for the retry, for the public URL
+    assert len(set(tokens)) == 2
+    with open(sleeps) as f:
+        assert f.read() == "10\n"
+    build = assert_kept(box, 154, content)
+    assert build.url == f"https://github.com/{repository}/actions/runs/9001/"
+    assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
+    assert [c.hash for c in build.commits] == ci_side["commits"][:2]
+    for token in tokens:
+        assert token.rsplit(".", 1)[1] not in logged + result.stdout + result.stderr
+
+
+def test_the_jenkins_recipe_publishes_with_a_token_it_never_shows(box, ci_checkout):
+    ci_side, content = ci_checkout
+    pipeline = code_block(section("### Jenkins"), "```groovy", "groovy")
+    [variable] = re.findall(
+        r"withCredentials\(\[string\(credentialsId: '[\w-]+', variable: '(\w+)'\)\]\)", pipeline
+    )
+    script = sh_step(pipeline)
+    assert script.startswith("#!/bin/bash -e\nset +x")
+    token = new_token(box)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    head, _, first = ci_side["commits"]
+    environment = dict(PATH="/usr/bin:/bin", HOME=ci_side["home"], BUILD_NUMBER="155",
+                       BUILD_URL=JOB_URL + "155/", GIT_COMMIT=head,
+                       GIT_PREVIOUS_SUCCESSFUL_COMMIT=first, **{variable: token})  # fmt: skip
+    path = os.path.join(box, "jenkins-step.sh")
+    with open(path, "w") as f:
+        f.write(script.replace(PUBLIC_URL, url))
+    os.chmod(path, 0o755)
+    with service(box, port, url) as log:
+        # As Jenkins runs it (the script itself, by its #! line); then as a script without
+        # one is run, `sh -xe`: traced, but for what follows `set +x`.
+        runs = [
+            subprocess.run(argv, cwd=ci_side["checkout"], env=environment, capture_output=True,
+                           text=True, timeout=120)
+            for argv in ([path], ["bash", "-xe", path])
+        ]  # fmt: skip
+        with open(log) as f:
+            logged = f.read()
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert json.loads(runs[0].stdout)["buildNumber"] == 155
+    assert json.loads(runs[1].stdout) == json.loads(runs[0].stdout)  # the retry: the same build
+    secret = token.split("_", 2)[2]
+    for shown in (logged, *(r.stdout + r.stderr for r in runs)):
+        assert secret not in shown
+    build = assert_kept(box, 155, content)
+    assert build.url == JOB_URL + "155/"
+    assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
+
+
+def test_the_generic_curl_recipe_publishes_and_says_what_went_wrong(box, ci_checkout):
+    ci_side, content = ci_checkout
+    command = code_block(section("### Any other CI"), "```sh", "sh")
+    token = new_token(box)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def run(command, token=token):
+        return subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", command.replace(PUBLIC_URL, url)],
+            cwd=ci_side["checkout"], capture_output=True, text=True, timeout=120,
+            env=dict(PATH="/usr/bin:/bin", HOME=ci_side["home"], BUILDSHELF_TOKEN=token),
+        )  # fmt: skip
+
+    with service(box, port, url):
+        first, again = run(command), run(command)
+        assert (first.returncode, again.returncode) == (0, 0), (first.stderr, again.stderr)
+        assert json.loads(first.stdout)["buildNumber"] == 154
+        assert json.loads(again.stdout) == json.loads(first.stdout)
+        assert_kept(box, 154, content)
+        # Another file under the same number: curl exits 22 and prints Buildshelf's answer.
+        with open(os.path.join(ci_side["checkout"], JAR), "ab") as f:
+            f.write(b"more")
+        refused = run(command)
+        assert refused.returncode == 22
+        assert json.loads(refused.stdout)["code"] == "build_exists"
+        other = new_token(box, "alpha")
+        assert json.loads(run(command, other).stdout)["code"] == "forbidden"
+        revoked = token.split("_")[1]
+        as_root_on_the_box(box, "token", "revoke", revoked)
+        assert json.loads(run(command).stdout)["code"] == "unauthorized"
+    assert_kept(box, 154, content)  # as it was
