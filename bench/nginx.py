@@ -111,12 +111,14 @@ http {{
 """
 
 
-def render_site(site, work, upstream_port, port, cert=None, store=None):
+def render_site(site, work, upstream_port, port, cert=None, store=None, max_file_mb=None):
     """deploy/nginx.conf with temporary paths, Buildshelf's port, and 127.0.0.1:`port`.
 
     cert=(certificate, key) keeps TLS and the per-client limits; None drops both. `store` is
-    the artifact store nginx sends files from (by default one in `work`). Each text replaced
-    must be found once, so a changed site fails here instead of being half-tested.
+    the artifact store nginx sends files from (by default one in `work`). `max_file_mb`, for
+    a Buildshelf run with another --max-file-mb, moves the write route's limit as the site
+    says to (a MiB more). Each text replaced must be found once, so a changed site fails here
+    instead of being half-tested.
     """
     replacements = [
         ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};"),
@@ -127,6 +129,14 @@ def render_site(site, work, upstream_port, port, cert=None, store=None):
             f"listen 127.0.0.1:{port} ssl http2;" if cert else f"listen 127.0.0.1:{port};",
         ),
     ]
+    if max_file_mb is not None:
+        shipped = int(unit_environment()["BUILDSHELF_MAX_FILE_MB"])
+        replacements.append(
+            (
+                f"client_max_body_size {shipped + 1}m;",
+                f"client_max_body_size {max_file_mb + 1}m;",
+            )
+        )
     if cert:
         replacements += [
             ("/etc/ssl/builds.example.org.pem", cert[0]),

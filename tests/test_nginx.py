@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from email.utils import formatdate
 from types import SimpleNamespace
 
@@ -343,3 +345,130 @@ def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
     os.unlink(behind_nginx.object)
     status, headers, body = through(port, path)
     assert (status, json.loads(body)["code"]) == (503, "artifact_unavailable")
+
+
+# --- publishing through deploy/nginx.conf on real nginx ---
+
+UPLOAD_LIMIT_MB = 64  # --max-file-mb for these runs, nginx's limit moved with it
+
+
+@pytest.fixture
+def publishing_through_nginx(nginx_available, data_dir):
+    """deploy/nginx.conf (without TLS and limits) before a real Buildshelf with
+    --max-file-mb 64 and the site's limit moved to match, as the site says; nginx's access log
+    in the default format (`combined`) too. Yields its port, a token for alpha, the data
+    directory, and nginx's directory."""
+    with tempfile.TemporaryDirectory() as work:
+        os.chmod(work, 0o755)  # nginx's workers run as nobody under root
+        data = os.path.join(work, "data")
+        shutil.copytree(data_dir, data)
+        token = subprocess.run(
+            [sys.executable, "-m", "buildshelf", "token", "create", "alpha", "--data", data],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+        port = harness.free_port()
+        flags = ("--max-file-mb", str(UPLOAD_LIMIT_MB), "--public-url", f"http://127.0.0.1:{port}")
+        nginx_dir = os.path.join(work, "nginx")
+        with real_server(data, *flags) as (upstream, _):
+            with open(nginx_bench.SITE) as f:
+                site = nginx_bench.render_site(
+                    f.read(), nginx_dir, upstream, port, max_file_mb=UPLOAD_LIMIT_MB
+                )
+            argv = nginx_bench.write_config(nginx_dir, site)
+            main_conf = os.path.join(nginx_dir, "nginx.conf")
+            with open(main_conf) as f:
+                text = f.read()
+            with open(main_conf, "w") as f:  # beside the benchmark's own log format
+                f.write(
+                    text.replace(
+                        "    access_log ",
+                        f"    access_log {nginx_dir}/combined.log;\n    access_log ",
+                        1,
+                    )
+                )
+            nginx = harness.Server.nginx(argv, port)
+            try:
+                yield SimpleNamespace(port=port, token=token, data=data, nginx_dir=nginx_dir)
+            finally:
+                nginx.stop()
+
+
+def curl_put(port, path, token, *args):
+    """curl's PUT through nginx with the token on stdin, as the docs' recipes send it:
+    (exit status, Buildshelf's answer)."""
+    done = subprocess.run(
+        ["curl", "--fail-with-body", "-sS", "--noproxy", "*", "-H", "@-", "-X", "PUT", *args,
+         f"http://127.0.0.1:{port}{path}"],
+        input=f"Authorization: Bearer {token}\n", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return done.returncode, json.loads(done.stdout) if done.stdout else done.stderr
+
+
+def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
+    publishing_through_nginx, tmp_path
+):
+    site = publishing_through_nginx
+    content = random.Random(50).randbytes(50 << 20)
+    jar = tmp_path / "alpha-1.21-40.jar"
+    jar.write_bytes(content)
+    body_temp = os.path.join(site.nginx_dir, "body")  # client_body_temp_path
+    seen, done = set(), threading.Event()
+
+    def watch():  # nginx would write a buffered body there for as long as the upload takes
+        while not done.is_set():
+            if os.path.isdir(body_temp):
+                for top, _, files in os.walk(body_temp):
+                    seen.update(os.path.join(top, name) for name in files)
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        # At 25 MB/s, two seconds of upload: a buffered body would sit in nginx's disk that long.
+        status, answer = curl_put(
+            site.port, "/api/v2/projects/alpha/builds/40", site.token, "--limit-rate", "25M",
+            "-F", 'build={"channelVersion": "1.21"};type=application/json',
+            "-F", f"file=@{jar}",
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join()
+    sha = hashlib.sha256(content).hexdigest()
+    assert status == 0, answer
+    assert (answer["buildNumber"], answer["sha256"], answer["size"]) == (40, sha, len(content))
+    with open(os.path.join(site.data, "artifacts", sha[:2], sha), "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == sha
+    assert seen == set()
+    assert not os.path.isdir(body_temp) or os.listdir(body_temp) == []
+    with open(os.path.join(site.nginx_dir, "combined.log")) as f:
+        logged = f.read()
+    assert '"PUT /api/v2/projects/alpha/builds/40 HTTP/1.1" 201 ' in logged
+    assert site.token.split("_", 2)[2] not in logged  # the default format logs no header
+
+
+def over_the_limit(port, length):
+    """The answer to a PUT whose Content-Length is `length`, its body never sent."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.putrequest("PUT", "/api/v2/projects/alpha/builds/41")
+        for name, value in (
+            ("Authorization", "Bearer bs_000000000000_notchecked"),
+            ("Content-Type", "multipart/form-data; boundary=x"),
+            ("Content-Length", str(length)),
+        ):
+            connection.putheader(name, value)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type"), response.read()
+    finally:
+        connection.close()
+
+
+def test_an_upload_over_the_limit_is_a_413_at_once_through_nginx(publishing_through_nginx):
+    port = publishing_through_nginx.port
+    # Over Buildshelf's limit, under nginx's (a MiB more): Buildshelf's own JSON 413, at once.
+    status, kind, body = over_the_limit(port, (UPLOAD_LIMIT_MB << 20) + 1)
+    assert (status, kind, json.loads(body)["code"]) == (413, "application/json", "too_large")
+    # Over nginx's too: its own 413, the backstop.
+    status, kind, body = over_the_limit(port, (UPLOAD_LIMIT_MB + 1 << 20) + 1)
+    assert status == 413 and b"413" in body
