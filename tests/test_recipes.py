@@ -228,7 +228,8 @@ def groovy_single_quoted(text):
 def sh_step(pipeline):
     """The script of the first `sh \'\'\'...\'\'\'` step of a pipeline, as the shell gets it."""
     script = pipeline.split("sh '''", 1)[1].split("'''", 1)[0]
-    return groovy_single_quoted(textwrap.dedent(script).lstrip("\n"))
+    first, rest = script.split("\n", 1)  # the #! line, right after the quotes
+    return groovy_single_quoted(first + "\n" + textwrap.dedent(rest))
 
 
 def as_root_on_the_box(box, *argv):
