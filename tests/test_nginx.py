@@ -5,11 +5,13 @@ The real-nginx tests need Debian's nginx; without it they are skipped (with CI=t
 instead).
 """
 
+import contextlib
 import hashlib
 import http.client
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -357,7 +359,7 @@ def publishing_through_nginx(nginx_available, data_dir):
     """deploy/nginx.conf (without TLS and limits) before a real Buildshelf with
     --max-file-mb 64 and the site's limit moved to match, as the site says; nginx's access log
     in the default format (`combined`) too. Yields its port, a token for alpha, the data
-    directory, and nginx's directory."""
+    directory, nginx's directory and its pid."""
     with tempfile.TemporaryDirectory() as work:
         os.chmod(work, 0o755)  # nginx's workers run as nobody under root
         data = os.path.join(work, "data")
@@ -388,7 +390,9 @@ def publishing_through_nginx(nginx_available, data_dir):
                 )
             nginx = harness.Server.nginx(argv, port)
             try:
-                yield SimpleNamespace(port=port, token=token, data=data, nginx_dir=nginx_dir)
+                yield SimpleNamespace(
+                    port=port, token=token, data=data, nginx_dir=nginx_dir, nginx_pid=nginx.pid
+                )
             finally:
                 nginx.stop()
 
@@ -404,6 +408,22 @@ def curl_put(port, path, token, *args):
     return done.returncode, json.loads(done.stdout) if done.stdout else done.stderr
 
 
+def nginx_files_and_memory(pids):
+    """The files nginx's processes `pids` hold open (a body nginx buffers is a temporary file,
+    unlinked at once but held: '... (deleted)'), and their resident memory in KiB."""
+    files, rss = set(), 0
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    files.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            with open(f"/proc/{pid}/status") as f:
+                rss += int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M)[1])
+        except (OSError, TypeError):
+            continue  # a process that went, or one with no memory of its own to report
+    return files, rss
+
+
 def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     publishing_through_nginx, tmp_path
 ):
@@ -412,19 +432,21 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     jar = tmp_path / "alpha-1.21-40.jar"
     jar.write_bytes(content)
     body_temp = os.path.join(site.nginx_dir, "body")  # client_body_temp_path
-    seen, done = set(), threading.Event()
+    pids = harness.process_tree(site.nginx_pid)
+    held, rss_before, done = set(), nginx_files_and_memory(pids)[1], threading.Event()
+    rss_peak = [rss_before]
 
-    def watch():  # nginx would write a buffered body there for as long as the upload takes
+    def watch():
         while not done.is_set():
-            if os.path.isdir(body_temp):
-                for top, _, files in os.walk(body_temp):
-                    seen.update(os.path.join(top, name) for name in files)
+            files, rss = nginx_files_and_memory(pids)
+            held.update(path for path in files if path.startswith(body_temp))
+            rss_peak[0] = max(rss_peak[0], rss)
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        # At 25 MB/s, two seconds of upload: a buffered body would sit in nginx's disk that long.
+        # At 25 MB/s, two seconds of upload: a buffered body would be held that long.
         status, answer = curl_put(
             site.port, "/api/v2/projects/alpha/builds/40", site.token, "--limit-rate", "25M",
             "-F", 'build={"channelVersion": "1.21"};type=application/json',
@@ -438,8 +460,11 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     assert (answer["buildNumber"], answer["sha256"], answer["size"]) == (40, sha, len(content))
     with open(os.path.join(site.data, "artifacts", sha[:2], sha), "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == sha
-    assert seen == set()
+    assert held == set()
     assert not os.path.isdir(body_temp) or os.listdir(body_temp) == []
+    assert rss_peak[0] - rss_before < 8 << 10, "KiB more in nginx's processes"
+    with open(os.path.join(site.nginx_dir, "error.log")) as f:
+        assert "buffered to a temporary file" not in f.read()  # nginx warns when it does
     with open(os.path.join(site.nginx_dir, "combined.log")) as f:
         logged = f.read()
     assert '"PUT /api/v2/projects/alpha/builds/40 HTTP/1.1" 201 ' in logged
