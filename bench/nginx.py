@@ -116,8 +116,7 @@ def render_site(site, work, upstream_port, port, cert=None, store=None, max_file
 
     cert=(certificate, key) keeps TLS and the per-client limits; None drops both. `store` is
     the artifact store nginx sends files from (by default one in `work`). `max_file_mb`, for
-    a Buildshelf run with another --max-file-mb, moves the write route's limit as the site
-    says to (a MiB more). Each text replaced must be found once, so a changed site fails here
+    a Buildshelf run with another --max-file-mb, moves the write route's limit with it. Each text replaced must be found once, so a changed site fails here
     instead of being half-tested.
     """
     replacements = [
@@ -130,12 +129,11 @@ def render_site(site, work, upstream_port, port, cert=None, store=None, max_file
         ),
     ]
     if max_file_mb is not None:
-        shipped = int(unit_environment()["BUILDSHELF_MAX_FILE_MB"])
+        # The write route's limit, as far above --max-file-mb as the site puts it.
+        [shipped] = re.findall(r"client_max_body_size (\d+)m;", site)
+        margin = int(shipped) - int(unit_environment()["BUILDSHELF_MAX_FILE_MB"])
         replacements.append(
-            (
-                f"client_max_body_size {shipped + 1}m;",
-                f"client_max_body_size {max_file_mb + 1}m;",
-            )
+            (f"client_max_body_size {shipped}m;", f"client_max_body_size {max_file_mb + margin}m;")
         )
     if cert:
         replacements += [

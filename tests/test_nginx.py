@@ -390,9 +390,14 @@ def publishing_through_nginx(nginx_available, data_dir):
                 )
             nginx = harness.Server.nginx(argv, port)
             try:
-                yield SimpleNamespace(
-                    port=port, token=token, data=data, nginx_dir=nginx_dir, nginx_pid=nginx.pid
+                app = server.make_app(
+                    store_module.Store(data, check_interval=0), max_file_mb=UPLOAD_LIMIT_MB
                 )
+                [nginx_limit] = re.findall(r"client_max_body_size (\d+)m;", site)
+                yield SimpleNamespace(
+                    port=port, token=token, data=data, nginx_dir=nginx_dir, nginx_pid=nginx.pid,
+                    max_body_bytes=app.max_body_bytes, nginx_limit_mb=int(nginx_limit),
+                )  # fmt: skip
             finally:
                 nginx.stop()
 
@@ -490,10 +495,11 @@ def over_the_limit(port, length):
 
 
 def test_an_upload_over_the_limit_is_a_413_at_once_through_nginx(publishing_through_nginx):
-    port = publishing_through_nginx.port
-    # Over Buildshelf's limit, under nginx's (a MiB more): Buildshelf's own JSON 413, at once.
-    status, kind, body = over_the_limit(port, (UPLOAD_LIMIT_MB << 20) + 1)
+    site = publishing_through_nginx
+    # Over Buildshelf's limit (the file and its framing), under nginx's: Buildshelf's own JSON
+    # 413, at once.
+    status, kind, body = over_the_limit(site.port, site.max_body_bytes + 1)
     assert (status, kind, json.loads(body)["code"]) == (413, "application/json", "too_large")
     # Over nginx's too: its own 413, the backstop.
-    status, kind, body = over_the_limit(port, (UPLOAD_LIMIT_MB + 1 << 20) + 1)
-    assert status == 413 and b"413" in body
+    status, kind, body = over_the_limit(site.port, (site.nginx_limit_mb << 20) + 1)
+    assert (status, kind) == (413, "text/html") and b"413" in body
