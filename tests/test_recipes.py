@@ -503,7 +503,7 @@ def test_the_generic_curl_recipe_publishes_and_says_what_went_wrong(box, ci_chec
         refused = run(command)
         assert refused.returncode == 22
         assert json.loads(refused.stdout)["code"] == "build_exists"
-        other = new_token(box, "alpha")
+        other = new_token(box, "waystone")
         assert json.loads(run(command, other).stdout)["code"] == "forbidden"
         revoked = token.split("_")[1]
         as_root_on_the_box(box, "token", "revoke", revoked)
