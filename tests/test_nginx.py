@@ -13,6 +13,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -354,12 +355,44 @@ def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
 UPLOAD_LIMIT_MB = 64  # --max-file-mb for these runs, nginx's limit moved with it
 
 
+@contextlib.contextmanager
+def nginx_with_tls(argv, port):
+    """nginx in the foreground with the site's TLS on: harness.Server's readiness probe speaks
+    plain HTTP, so here curl asks for /healthz over TLS."""
+    process = subprocess.Popen(argv + ["-g", "daemon off;"], stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while subprocess.run(
+            [
+                "curl",
+                "-skf",
+                "--noproxy",
+                "*",
+                "-o",
+                "/dev/null",
+                f"https://127.0.0.1:{port}/healthz",
+            ]
+        ).returncode:
+            assert process.poll() is None and time.monotonic() < deadline, "nginx did not start"
+            time.sleep(0.05)
+        yield process.pid
+    finally:
+        process.send_signal(signal.SIGQUIT)  # its workers finish, then it exits
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @pytest.fixture
-def publishing_through_nginx(nginx_available, data_dir):
-    """deploy/nginx.conf (without TLS and limits) before a real Buildshelf with
-    --max-file-mb 64 and the site's limit moved to match, as the site says; nginx's access log
-    in the default format (`combined`) too. Yields its port, a token for alpha, the data
-    directory, nginx's directory and its pid."""
+def publishing_through_nginx(request, nginx_available, data_dir):
+    """deploy/nginx.conf before a real Buildshelf with --max-file-mb 64 and the site's limit
+    moved to match: without TLS and limits (as bench/nginx.py runs it), or, given the
+    parameter "https", with them and a self-signed certificate (curl then speaks HTTP/2, as
+    it would to the real site). nginx's access log also in the default format (`combined`), and its error log at
+    `warn`. Yields its URL, a token for alpha, the data directory, nginx's directory and pid,
+    and the two limits."""
     with tempfile.TemporaryDirectory() as work:
         os.chmod(work, 0o755)  # nginx's workers run as nobody under root
         data = os.path.join(work, "data")
@@ -369,48 +402,53 @@ def publishing_through_nginx(nginx_available, data_dir):
             check=True, capture_output=True, text=True, timeout=60,
         ).stdout.strip()  # fmt: skip
         port = harness.free_port()
-        flags = ("--max-file-mb", str(UPLOAD_LIMIT_MB), "--public-url", f"http://127.0.0.1:{port}")
+        scheme = getattr(request, "param", "http")
+        url = f"{scheme}://127.0.0.1:{port}"
+        flags = ("--max-file-mb", str(UPLOAD_LIMIT_MB), "--public-url", url)
         nginx_dir = os.path.join(work, "nginx")
+        os.makedirs(nginx_dir)
+        cert = nginx_bench.self_signed(nginx_dir) if scheme == "https" else None
         with real_server(data, *flags) as (upstream, _):
             with open(nginx_bench.SITE) as f:
                 site = nginx_bench.render_site(
-                    f.read(), nginx_dir, upstream, port, max_file_mb=UPLOAD_LIMIT_MB
+                    f.read(), nginx_dir, upstream, port, cert=cert, max_file_mb=UPLOAD_LIMIT_MB
                 )
             argv = nginx_bench.write_config(nginx_dir, site)
             main_conf = os.path.join(nginx_dir, "nginx.conf")
             with open(main_conf) as f:
                 text = f.read()
-            with open(main_conf, "w") as f:  # beside the benchmark's own log format
-                f.write(
-                    text.replace(
-                        "    access_log ",
-                        f"    access_log {nginx_dir}/combined.log;\n    access_log ",
-                        1,
-                    )
-                )
-            nginx = harness.Server.nginx(argv, port)
-            try:
-                app = server.make_app(
-                    store_module.Store(data, check_interval=0), max_file_mb=UPLOAD_LIMIT_MB
-                )
-                [nginx_limit] = re.findall(r"client_max_body_size (\d+)m;", site)
+            text = text.replace(
+                "    access_log ", f"    access_log {nginx_dir}/combined.log;\n    access_log ", 1
+            ).replace("error.log;", "error.log warn;", 1)
+            assert "combined.log;" in text and "error.log warn;" in text
+            with open(main_conf, "w") as f:
+                f.write(text)
+            app = server.make_app(
+                store_module.Store(data, check_interval=0), max_file_mb=UPLOAD_LIMIT_MB
+            )
+            [nginx_limit] = re.findall(r"client_max_body_size (\d+)m;", site)
+            with contextlib.ExitStack() as stack:
+                if cert:
+                    pid = stack.enter_context(nginx_with_tls(argv, port))
+                else:
+                    pid = stack.enter_context(harness.Server.nginx(argv, port)).pid
                 yield SimpleNamespace(
-                    port=port, token=token, data=data, nginx_dir=nginx_dir, nginx_pid=nginx.pid,
-                    max_body_bytes=app.max_body_bytes, nginx_limit_mb=int(nginx_limit),
+                    url=url, port=port, token=token, data=data, nginx_dir=nginx_dir,
+                    nginx_pid=pid, max_body_bytes=app.max_body_bytes,
+                    nginx_limit_mb=int(nginx_limit),
                 )  # fmt: skip
-            finally:
-                nginx.stop()
 
 
-def curl_put(port, path, token, *args):
+def curl_put(url, path, token, *args):
     """curl's PUT through nginx with the token on stdin, as the docs' recipes send it:
-    (exit status, Buildshelf's answer)."""
+    (exit status, Buildshelf's answer, the HTTP version spoken)."""
     done = subprocess.run(
-        ["curl", "--fail-with-body", "-sS", "--noproxy", "*", "-H", "@-", "-X", "PUT", *args,
-         f"http://127.0.0.1:{port}{path}"],
+        ["curl", "--fail-with-body", "-sS", "-k", "--noproxy", "*", "-H", "@-", "-X", "PUT",
+         "-w", "\n%{http_version}", *args, url + path],
         input=f"Authorization: Bearer {token}\n", capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    return done.returncode, json.loads(done.stdout) if done.stdout else done.stderr
+    answer, _, version = done.stdout.rpartition("\n")
+    return done.returncode, json.loads(answer) if answer else done.stderr, version
 
 
 def nginx_files_and_memory(pids):
@@ -429,6 +467,7 @@ def nginx_files_and_memory(pids):
     return files, rss
 
 
+@pytest.mark.parametrize("publishing_through_nginx", ["http", "https"], indirect=True)
 def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     publishing_through_nginx, tmp_path
 ):
@@ -452,8 +491,8 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     watcher.start()
     try:
         # At 25 MB/s, two seconds of upload: a buffered body would be held that long.
-        status, answer = curl_put(
-            site.port, "/api/v2/projects/alpha/builds/40", site.token, "--limit-rate", "25M",
+        status, answer, version = curl_put(
+            site.url, "/api/v2/projects/alpha/builds/40", site.token, "--limit-rate", "25M",
             "-F", 'build={"channelVersion": "1.21"};type=application/json',
             "-F", f"file=@{jar}",
         )  # fmt: skip
@@ -462,6 +501,7 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
         watcher.join()
     sha = hashlib.sha256(content).hexdigest()
     assert status == 0, answer
+    assert version == ("2" if site.url.startswith("https:") else "1.1")
     assert (answer["buildNumber"], answer["sha256"], answer["size"]) == (40, sha, len(content))
     with open(os.path.join(site.data, "artifacts", sha[:2], sha), "rb") as f:
         assert hashlib.sha256(f.read()).hexdigest() == sha
@@ -472,7 +512,7 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
         assert "buffered to a temporary file" not in f.read()  # nginx warns when it does
     with open(os.path.join(site.nginx_dir, "combined.log")) as f:
         logged = f.read()
-    assert '"PUT /api/v2/projects/alpha/builds/40 HTTP/1.1" 201 ' in logged
+    assert f'"PUT /api/v2/projects/alpha/builds/40 HTTP/{version}' in logged
     assert site.token.split("_", 2)[2] not in logged  # the default format logs no header
 
 
