@@ -379,7 +379,7 @@ def test_the_github_actions_recipe_publishes_with_trusted_publishing_alone(box, 
 
     ci_side, content = ci_checkout
     workflow = code_block(section("### GitHub Actions: trusted publishing"), "```yaml", "yaml")
-    assert re.search(r"^permissions:\n(  .*\n)*  id-token: write\b", workflow, re.M)
+    assert re.search(r"^( *)permissions:\n(\1  .*\n)*\1  id-token: write\b", workflow, re.M)
     assert re.findall(r"uses: (\S+)", workflow) == ["actions/checkout@v4"]  # GitHub's own
     assert "secrets." not in workflow  # no secret stored anywhere
     [step] = [s for s in workflow.split("- name: ")[1:] if s.startswith("Publish to Buildshelf")]
