@@ -199,9 +199,9 @@ def make_parser():
     sub.add_argument("--ci-job-url", required=True, metavar="URL", help="the CI job's address")
     sub.add_argument(
         "--javadoc-base-url",
-        required=True,
+        default="",
         metavar="URL",
-        help="base address of the project's javadoc pages",
+        help="base address of the project's javadoc pages (default: none, /jd answers 404)",
     )
 
     sub = command(

@@ -37,7 +37,7 @@ HEX_DIGITS = frozenset(HASH_DIGITS)
 HEX_BYTES = HASH_DIGITS.encode()
 # The keys of each object, in the order files are written: the model's fields.
 PROJECT_KEYS = file_keys(Project)
-OPTIONAL_PROJECT_KEYS = ("slug", "javadocPagePrefix")
+OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix")
 BUILD_KEYS = file_keys(Build)
 LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
 WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
@@ -298,10 +298,12 @@ def _project_problem(doc, slug):
         return "'ciJob' must be a non-empty string"
     if SURROGATE.search(doc["ciJob"]):
         return _unicode_problem("ciJob", doc["ciJob"])
-    for key in ("ciJobUrl", "javadocBaseUrl"):
-        if not _is_url(doc[key]):
-            return f"{key!r} {URL_RULE}"
-    if "?" in doc["javadocBaseUrl"] or "#" in doc["javadocBaseUrl"]:
+    if not _is_url(doc["ciJobUrl"]):
+        return f"'ciJobUrl' {URL_RULE}"
+    javadoc_base = doc.get("javadocBaseUrl", "")  # none: the project has no javadoc
+    if javadoc_base != "" and not _is_url(javadoc_base):
+        return f"'javadocBaseUrl' {URL_RULE}, or \"\" for a project without javadoc"
+    if "?" in javadoc_base or "#" in javadoc_base:
         return (
             "'javadocBaseUrl' must have no query or fragment: the channel's page is added "
             "to its path"
@@ -363,7 +365,7 @@ def _checked_project(path, slug, doc):
         slug=slug,
         ci_job=doc["ciJob"],
         ci_job_url=doc["ciJobUrl"],
-        javadoc_base_url=doc["javadocBaseUrl"],
+        javadoc_base_url=doc.get("javadocBaseUrl", ""),
         javadoc_page_prefix=doc.get("javadocPagePrefix", ""),
     )
 
@@ -383,9 +385,9 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
 
     ciJob: str
     ciJobUrl: str
-    javadocBaseUrl: str
     builds: list[Build]
     slug: str | msgspec.UnsetType = msgspec.UNSET
+    javadocBaseUrl: str | msgspec.UnsetType = msgspec.UNSET
     javadocPagePrefix: str | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -507,6 +509,6 @@ def _fast_project(slug, text):
         slug=slug,
         ci_job=doc.ciJob,
         ci_job_url=doc.ciJobUrl,
-        javadoc_base_url=doc.javadocBaseUrl,
+        javadoc_base_url=fields.get("javadocBaseUrl", ""),
         javadoc_page_prefix=fields.get("javadocPagePrefix", ""),
     )

@@ -185,9 +185,13 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     ci_job_url: _described(str, "The address of that job.", **HTTP_URL) = msgspec.field(
         name="ciJobUrl"
     )
-    javadoc_base_url: _described(str, "The base address of the project's javadoc.", **HTTP_URL) = (
-        msgspec.field(name="javadocBaseUrl")
-    )
+    # Absent from a file (or "" in it) for a project without javadoc: served "", as the
+    # upstream serves such a project.
+    javadoc_base_url: _described(
+        str,
+        'The base address of the project\'s javadoc; `""` for a project without javadoc.',
+        anyOf=[HTTP_URL, {"const": ""}],
+    ) = msgspec.field(default="", name="javadocBaseUrl")
     # Inserted between the channel's javadoc root and a page (Reposilite's ".cache/unpack").
     javadoc_page_prefix: Annotated[str, NOT_SERVED] = msgspec.field(
         default="", name="javadocPagePrefix"

@@ -118,13 +118,12 @@ def make_app(
         """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
         params = query.build_query(query.JAVADOC_PARAMETERS)
         page = query.javadoc_page(params)
-        project, _, _, build = query.latest(store.snapshot(), params)
+        snapshot = store.snapshot()
+        base = query.javadoc_base(query.build_filter(snapshot, params)[0])
+        project, _, _, build = query.latest(snapshot, params)
         # Only checked values reach Location: data, and a page path of plain segments.
         return redirect(
-            javadoc.javadoc_url(
-                project.javadoc_base_url, build.channel, page, project.javadoc_page_prefix
-            ),
-            max_age,
+            javadoc.javadoc_url(base, build.channel, page, project.javadoc_page_prefix), max_age
         )
 
     @app.get(DOWNLOADS + "/latest")

@@ -225,20 +225,24 @@ def update(
 
 
 def add_project(
-    directory: str, slug: str, ci_job: str, ci_job_url: str, javadoc_base_url: str
+    directory: str, slug: str, ci_job: str, ci_job_url: str, javadoc_base_url: str = ""
 ) -> bool:
-    """Create project `slug` with no builds; True if created, False if already there as given."""
+    """Create project `slug` with no builds; True if created, False if already there as given.
+    Without `javadoc_base_url`, the project has no javadoc: its file has no javadocBaseUrl."""
     fields = {"ciJob": ci_job, "ciJobUrl": ci_job_url, "javadocBaseUrl": javadoc_base_url}
 
     def change(doc):
         if doc is None:
-            return dict(fields, builds=[]), True
-        differing = [key for key, value in fields.items() if doc[key] != value]
+            new = dict(fields, builds=[])
+            if not javadoc_base_url:
+                del new["javadocBaseUrl"]
+            return new, True
+        differing = [key for key, value in fields.items() if doc.get(key, "") != value]
         if not differing:
             return None, False
         key = differing[0]
         raise Refused(
-            f"project {slug!r} exists with {key} {doc[key]!r}, not "
+            f"project {slug!r} exists with {key} {doc.get(key, '')!r}, not "
             f"{fields[key]!r}: edit {project_path(directory, slug)} to change it"
         )
 
@@ -249,7 +253,7 @@ def _existing_project(doc, directory, slug):
     if doc is None:
         raise NoProject(
             f"no project {slug!r} in {directory}: add it first with 'buildshelf "
-            f"add-project {slug} --ci-job ... --ci-job-url ... --javadoc-base-url ...'"
+            f"add-project {slug} --ci-job ... --ci-job-url ...'"
         )
     return doc
 

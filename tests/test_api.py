@@ -416,6 +416,32 @@ def test_jd_never_redirects_where_the_client_says(client, channel):
     assert resp.content_type == "application/json"
 
 
+def without_javadoc(builds, **fields):
+    """A project file with no javadocBaseUrl: a project that publishes no javadoc."""
+    doc = make_project(builds, **fields)
+    del doc["javadocBaseUrl"]
+    return doc
+
+
+def test_a_project_without_javadoc_serves_an_empty_base_and_no_redirect(data_dir, client):
+    write_file(data_dir / "gamma.json", without_javadoc([make_build(1, "3.1")], ciJob="Gamma"))
+    listed = client.get(API + "/projects").json["projects"]
+    assert listed[-1] == {
+        "slug": "gamma",
+        "ciJob": "Gamma",
+        "ciJobUrl": "https://ci.example.org/job/Alpha/",
+        "javadocBaseUrl": "",  # as the upstream serves a project without javadoc
+    }
+    for query in ({}, {"channel": "3.1"}, {"redirect": "org/example/Foo.html"}):
+        resp = client.get(API + "/jd", {"project": "gamma", **query}, status=404)
+        message = assert_error(resp, 404, "no_javadoc")
+        assert message == "project 'gamma' has no javadoc (its data file gives no javadocBaseUrl)"
+        assert "Location" not in resp.headers
+    # Unknown projects and bad queries are refused as before.
+    assert_error(client.get(API + "/jd?project=nope", status=404), 404, "unknown_project")
+    assert_error(client.get(API + "/jd", status=400), 400, "missing_parameter")
+
+
 # --- errors ----------------------------------------------------------------------------------
 
 

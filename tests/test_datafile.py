@@ -313,17 +313,18 @@ def test_duplicate_build_numbers_are_refused():
     )
 
 
+NO_JAVADOC_RULE = datafile.URL_RULE + ', or "" for a project without javadoc'
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [
         ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
         ({"ciJob": None}, "'ciJob' must be a non-empty string"),
         ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + datafile.URL_RULE),
-        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + datafile.URL_RULE),
-        (
-            {"javadocBaseUrl": "https://jd.example.org/ä/"},
-            "'javadocBaseUrl' " + datafile.URL_RULE,
-        ),
+        ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
+        ({"javadocBaseUrl": "https://jd.example.org/ä/"}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
+        ({"javadocBaseUrl": None}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
         (
             {"javadocBaseUrl": "https://jd.example.org/a?v=1"},
             "'javadocBaseUrl' must have no query "
@@ -349,8 +350,19 @@ def test_project_field_errors(fields, message):
 
 def test_a_missing_project_field_is_named():
     doc = make_project([])
-    del doc["javadocBaseUrl"]
-    assert parse_error(doc) == "data/alpha.json: missing key 'javadocBaseUrl'"
+    del doc["ciJobUrl"]
+    assert parse_error(doc) == "data/alpha.json: missing key 'ciJobUrl'"
+
+
+@pytest.mark.parametrize("given", [{}, {"javadocBaseUrl": ""}])
+def test_a_project_may_have_no_javadoc(given):
+    """No javadocBaseUrl, or an empty one as the API serves it: the project has no javadoc."""
+    doc = make_project([make_build(1)], **given)
+    if not given:
+        del doc["javadocBaseUrl"]
+    fast, checked = both_paths(json.dumps(doc))
+    assert checked.javadoc_base_url == ""
+    assert_same_values(fast, checked)
 
 
 @pytest.mark.parametrize("doc", [[], "alpha", 3, None])
@@ -576,9 +588,10 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
     # Only what the fast path cannot see goes the slow way: the legacy key, and an author
     # written as "" (the count of keys cannot tell it from none).
     assert read_slowly == {"commit", ("author", '""')}
-    # The changes that keep the file valid: 39 to the project, 81 to build 5 and 89 to build 7
-    # (44 of them each the legacy key), 47 to the commit; deleting a key the place lacks counts.
-    assert accepted == 256
+    # The changes that keep the file valid: 41 to the project (javadocBaseUrl deleted or ""
+    # among them), 81 to build 5 and 89 to build 7 (44 of them each the legacy key), 47 to the
+    # commit; deleting a key the place lacks counts.
+    assert accepted == 258
 
 
 # --- integrity data and kept files ------------------------------------------------------------

@@ -14,6 +14,7 @@ from helpers import bump_mtime, make_build, make_project
 
 API = "/api/v2"
 URL_RULE = datafile.URL_RULE
+JAVADOC_RULE = URL_RULE + ', or "" for a project without javadoc'
 CHANNEL_RULE = "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
 UNICODE_RULE = "strings must be valid Unicode"
 SLUG_RULE = (
@@ -80,7 +81,7 @@ CONTENTS = {
     "build-list": (project_with(builds=[[]]), "builds[0]: must be an object"),
     "ci-job-object": (project_with(ciJob={}), "'ciJob' must be a non-empty string"),
     "ci-job-url-list": (project_with(ciJobUrl=[]), f"'ciJobUrl' {URL_RULE}"),
-    "javadoc-object": (project_with(javadocBaseUrl={"a": 1}), f"'javadocBaseUrl' {URL_RULE}"),
+    "javadoc-object": (project_with(javadocBaseUrl={"a": 1}), f"'javadocBaseUrl' {JAVADOC_RULE}"),
     "builds-object": (project_with(builds={}), "'builds' must be an array"),
     "top-level-list": (b"[[]]", "the file must hold a JSON object"),
     # nesting too deep for the parser; brackets inside strings do not count
@@ -143,7 +144,7 @@ CONTENTS = {
     # URLs must be ASCII: case folding once let these through
     "kelvin-sign": (
         project_with(javadocBaseUrl="https://jd.\u212aelvin.example/"),
-        f"'javadocBaseUrl' {URL_RULE}",
+        f"'javadocBaseUrl' {JAVADOC_RULE}",
     ),
     "long-s": (
         build_with(url="https://ci.example.org/job/\u017f/1/"),

@@ -312,7 +312,7 @@ def test_a_missing_file_or_project_is_refused(project, capsys):
     assert capsys.readouterr().err.splitlines() == [
         "buildshelf import-jenkins: cannot read /no/such.json: No such file or directory",
         f"buildshelf import-jenkins: no project 'gamma' in {project.parent}: add it first with "
-        "'buildshelf add-project gamma --ci-job ... --ci-job-url ... --javadoc-base-url ...'",
+        "'buildshelf add-project gamma --ci-job ... --ci-job-url ...'",
     ]
 
 

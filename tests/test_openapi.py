@@ -363,6 +363,8 @@ CASES = [
     Case("GET", "/api/v2/builds/all?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/builds/latest?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/jd?project=nope", 404, "unknown_project"),
+    Case("GET", "/api/v2/jd?project=gamma", 404, "no_javadoc", server="no_javadoc"),
+    Case("GET", "/api/v2/projects", 200, server="no_javadoc"),  # its javadocBaseUrl is ""
     Case("GET", "/api/v2/feed?project=nope", 404, "unknown_project"),
     Case(
         "GET", "/api/v2/builds/latest?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"
@@ -525,6 +527,10 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
             write_file(data_dir / "alpha.json", make_project(kept))
             (data_dir / "artifacts" / KEPT_SHA[:2]).mkdir(parents=True)
             (data_dir / "artifacts" / KEPT_SHA[:2] / KEPT_SHA).write_bytes(KEPT_BYTES)
+        elif kind == "no_javadoc":  # gamma publishes no javadoc
+            doc = make_project([make_build(1)])
+            del doc["javadocBaseUrl"]
+            write_file(data_dir / "gamma.json", doc)
         elif kind == "with_a_broken_file":
             write_file(data_dir / "broken.json", '{"ciJob": ')
         elif kind == "no_data":

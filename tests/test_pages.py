@@ -105,6 +105,16 @@ def test_projects_without_a_stable_build(data_dir, client):
     assert text.count("Javadoc") == 2  # only where a stable build gives /jd a target
 
 
+def test_a_project_without_javadoc_has_no_javadoc_link(data_dir, client):
+    doc = make_project([make_build(4)], ciJob="Gamma")
+    del doc["javadocBaseUrl"]
+    write_file(data_dir / "gamma.json", doc)
+    assert text_of(client.get("/").text).count("Javadoc") == 2  # alpha's and beta's
+    page = client.get("/projects/gamma").text
+    assert "Javadoc" not in page and "/jd" not in page
+    assert "Javadoc" in client.get("/projects/alpha").text
+
+
 def test_the_index_with_no_projects(tmp_path):
     import webtest
 

@@ -492,9 +492,13 @@ def every_key_projects(draw):
     doc = {
         "ciJob": draw(tricky_text.filter(bool)),
         "ciJobUrl": "https://ci.example.org:8443/job/p/",
-        "javadocBaseUrl": draw(st.sampled_from(["https://jd.example.org/p/", "http://jd:1/a//"])),
+        "javadocBaseUrl": draw(
+            st.sampled_from(["https://jd.example.org/p/", "http://jd:1/a//", "", None])
+        ),
         "builds": builds,
     }
+    if doc["javadocBaseUrl"] is None:  # a project without javadoc
+        del doc["javadocBaseUrl"]
     if draw(st.booleans()):
         doc["slug"] = "p"
     if draw(st.booleans()):

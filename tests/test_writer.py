@@ -261,7 +261,7 @@ def test_an_invalid_file_is_never_repaired(data_dir, capsys):
         (
             ["publish", "nope", "--build", "1", "--channel", "1", "--download-url", "https://x/"],
             "no project 'nope' in {data}: add it first with 'buildshelf add-project nope --ci-job ... "
-            "--ci-job-url ... --javadoc-base-url ...'",
+            "--ci-job-url ...'",
         ),
         (
             [
@@ -356,7 +356,7 @@ def test_refusals_are_one_line_and_exit_1(data_dir, capsys, argv, message):
         (["yank", "alpha"], "the following arguments are required: N"),
         (
             ["add-project", "gamma", "--ci-job", "G"],
-            "the following arguments are required: --ci-job-url, --javadoc-base-url",
+            "the following arguments are required: --ci-job-url",
         ),
         (["import-jenkins", "alpha"], "one of the arguments --job-json --job-url is required"),
         (
@@ -436,6 +436,25 @@ def test_add_project_creates_an_empty_project_once(data_dir, capsys):
     )
     assert cli.main(publish_argv(data_dir, 1, slug="gamma")) == 0
     assert builds_in(path)[1]["url"] == "https://ci.example.org/job/Gamma/1/"
+
+
+def test_add_project_without_javadoc(data_dir, capsys):
+    argv = ["add-project", "gamma", "--ci-job", "Gamma", "--data", str(data_dir)]
+    argv += ["--ci-job-url", "https://ci.example.org/job/Gamma/"]
+    assert cli.main(argv) == 0
+    path = data_dir / "gamma.json"
+    assert json.loads(path.read_bytes()) == {
+        "ciJob": "Gamma",
+        "ciJobUrl": "https://ci.example.org/job/Gamma/",
+        "builds": [],
+    }
+    assert cli.main(argv) == 0  # a retry changes nothing
+    assert cli.main(argv + ["--javadoc-base-url", "https://jd.example.org/gamma/"]) == 1
+    assert capsys.readouterr() == (
+        f"added project gamma ({path})\nproject gamma is already there as given: nothing changed\n",
+        f"buildshelf add-project: project 'gamma' exists with javadocBaseUrl '', not "
+        f"'https://jd.example.org/gamma/': edit {path} to change it\n",
+    )
 
 
 def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys):

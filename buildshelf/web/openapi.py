@@ -229,6 +229,10 @@ RESPONSES = {
         "or has more than 50 parameters (`invalid_query`). Every route checks this, even those "
         "that take no parameters.", "invalid_query"),
     "UnknownProject": _error("No project has that slug (`unknown_project`).", "unknown_project"),
+    "UnknownProjectNoBuildOrNoJavadoc": _error(
+        "No project has that slug (`unknown_project`), the project has no javadoc: its "
+        "`javadocBaseUrl` is `\"\"` (`no_javadoc`), or none of its builds passes the filters "
+        "(`no_matching_build`).", "unknown_project", "no_javadoc", "no_matching_build"),
     "UnknownProjectOrNoBuild": _error(
         "No project has that slug (`unknown_project`), or none of its builds passes the filters "
         "(`no_matching_build`).", "unknown_project", "no_matching_build"),
@@ -409,7 +413,7 @@ PATHS = {
                           "trailing `/`, one `/`, then `<channelVersion>-R0.1-SNAPSHOT`; with "
                           "`redirect`, then `/`, the project's page prefix and `/` if it has "
                           "one, and the page. No body."),
-         **ONE_BUILD, "400": "BadJavadocQuery"},
+         **ONE_BUILD, "400": "BadJavadocQuery", "404": "UnknownProjectNoBuildOrNoJavadoc"},
         "Without `channel`: the channel of the latest build (stable unless `experimental=true`). "
         "With `channel`: that channel, which must have a build passing the `experimental` "
         "filter. The target is made from the data's validated values and, with `redirect`, a "

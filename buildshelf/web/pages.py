@@ -145,7 +145,9 @@ def project_view(project, shapes):
             else f"All {counted(len(project.builds), 'build')}"
         ),
         feed=feed_link(project),
-        javadoc=link(API + "/jd", project=project.slug) if stable else None,
+        javadoc=link(API + "/jd", project=project.slug)
+        if stable and project.javadoc_base_url
+        else None,
         json=link(API + "/builds", project=project.slug),
         stable=build_view(project, stable, shapes) if stable else None,
         experimental=(

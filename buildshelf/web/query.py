@@ -172,6 +172,17 @@ def number_of(project: Project, asked: tuple[str, int | str]) -> int:
     )
 
 
+def javadoc_base(project: Project) -> str:
+    """The project's javadocBaseUrl; 404 for a project without javadoc."""
+    if not project.javadoc_base_url:
+        raise ApiError(
+            404,
+            "no_javadoc",
+            f"project {project.slug!r} has no javadoc (its data file gives no javadocBaseUrl)",
+        )
+    return project.javadoc_base_url
+
+
 def javadoc_page(params: dict[str, str]) -> str | None:
     """The page `redirect` names, checked; None without one (the channel's root)."""
     page = params.get("redirect", "")
