@@ -193,7 +193,12 @@ def make_parser():
         "--dry-run", action="store_true", help="with --prune: print what it would delete"
     )
 
-    sub = command("add-project", add_project, "add a project with no builds")
+    sub = command(
+        "add-project",
+        add_project,
+        "add a project with no builds (and the data directory, if it is not there)",
+        [settings.options(serve=False, makes_data=True)],
+    )
     sub.add_argument("slug", metavar="SLUG", help="the project's slug: its file is SLUG.json")
     sub.add_argument("--ci-job", required=True, metavar="NAME", help="the CI job's name")
     sub.add_argument("--ci-job-url", required=True, metavar="URL", help="the CI job's address")
@@ -447,7 +452,7 @@ def parse_args(argv=None, environ=os.environ):
     if args.command == "trust" and args.github is None:
         if args.workflow is not None or args.environment is not None:
             parser.error("--workflow and --environment go with --github")
-    settings.settle(parser, args, environ, serve=serving)
+    settings.settle(parser, args, environ, serve=serving, makes_data=args.command == "add-project")
     return args
 
 
@@ -484,6 +489,13 @@ def _would_delete(removed):
 
 
 def add_project(args):
+    if not os.path.isdir(args.data):
+        shown = printable(args.data)
+        print(f"buildshelf add-project: {shown} does not exist: creating it", file=sys.stderr)
+        try:
+            os.makedirs(args.data, exist_ok=True)
+        except OSError as error:
+            raise writer.Refused(f"cannot create {shown}: {error.strerror}") from None
     created = writer.add_project(
         args.data, args.slug, args.ci_job, args.ci_job_url, args.javadoc_base_url
     )

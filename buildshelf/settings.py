@@ -9,7 +9,7 @@ import importlib.metadata
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from buildshelf import artifacts, state
 from buildshelf.model import URL_PATTERN
@@ -24,6 +24,13 @@ COMPAT_MODES = (None, upstream.MODE)
 def directory(value: str) -> str:
     if not os.path.isdir(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a directory")
+    return value
+
+
+def directory_to_make(value: str) -> str:
+    """A directory, or a path where there is none yet, for a command that makes it."""
+    if os.path.lexists(value):
+        return directory(value)
     return value
 
 
@@ -243,12 +250,22 @@ def setting(name: str) -> Setting:
     return next(s for s in SETTINGS if s.name == name)
 
 
-def options(serve: bool, only: tuple[str, ...] | None = None) -> argparse.ArgumentParser:
+def _settings(makes_data: bool) -> tuple[Setting, ...]:
+    """SETTINGS, for a command that makes its data directory (`makes_data`) one whose --data
+    and BUILDSHELF_DATA may name a path where there is none yet."""
+    if not makes_data:
+        return SETTINGS
+    return tuple(replace(s, convert=directory_to_make) if s.name == "data" else s for s in SETTINGS)
+
+
+def options(
+    serve: bool, only: tuple[str, ...] | None = None, makes_data: bool = False
+) -> argparse.ArgumentParser:
     """A parent parser with the settings a command takes: all of them to serve, else --data
     and the other directories (or those of them named in `only`). An option not given stays
     out of the namespace, so that its variable may apply."""
     parser = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
-    for setting in SETTINGS:
+    for setting in _settings(makes_data):
         if setting.taken(serve) and (only is None or setting.name in only):
             setting.add_to(parser)
     if serve:
@@ -287,10 +304,11 @@ def settle(
     environ: dict,
     serve: bool,
     module_dir: str = HERE,
+    makes_data: bool = False,
 ) -> None:
     """Fill each setting of the command not given as a flag from its variable, then its
     default; a bad value is parser.error() naming the variable."""
-    for setting in SETTINGS:
+    for setting in _settings(makes_data):
         if setting.name in vars(args) or not setting.taken(serve):
             continue
         value = setting.default

@@ -457,6 +457,37 @@ def test_add_project_without_javadoc(data_dir, capsys):
     )
 
 
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_add_project_makes_a_missing_data_directory_saying_so(tmp_path, monkeypatch, capsys, how):
+    data = tmp_path / "srv" / "data"
+    argv = ["add-project", "gamma", "--ci-job", "G", "--ci-job-url", "https://ci.example.org/G"]
+    if how == "flag":
+        argv += ["--data", str(data)]
+    else:
+        monkeypatch.setenv("BUILDSHELF_DATA", str(data))
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == f"buildshelf add-project: {data} does not exist: creating it\n"
+    assert out == f"added project gamma ({data / 'gamma.json'})\n"
+    assert json.loads((data / "gamma.json").read_bytes())["ciJob"] == "G"
+    # Every other command still refuses a data directory that is not there.
+    (tmp_path / "other").mkdir()
+    with pytest.raises(SystemExit) as exited:
+        cli.main(publish_argv(tmp_path / "other" / "data", 1))
+    assert exited.value.code == 2
+
+
+def test_add_project_refuses_a_data_directory_that_is_a_file(tmp_path, capsys):
+    (tmp_path / "data").write_text("")
+    argv = ["add-project", "gamma", "--ci-job", "G", "--ci-job-url", "https://ci.example.org/G"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv + ["--data", str(tmp_path / "data")])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        f"error: argument --data: '{tmp_path / 'data'}' is not a directory\n"
+    )
+
+
 def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys):
     assert (
         cli.main(
