@@ -24,6 +24,7 @@ from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
 
 GIT_TIMEOUT = 60
+GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL
 TOKEN_DAYS = 90  # token create's default expiry
 TOKEN_MAX_DAYS = 3650  # longer is --no-expiry by another name: say that instead
 NOTE_LENGTH = 200
@@ -234,7 +235,9 @@ def make_parser():
     )
     _max_file_mb(sub, "--file kept")
     sub.add_argument(
-        "--url", metavar="URL", help="address of its job run (default: the project's ciJobUrl + N/)"
+        "--url",
+        metavar="URL",
+        help="address of its CI run (default, for a Jenkins job only: the project's ciJobUrl + N/)",
     )
     sub.add_argument("--experimental", action="store_true", help="mark it experimental")
     sub.add_argument(
@@ -609,6 +612,8 @@ def publish(args):
         elif published.outcome == "unchanged":
             said += ": nothing changed"
         print(said)
+    except writer.NoRunUrl as refused:
+        raise writer.Refused(f"{refused} with --url (on GitHub Actions: {GITHUB_RUN})") from None
     finally:
         for removed in deleted:
             _deleted(removed)

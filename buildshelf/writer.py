@@ -17,6 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -258,8 +259,19 @@ def _existing_project(doc, directory, slug):
     return doc
 
 
+class NoRunUrl(Refused):
+    """A build without url for a project whose ciJobUrl is no Jenkins job's: the message
+    says so whoever asked; each caller adds how its user gives the url."""
+
+
 def job_run_url(ci_job_url: str, number: int) -> str:
-    """A Jenkins job run's address: the job's, then the number."""
+    """A Jenkins job run's address: the job's, then the number. Only a Jenkins job's URL
+    (/job/ in its path) makes one: other CIs (GitHub's runs) number their runs otherwise."""
+    if "/job/" not in urlsplit(ci_job_url).path:
+        raise NoRunUrl(
+            f"the build has no url, and ciJobUrl {ci_job_url} is not a Jenkins job's (its path "
+            "has no /job/) to make one from: give the address of the build's CI run"
+        )
     return ci_job_url.rstrip("/") + f"/{number}/"
 
 
@@ -323,6 +335,8 @@ def publish(
     def change(doc):
         nonlocal stored
         doc = _existing_project(doc, directory, slug)
+        if build["url"] is None:  # before a file is kept: its copy may be long
+            build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
         if keep is not None:  # again on a retry: it puts back an object missing or damaged
             try:
                 stored = keep.stored(store_dir)
@@ -332,8 +346,6 @@ def publish(
                 raise Invalid(str(refused)) from None
             name = keep.name or os.path.basename(keep.source)
             build.update(sha256=stored.sha256, size=stored.size, file=name)
-        if build["url"] is None:
-            build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
         same = [b for b in doc["builds"] if b.get("buildNumber") == build["buildNumber"]]
         others = [b for b in doc["builds"] if b.get("buildNumber") != build["buildNumber"]]
         new = dict(doc, builds=others + [build])

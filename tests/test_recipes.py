@@ -142,7 +142,7 @@ def test_the_github_actions_ssh_recipe_publishes_on_the_box(box, ci_side):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "published build 154 of tinplate\n"
     build = served(box)["tinplate"].build(154)
-    assert build.url == "https://github.com/acme/tinplate/actions/runs/9001/"
+    assert build.url == "https://github.com/acme/tinplate/actions/runs/9001"
     assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
 
 

@@ -488,6 +488,56 @@ def test_add_project_refuses_a_data_directory_that_is_a_file(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(
+    "job_url, run_url",
+    [
+        ("https://ci.example.org/job/Gamma/", "https://ci.example.org/job/Gamma/4/"),
+        (
+            "https://ci.example.org/job/folder/job/Gamma",
+            "https://ci.example.org/job/folder/job/Gamma/4/",
+        ),
+        ("https://github.com/octo/gamma", None),
+        ("https://github.com/octo/job", None),  # a 'job' that is no path segment of its own
+        ("https://ci.example.org/jobs/Gamma/", None),
+        ("https://ci.example.org/?/job/Gamma/", None),  # not in the path
+    ],
+)
+def test_a_run_url_is_made_only_from_a_jenkins_job_url(job_url, run_url):
+    if run_url is not None:
+        assert writer.job_run_url(job_url, 4) == run_url
+        return
+    with pytest.raises(writer.NoRunUrl) as refused:
+        writer.job_run_url(job_url, 4)
+    assert str(refused.value) == (
+        f"the build has no url, and ciJobUrl {job_url} is not a Jenkins job's (its path has "
+        "no /job/) to make one from: give the address of the build's CI run"
+    )
+
+
+def test_publish_to_a_project_not_on_jenkins_needs_url(data_dir, tmp_path, capsys):
+    github = "https://github.com/octo/gamma"
+    assert cli.main(["add-project", "gamma", "--ci-job", "Gamma", "--ci-job-url", github,
+                     "--data", str(data_dir)]) == 0  # fmt: skip
+    path = data_dir / "gamma.json"
+    before = state(path)
+    jar = tmp_path / "gamma-4.jar"
+    jar.write_bytes(b"PK a jar")
+    argv = ["publish", "gamma", "--build", "4", "--channel", "1.0", "--data", str(data_dir)]
+    for artifact in (["--download-url", DOWNLOAD.format(4)], ["--file", str(jar)]):
+        assert cli.main(argv + artifact) == 1
+        assert capsys.readouterr().err == (
+            f"buildshelf publish: the build has no url, and ciJobUrl {github} is not a Jenkins "
+            "job's (its path has no /job/) to make one from: give the address of the build's "
+            "CI run with --url (on GitHub Actions: "
+            "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID)\n"
+        )
+        assert state(path) == before
+    assert not (data_dir / "artifacts").exists()  # refused before the file was kept
+    run = "https://github.com/octo/gamma/actions/runs/123"
+    assert cli.main(argv + ["--download-url", DOWNLOAD.format(4), "--url", run]) == 0
+    assert builds_in(path)[4]["url"] == run
+
+
 def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys):
     assert (
         cli.main(
