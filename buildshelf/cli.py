@@ -455,12 +455,32 @@ def parse_args(argv=None, environ=os.environ):
     if args.command == "trust" and args.github is None:
         if args.workflow is not None or args.environment is not None:
             parser.error("--workflow and --environment go with --github")
+    # Said by a command that writes: otherwise it would change a checkout's data/ unseen.
+    args.data_defaulted = "data" not in vars(args) and "BUILDSHELF_DATA" not in environ
     settings.settle(parser, args, environ, serve=serving, makes_data=args.command == "add-project")
     return args
 
 
+# The commands that change the data directory: its files, the kept files or the state.
+WRITING = ("add-project", "publish", "yank", "import-jenkins", "token create", "token revoke")
+
+
+def _writes(args):
+    if args.command == "check":
+        return args.prune
+    if args.command == "trust":
+        return not args.list
+    return args.command in WRITING
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.command is not None and args.data_defaulted and _writes(args):
+        print(
+            f"buildshelf {args.command}: using the data directory {printable(args.data)} (no "
+            "--data or BUILDSHELF_DATA given)",
+            file=sys.stderr,
+        )
     try:
         return args.func(args)
     except (writer.Refused, jenkins.JenkinsError, tokens.TokenError) as refused:

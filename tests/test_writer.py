@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildshelf import cli, datafile, writer
+from buildshelf import cli, datafile, settings, writer
 from buildshelf import store as store_module
 from helpers import make_build, make_project, write_file
 
@@ -387,6 +387,57 @@ def test_data_defaults_to_the_variable(data_dir, monkeypatch):
     monkeypatch.setenv("BUILDSHELF_DATA", str(data_dir))
     assert cli.main(publish_argv(data_dir, 9)[:-2]) == 0
     assert 9 in builds_in(data_dir / "alpha.json")
+
+
+JOB_JSON = os.path.join(ROOT, "tests", "jenkins_jobs", "freestyle.json")
+USED = "buildshelf {}: using the data directory {} (no --data or BUILDSHELF_DATA given)"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "publish",
+            "alpha",
+            "--build",
+            "9",
+            "--channel",
+            "1",
+            "--download-url",
+            DOWNLOAD.format(9),
+        ],
+        ["yank", "alpha", "5"],
+        ["add-project", "gamma", "--ci-job", "G", "--ci-job-url", "https://ci.example.org/job/G/"],
+        ["import-jenkins", "alpha", "--job-json", JOB_JSON, "--dry-run"],
+        ["check", "--prune"],
+        ["token", "create", "alpha"],
+        ["trust", "alpha", "--github", "octo/alpha"],
+    ],
+)
+def test_a_writing_command_names_the_default_data_directory_first(
+    data_dir, monkeypatch, capsys, argv
+):
+    """Run from another checkout or with the variable unset, a command would write where
+    nobody looks: without --data or BUILDSHELF_DATA, its first line says where it writes."""
+    monkeypatch.delenv("BUILDSHELF_DATA", raising=False)
+    monkeypatch.setattr(settings, "default_data_dir", lambda module_dir: str(data_dir))
+    cli.main(argv)
+    command = argv[0] if argv[0] != "token" else "token create"
+    assert capsys.readouterr().err.splitlines()[0] == USED.format(command, data_dir)
+    # Given either way, the directory is the one the user named: no line.
+    cli.main(argv + ["--data", str(data_dir)])
+    assert "using the data directory" not in capsys.readouterr().err
+    monkeypatch.setenv("BUILDSHELF_DATA", str(data_dir))
+    cli.main(argv)
+    assert "using the data directory" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["check"], ["token", "list"], ["trust", "alpha", "--list"]])
+def test_a_command_that_writes_nothing_does_not_name_it(data_dir, monkeypatch, capsys, argv):
+    monkeypatch.delenv("BUILDSHELF_DATA", raising=False)
+    monkeypatch.setattr(settings, "default_data_dir", lambda module_dir: str(data_dir))
+    cli.main(argv)
+    assert "using the data directory" not in capsys.readouterr().err
 
 
 # --- yank and add-project -----------------------------------------------------------------------
