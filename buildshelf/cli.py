@@ -8,7 +8,6 @@ its arguments, the settings' options made by settings.py.
 """
 
 import argparse
-import difflib
 import ipaddress
 import json
 import os
@@ -551,10 +550,7 @@ def trusted_publishers(args):
         print(f"{args.slug} no longer trusts {removed}")
     else:
         if not os.path.isfile(writer.project_path(args.data, args.slug)):
-            raise writer.Refused(
-                f"no project {args.slug!r} in {args.data}: a publisher is trusted for a "
-                "project that is there ('buildshelf add-project' adds one)"
-            )
+            raise writer.no_project(args.data, args.slug)
         trusted, added = trust.add(
             args.state, args.slug, args.github, args.workflow, args.environment
         )
@@ -750,14 +746,8 @@ def token_create(args):
 
 def _existing_project(data, slug):
     """Refused unless `slug` is a project of the data directory `data`."""
-    writer.project_path(data, slug)  # refuses a name that is no slug
-    slugs = store.data_files(data)
-    if slug not in slugs:
-        near = difflib.get_close_matches(slug, slugs, n=1)
-        hint = f"did you mean {near[0]}?" if near else "add-project adds one"
-        raise tokens.TokenError(
-            f"no project {slug!r} in {printable(data)}: {hint} ('*' is every project)"
-        )
+    if not os.path.isfile(writer.project_path(data, slug)):  # refuses a name that is no slug
+        raise writer.no_project(data, slug, "'*' is every project")
 
 
 def token_list(args):

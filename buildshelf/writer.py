@@ -9,6 +9,7 @@ the old file or the new one. Files are written in one stable format, so that a c
 a diff as the lines it changed.
 """
 
+import difflib
 import fcntl
 import glob
 import os
@@ -23,7 +24,7 @@ import msgspec
 
 from buildshelf import artifacts, datafile, files, store
 from buildshelf.model import SLUG_PATTERN
-from buildshelf.text import counted
+from buildshelf.text import counted, printable
 
 Result = TypeVar("Result")  # what a change says happened, which update() returns
 Selected = TypeVar("Selected")  # a selection of builds, whose `added` are to be added
@@ -250,16 +251,32 @@ def add_project(
     return update(directory, slug, change)
 
 
+def no_project(directory: str, slug: str, note: str = "") -> NoProject:
+    """The refusal of a project `directory` lacks: the closest slug there (a typo), else how
+    to add it; then, with `note`, how to name a project of another data directory."""
+    try:
+        near = difflib.get_close_matches(slug, store.data_files(directory), n=1)
+    except OSError:
+        near = []
+    hint = (
+        f"did you mean {near[0]}?"
+        if near
+        else f"add it with 'buildshelf add-project {slug} --ci-job ... --ci-job-url ...'"
+    )
+    note = f"{note}; " if note else ""
+    return NoProject(
+        f"no project {slug!r} in {printable(directory)}: {hint} ({note}a project of another "
+        "data directory: give --data DIR or set BUILDSHELF_DATA)"
+    )
+
+
 def _existing_project(doc, directory, slug):
     if doc is None:
-        raise NoProject(
-            f"no project {slug!r} in {directory}: add it first with 'buildshelf "
-            f"add-project {slug} --ci-job ... --ci-job-url ...'"
-        )
+        raise no_project(directory, slug)
     return doc
 
 
-class NoRunUrl(Refused):
+class NoRunUrl(Invalid):
     """A build without url for a project whose ciJobUrl is no Jenkins job's: the message
     says so whoever asked; each caller adds how its user gives the url."""
 

@@ -311,8 +311,9 @@ def test_a_missing_file_or_project_is_refused(project, capsys):
     )
     assert capsys.readouterr().err.splitlines() == [
         "buildshelf import-jenkins: cannot read /no/such.json: No such file or directory",
-        f"buildshelf import-jenkins: no project 'gamma' in {project.parent}: add it first with "
-        "'buildshelf add-project gamma --ci-job ... --ci-job-url ...'",
+        f"buildshelf import-jenkins: no project 'gamma' in {project.parent}: add it with "
+        "'buildshelf add-project gamma --ci-job ... --ci-job-url ...' (a project of another "
+        "data directory: give --data DIR or set BUILDSHELF_DATA)",
     ]
 
 

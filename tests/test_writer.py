@@ -260,8 +260,9 @@ def test_an_invalid_file_is_never_repaired(data_dir, capsys):
     [
         (
             ["publish", "nope", "--build", "1", "--channel", "1", "--download-url", "https://x/"],
-            "no project 'nope' in {data}: add it first with 'buildshelf add-project nope --ci-job ... "
-            "--ci-job-url ...'",
+            "no project 'nope' in {data}: add it with 'buildshelf add-project nope --ci-job ... "
+            "--ci-job-url ...' (a project of another data directory: give --data DIR or set "
+            "BUILDSHELF_DATA)",
         ),
         (
             [
@@ -438,6 +439,37 @@ def test_a_command_that_writes_nothing_does_not_name_it(data_dir, monkeypatch, c
     monkeypatch.setattr(settings, "default_data_dir", lambda module_dir: str(data_dir))
     cli.main(argv)
     assert "using the data directory" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "publish",
+            "alpah",
+            "--build",
+            "9",
+            "--channel",
+            "1",
+            "--download-url",
+            DOWNLOAD.format(9),
+        ],
+        ["yank", "alpah", "5"],
+        ["import-jenkins", "alpah", "--job-json", JOB_JSON],
+        ["token", "create", "alpah"],
+        ["trust", "alpah", "--github", "octo/alpha"],
+    ],
+)
+def test_an_unknown_slug_suggests_the_closest_and_another_directory(data_dir, capsys, argv):
+    before = state(data_dir / "alpha.json")
+    assert cli.main(argv + ["--data", str(data_dir)]) == 1
+    command = "token create" if argv[0] == "token" else argv[0]
+    assert capsys.readouterr().err == (
+        f"buildshelf {command}: no project 'alpah' in {data_dir}: did you mean alpha? ("
+        + ("'*' is every project; " if command == "token create" else "")
+        + "a project of another data directory: give --data DIR or set BUILDSHELF_DATA)\n"
+    )
+    assert state(data_dir / "alpha.json") == before
 
 
 # --- yank and add-project -----------------------------------------------------------------------
