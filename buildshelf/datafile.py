@@ -6,6 +6,7 @@ Nothing here knows about HTTP or about reloading: `store.py` reads the directory
 `writer.py` writes files these accept.
 """
 
+import difflib
 import os
 import re
 from itertools import chain, compress, islice, repeat
@@ -150,8 +151,16 @@ def _check_keys(value, allowed, required):
     if not (required <= keys <= allowed):
         unknown = sorted(keys - allowed)
         if unknown:
-            raise _Invalid(f"unknown key {unknown[0]!r}")
+            raise _Invalid(f"unknown key {unknown[0]!r}{_closest(unknown[0], allowed)}")
         raise _Invalid(f"missing key {sorted(required - keys)[0]!r}")
+
+
+def _closest(key, allowed):
+    """': did you mean KEY?' for the allowed key closest to a misspelt one, or ''. Letter
+    case counts for nothing: 'downloadURL' is downloadUrl."""
+    by_lower = {name.lower(): name for name in allowed}
+    near = difflib.get_close_matches(key.lower(), by_lower, n=1)
+    return f": did you mean {by_lower[near[0]]}?" if near else ""
 
 
 def _commit_problem(value):

@@ -205,7 +205,7 @@ def build_error(**fields):
         ({"commits": {}}, "'commits' must be an array"),
         ({"commits": None}, "'commits' must be an array"),
         ({"gameVersion": "1.21"}, "'gameVersion' is the old name: rename it to 'channelVersion'"),
-        ({"isExperimentl": True}, "unknown key 'isExperimentl'"),
+        ({"isExperimentl": True}, "unknown key 'isExperimentl': did you mean isExperimental?"),
     ],
 )
 def test_build_field_errors_name_the_build_and_field(fields, message):
@@ -311,6 +311,33 @@ def test_duplicate_build_numbers_are_refused():
     assert parse_error(make_project([make_build(3), make_build(1), make_build(3)])) == (
         "data/alpha.json: build 3: buildNumber appears more than once"
     )
+
+
+@pytest.mark.parametrize(
+    "where, key, message",
+    [
+        ("project", "javadocBaseURL", "unknown key 'javadocBaseURL': did you mean javadocBaseUrl?"),
+        ("project", "ciJobURL", "unknown key 'ciJobURL': did you mean ciJobUrl?"),
+        ("project", "name", "unknown key 'name'"),  # nothing close
+        (
+            "build",
+            "downloadURL",
+            "build 1 (builds[0]): unknown key 'downloadURL': did you mean downloadUrl?",
+        ),
+        ("build", "sha-256", "build 1 (builds[0]): unknown key 'sha-256': did you mean sha256?"),
+        (
+            "commit",
+            "mesage",
+            "build 1 (builds[0]): commits[0]: unknown key 'mesage': did you mean message?",
+        ),
+        ("commit", "email", "build 1 (builds[0]): commits[0]: unknown key 'email'"),
+    ],
+)
+def test_an_unknown_key_suggests_the_closest_key(where, key, message):
+    doc = make_project([make_build(1)])
+    target = {"project": doc, "build": doc["builds"][0], "commit": doc["builds"][0]["commits"][0]}
+    target[where][key] = "x"
+    assert parse_error(doc) == f"data/alpha.json: {message}"
 
 
 NO_JAVADOC_RULE = datafile.URL_RULE + ', or "" for a project without javadoc'

@@ -306,6 +306,19 @@ def test_check_the_log_and_health_list_every_problem_of_a_file(data_dir, capsys,
     assert rejected == {"file": "alpha.json", "error": THREE_MISTAKES[0], "errors": THREE_MISTAKES}
 
 
+def test_an_unknown_key_is_reported_with_the_closest_key(data_dir, capsys, caplog):
+    build = make_build(1)
+    build["chanelVersion"] = build.pop("channelVersion")  # a typo
+    path = write_file(data_dir / "alpha.json", make_project([build]))
+    problem = "build 1 (builds[0]): unknown key 'chanelVersion': did you mean channelVersion?"
+    assert cli.main(["check", "--data", str(data_dir)]) == 1
+    assert capsys.readouterr().out == f"{path}: {problem}\n"
+    store = store_module.Store(data_dir, check_interval=0)
+    assert f"{path}: {problem} (not served)" in caplog.messages
+    [rejected] = webtest.TestApp(server.make_app(store)).get("/healthz").json["rejectedFiles"]
+    assert rejected["error"] == problem
+
+
 def test_a_file_of_many_mistakes_lists_twenty_and_counts_the_rest(data_dir, capsys):
     write_file(
         data_dir / "alpha.json", make_project([make_build(n, channel="") for n in range(50)])
