@@ -225,6 +225,18 @@ def test_url_commits_and_experimental_are_taken(web):
     assert {k: resp.json[k] for k in build} == build
 
 
+def test_a_project_not_on_jenkins_needs_a_url_400(web, data_dir, store):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    doc["ciJobUrl"] = "https://github.com/example/alpha"  # no /job/: no run URL to make
+    (data_dir / "alpha.json").write_text(json.dumps(doc))
+    store.refresh()
+    message = error(put(web, 9, *kept()), 400, "invalid_build")
+    assert "is not a Jenkins job's" in message and "'url'" in message
+    assert leftovers(data_dir) == []
+    build = {"channelVersion": "1.21", "url": "https://github.com/example/alpha/actions/runs/7"}
+    assert put(web, 9, *kept(build=build)).status_int == 201
+
+
 # --- publishing a file kept elsewhere -----------------------------------------------------------
 
 

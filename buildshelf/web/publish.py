@@ -354,7 +354,10 @@ def _build(given, file, number, ci_job_url):
                 "missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)"
             )
         build.update((key, given[key]) for key in ("sha256", "size") if key in given)
-    url = build["url"] or writer.job_run_url(ci_job_url, number)
+    try:
+        url = build["url"] or writer.job_run_url(ci_job_url, number)
+    except writer.NoRunUrl as problem:
+        raise _invalid(f"{problem}: give it as 'url'") from None
     try:
         datafile.checked_build(dict(build, url=url))
     except datafile.InvalidBuild as problem:
