@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from buildshelf import files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
-from buildshelf.text import counted
+from buildshelf.text import sizes
 
 MAX_BYTES_DEFAULT = 1 << 30
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
@@ -160,7 +160,7 @@ def verify(store: str, sha256: str, size: int) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return "is not a regular file"
     if st.st_size != size:
-        return f"is {counted(st.st_size, 'byte')}, expected {size}"
+        return "is {}, expected {}".format(*sizes(st.st_size, size))
     return None
 
 

@@ -625,6 +625,9 @@ def publish(args):
         stored = published.stored
         if stored is not None and stored.repaired:
             said += f": repaired {printable(stored.path)}, found damaged (it {stored.repaired})"
+        elif stored is not None and stored.created and published.outcome == "unchanged":
+            # The build there names these bytes, and the store had no object of them.
+            said += f": restored its missing file {printable(stored.path)}"
         elif published.outcome == "unchanged":
             said += ": nothing changed"
         print(said)

@@ -15,6 +15,8 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
+from buildshelf.text import counted, sizes
+
 SCHEMES = ("http", "https")
 # A body may take as long as it must, as long as it moves: at least 1 MiB for each
 # --timeout seconds on average (30 s: 34 KiB/s), besides --timeout for each read.
@@ -228,21 +230,24 @@ def reader(response: http.client.HTTPResponse, url: str, timeout: float) -> Call
             # read1: one receive at most, so that a sender's pace is seen as it goes.
             chunk = response.read1(READ_BYTES)
         except _TooSlow as slow:
+            got, pace = sizes(slow.received, PACE_BYTES)
             raise FetchError(
-                f"{url} is too slow: {slow.received} bytes in {slow.elapsed:.1f} s (at least "
-                f"{PACE_BYTES >> 20} MiB each {timeout:g} s)"
+                f"{url} is too slow: {got} in {slow.elapsed:.1f} s (at least {pace} each "
+                f"{timeout:g} s)"
             ) from None
         except TimeoutError:
             raise FetchError(f"{url} sent nothing for {timeout:g} s") from None
         except http.client.IncompleteRead as error:  # a chunked body cut short
             got = received + len(error.partial)
-            raise FetchError(f"{url} was cut short after {got} bytes") from None
+            raise FetchError(f"{url} was cut short after {counted(got, 'byte')}") from None
         except (OSError, http.client.HTTPException) as error:
             raise FetchError(f"cannot read {url}: {error}") from None
         received += len(chunk)
         if not chunk and length is not None and received < length:
             # http.client ends a body at Content-Length, or earlier without a word if cut.
-            raise FetchError(f"{url} was cut short: {received} of its {length} bytes came")
+            raise FetchError(
+                "{} was cut short: {} of {} came".format(url, *sizes(received, length))
+            )
         return chunk
 
     return read

@@ -20,6 +20,16 @@ def size(number_of_bytes: int) -> str:
     return f"{number:,.1f} {unit}"
 
 
+def sizes(*numbers_of_bytes: int) -> list[str]:
+    """Sizes to be read side by side, said alike: as size() says them, unless it would say
+    two that differ alike; then each as its count of bytes ('3,001,287 bytes', '3,001,288
+    bytes'), so that a message never mixes the forms."""
+    said = [size(number) for number in numbers_of_bytes]
+    if len(set(said)) < len(set(numbers_of_bytes)):
+        return [counted(number, "byte") for number in numbers_of_bytes]
+    return said
+
+
 def printable(name: str) -> str:
     """A file name or path as one printable line, whatever bytes the file system gave.
 

@@ -98,7 +98,7 @@ def test_a_damaged_object_is_replaced_by_a_good_copy(tmp_path, store):
         f.write(b"alp")  # truncated
     again = artifacts.store_file(store, str(tmp_path / "a"))
     assert again == artifacts.Stored(  # created: the good copy replaced it
-        stored.sha256, 5, stored.path, created=True, repaired="is 3 bytes, expected 5"
+        stored.sha256, 5, stored.path, created=True, repaired="is 3 bytes, expected 5 bytes"
     )
     assert artifacts.rehash(store, stored.sha256) is None
 
@@ -445,7 +445,7 @@ def test_eight_writers_of_the_same_bytes_at_once_leave_one_object(tmp_path, stor
 def test_verify(tmp_path, store):
     stored = artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
     assert artifacts.verify(store, stored.sha256, 5) is None
-    assert artifacts.verify(store, stored.sha256, 6) == "is 5 bytes, expected 6"
+    assert artifacts.verify(store, stored.sha256, 6) == "is 5 bytes, expected 6 bytes"
     assert artifacts.verify(store, sha(b"beta"), 4) == "is missing"
     os.unlink(stored.path)
     os.mkdir(stored.path)

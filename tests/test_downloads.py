@@ -466,7 +466,7 @@ def test_file_of_another_size_is_unavailable(tmp_path, no_fd_leaked):
     download = stored(tmp_path, b"x" * 20)
     with open(download.path, "wb") as f:
         f.write(b"x" * 10)
-    with pytest.raises(Unavailable, match="^is 10 bytes, expected 20$"):
+    with pytest.raises(Unavailable, match="^is 10 bytes, expected 20 bytes$"):
         downloads.answer(download, request())
 
 

@@ -43,7 +43,7 @@ def test_a_file_that_shrank_before_the_body_was_measured_keeps_its_length(tmp_pa
             body.get(1 << 16)
     body.close()
     assert [r.getMessage() for r in caplog.records] == [
-        f"{path} shrank while being sent (it is 1,000 bytes, the answer ends at byte 200000): "
+        f"{path} shrank while being sent (it is 1,000 bytes, the answer needs 195.3 KiB): "
         "the connection is closed"
     ]
 

@@ -560,7 +560,7 @@ TOO_LARGE = "{url} is larger than 1 MiB: give --max-file-mb to raise the limit (
         ),
         pytest.param(
             answer(b"PK" * 5, length=1000),
-            "{url} was cut short: 10 of its 1000 bytes came",
+            "{url} was cut short: 10 bytes of 1,000 bytes came",
             id="cut short",
         ),
         pytest.param(chunked_cut_short, "{url} was cut short after 5 bytes", id="chunked cut"),

@@ -53,13 +53,23 @@ def test_a_kept_file_is_stored_named_and_downloaded(data_dir, jar):
     assert got.body == jar.read_bytes() and got.headers["ETag"] == f'"{sha}"'
 
 
-def test_a_retry_changes_nothing_but_puts_back_a_missing_object(data_dir, jar):
+def test_a_retry_changes_nothing_but_puts_back_a_missing_object(data_dir, jar, capsys):
     assert publish(data_dir, 9, "--file", str(jar)) == 0
     before = (data_dir / "alpha.json").read_bytes()
     [sha] = objects(data_dir)
-    os.unlink(data_dir / "artifacts" / sha[:2] / sha)
+    path = data_dir / "artifacts" / sha[:2] / sha
+    os.unlink(path)
+    capsys.readouterr()
     assert publish(data_dir, 9, "--file", str(jar)) == 0
     assert (data_dir / "alpha.json").read_bytes() == before and objects(data_dir) == [sha]
+    # Not "nothing changed": the store did.
+    assert capsys.readouterr().out == (
+        f"build 9 of alpha is already there as given: restored its missing file {path}\n"
+    )
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    assert capsys.readouterr().out == (
+        "build 9 of alpha is already there as given: nothing changed\n"
+    )
 
 
 def test_another_file_is_refused_without_replace_and_replaces_with_it(data_dir, jar, capsys):
@@ -163,7 +173,7 @@ def test_health_names_a_kept_file_whose_object_is_missing_or_cut_short(data_dir,
             "project": "alpha",
             "build": 9,
             "file": "alpha-9.jar",
-            "problem": f"{object_path} is 100 bytes, expected {jar.stat().st_size}",
+            "problem": f"{object_path} is 100 bytes, expected 1.9 KiB",
         }
     ]
     assert "the file of build 9 of alpha, alpha-9.jar, is unavailable" in caplog.text
@@ -253,6 +263,16 @@ def test_a_yank_deletes_nothing_while_a_project_file_cannot_be_read(data_dir, ja
 )  # fmt: skip
 def test_sizes_are_said_as_people_read_them(size, said):
     assert text.size(size) == said
+
+
+@pytest.mark.parametrize(
+    "numbers, said",
+    [((5, 6), ["5 bytes", "6 bytes"]), ((1 << 20, 3 << 20), ["1.0 MiB", "3.0 MiB"]),
+     ((3_001_287, 3_001_288), ["3,001,287 bytes", "3,001,288 bytes"]),
+     ((1023, 1 << 20), ["1,023 bytes", "1.0 MiB"]), ((7, 7), ["7 bytes", "7 bytes"])],
+)  # fmt: skip
+def test_sizes_side_by_side_are_said_alike_and_apart(numbers, said):
+    assert text.sizes(*numbers) == said
 
 
 def stray(data_dir, data):

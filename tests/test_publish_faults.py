@@ -496,7 +496,7 @@ def hand_edited(request, data_dir, tmp_path):
         build["sha256"] = sha(b"bytes never stored")
         problem = "is missing"
     else:
-        problem = f"is {build['size']} bytes, expected {build['size'] + 1}"
+        problem = f"is {build['size']} bytes, expected {build['size'] + 1} bytes"
         build["size"] += 1
     write_file(data_dir / "alpha.json", doc)
     return data_dir, build, problem

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 
 from buildshelf import files
-from buildshelf.text import counted
+from buildshelf.text import sizes
 from buildshelf.web.conditional import etag_matches, http_date
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def _opened(download):
         raise Unavailable(f"cannot be opened: {error.strerror}") from None
     if st.st_size != download.size:
         os.close(fd)
-        raise Unavailable(f"is {counted(st.st_size, 'byte')}, expected {download.size}")
+        raise Unavailable("is {}, expected {}".format(*sizes(st.st_size, download.size)))
     return fd
 
 
@@ -310,11 +310,10 @@ class _File(io.FileIO):
         if not self.found_short:  # waitress may ask once more before the connection closes
             self.found_short = True
             log.error(
-                "%s shrank while being sent (it is %s, the answer ends at byte %d): the "
+                "%s shrank while being sent (it is %s, the answer needs %s): the "
                 "connection is closed",
                 self.path,
-                counted(size, "byte"),
-                self.end,
+                *sizes(size, self.end),
             )
         raise FileShrank(self.path)
 
