@@ -1,5 +1,6 @@
 """The real server over a real socket: reloads, limits, the access log, shutdown."""
 
+import hashlib
 import http.client
 import io
 import json
@@ -17,6 +18,7 @@ import pytest
 from waitress.adjustments import Adjustments
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
+from buildshelf import cli
 from buildshelf.serving import connection
 from buildshelf.serving import server as serving
 from helpers import ROOT, free_port, make_build, make_project, real_server, server_argv, write_file
@@ -209,6 +211,57 @@ def test_the_access_log_cannot_be_forged(running_server):
     assert " /api/v2/y%85%E2%80%A8%0D 404 " in lines[1]
 
 
+BIG = 64 << 20  # more than the kernel's buffers on both sides hold
+READ = 1_500_000  # what the client reads of it before it leaves
+
+
+def test_the_access_log_counts_the_body_bytes_written_to_the_socket(data_dir, tmp_path):
+    jar = tmp_path / "big.jar"
+    jar.write_bytes(b"x" * BIG)
+    argv = ["publish", "alpha", "--data", str(data_dir), "--build", "9", "--channel", "1.21",
+            "--file", str(jar)]  # fmt: skip
+    assert cli.main(argv) == 0
+    sha = hashlib.sha256(jar.read_bytes()).hexdigest()
+    path = f"/downloads/alpha/9/{sha}/big.jar"
+    with real_server(data_dir) as (port, proc):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            sock.settimeout(10)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(GET.format(path).encode())
+            received = b""
+            while b"\r\n\r\n" not in received or len(received.partition(b"\r\n\r\n")[2]) < READ:
+                more = sock.recv(1 << 16)
+                assert more, "the download ended early"
+                received += more
+            head, _, body = received.partition(b"\r\n\r\n")
+            assert f"Content-Length: {BIG}".encode() in head
+        # The client left with the rest unread; then a whole download, then its HEAD.
+        whole = request(port, path)[1]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("HEAD", path)
+        conn.getresponse().read()
+        conn.close()
+        lines = access_lines(proc)
+    assert len(whole) == BIG
+    sent = [int(re.fullmatch(rf"127\.0\.0\.1 GET {path} 200 (\d+) \S+", line)[1])
+            for line in lines if " GET " in line]  # fmt: skip
+    # In the order the answers ended: the cut one first, as the whole one began after it.
+    assert len(sent) == 2 and len(body) <= sent[0] < BIG and sent[1] == BIG, (len(body), sent)
+    assert [line for line in lines if " HEAD " in line][0].split()[4] == "0"
+
+
+def test_a_download_handed_to_nginx_is_logged_as_handed_over(toy_server):
+    port, proc = toy_server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall((GET.format("/accel") + GET.format("/fast")).encode())
+        [(status, headers, body), _] = read_responses(sock, ["GET", "GET"])
+    assert status == "HTTP/1.1 200 OK" and body == b""
+    lines = access_lines(proc)
+    assert re.fullmatch(r"127\.0\.0\.1 GET /accel 200 handed-over \S+", lines[0]), lines
+    assert re.fullmatch(r"127\.0\.0\.1 GET /fast 200 4 \S+", lines[1]), lines
+
+
 def test_the_line_writer_writes_every_line_in_order_from_many_threads(tmp_path):
     import threading
 
@@ -350,6 +403,8 @@ def recall(environ):  # what the app knows without waiting
         return "200 OK", [("Content-Length", str(len(body)))], [body]
     if environ["PATH_INFO"] == "/bug":
         raise RuntimeError("a bug")
+    if environ["PATH_INFO"] == "/accel":  # nginx sends the file: downloads.handed_over
+        return "200 OK", [("X-Accel-Redirect", "/_o/ab/ab"), ("Content-Length", "0")], []
     return None
 
 def app(environ, start_response):

@@ -19,6 +19,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
 # What quote() leaves alone: a target made only of these is logged as it is, at less cost.
 _plain_url = re.compile(f"[A-Za-z0-9{re.escape(LOGGED_URL_CHARACTERS)}]*").fullmatch
+HANDED_OVER = "handed-over"  # the bytes of a download nginx sends (X-Accel-Redirect)
 STDERR = 2  # the process's, whatever sys.stderr has become
 
 
@@ -27,9 +28,10 @@ def log_to_stderr() -> None:
 
 
 def access_record(task, seconds):
-    """What access_line() needs of a request that `task` answered in `seconds`: what the
-    thread that answered it does is collect the values; formatting them is the log writer's
-    job."""
+    """What access_line() needs of a request that `task` answered in `seconds`, once its
+    answer is sent or its connection closed (`task.body_sent`: the bytes of its body written
+    to the socket): what the thread that answered it does is collect the values; formatting
+    them is the log writer's job."""
     request = task.request
     if request.error:  # waitress could not read it: what it has of the target may be made up
         method, path, query = "-", "-", ""
@@ -37,12 +39,10 @@ def access_record(task, seconds):
         method, path, query = request.command, request.path, request.query
     if not task.wrote_header:  # it failed, or its client left: no answer of its own
         sent = "-"
-    elif task.has_body and method != "HEAD":
-        sent = (
-            task.content_length if task.content_length is not None else task.content_bytes_written
-        )
+    elif any(name.lower() == "x-accel-redirect" for name, _ in task.response_headers):
+        sent = HANDED_OVER  # nginx sends the body, and logs it
     else:
-        sent = 0
+        sent = task.body_sent
     return (time.time(), task.channel.addr[0], method, path, query, task.status[:3], sent, seconds)
 
 

@@ -7,6 +7,7 @@ the loop thread.
 The server that accepts these connections and keeps them within limits is server.py's.
 """
 
+import collections
 import io
 import logging
 import socket
@@ -169,10 +170,15 @@ class GuardedParser(HTTPRequestParser):
 
 
 class AccessLogged:
-    """A waitress task that hands the server's access_log a record of the request it answered."""
+    """A waitress task that hands the server's access_log a record of the request it answered,
+    once the answer is sent or its connection closed (GuardedChannel.log_when_sent): waitress
+    sends most of a body after the task is done, and a client may leave before the end."""
+
+    header_bytes = 0
 
     def service(self):
         started = time.perf_counter()
+        self.starts_at = self.channel.queued()
         try:
             super().service()
         except Exception as error:
@@ -180,9 +186,13 @@ class AccessLogged:
                 self.status = "500 Internal Server Error"  # waitress's answer instead
             raise
         finally:
-            write = self.channel.server.access_log
-            if write is not None:
-                write(access_record(self, time.perf_counter() - started))
+            self.seconds = time.perf_counter() - started
+            self.channel.log_when_sent(self)
+
+    def build_response_header(self):
+        header = super().build_response_header()
+        self.header_bytes = len(header)
+        return header
 
 
 class GuardedErrorTask(AccessLogged, ErrorTask):
@@ -241,6 +251,7 @@ class GuardedChannel(HTTPChannel):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.unlogged = collections.deque()  # tasks whose answers are not all sent yet
         self.idle_since = self.creation_time  # since the last answer, or since connecting
         self.accepted_in_turn = self.server.turn
         self.send_buffer_bytes = self.sendbuf_len  # waitress asks its outbuf for this a send
@@ -288,6 +299,8 @@ class GuardedChannel(HTTPChannel):
             except OSError:  # the client has gone
                 pass
         super().handle_close()
+        with self.outbuf_lock:  # what is unsent now never will be
+            self._log_sent(closed=True)
 
     def handle_read(self):
         if not self.lingering_until:
@@ -382,7 +395,40 @@ class GuardedChannel(HTTPChannel):
         sent = super().send(data, do_close) if data else 0
         self.turn_left -= sent
         self.sendbuf_len = max(0, min(self.send_buffer_bytes, self.turn_left))
+        self.bytes_sent += sent
+        if self.unlogged:
+            self._log_sent()
         return sent
+
+    # --- the access log: each answer's body bytes written to the socket ---
+    # Bytes are counted from the connection's first: an answer is the stretch of them queued
+    # while its task ran (none of another task's: a connection runs one task at a time, and
+    # waitress queues a 100 Continue only while it runs none). Counts change under
+    # outbuf_lock, or on the loop thread while no task runs.
+
+    bytes_sent = 0  # written to the socket
+
+    def queued(self):
+        """The count of the next byte queued to be sent."""
+        with self.outbuf_lock:
+            return self.bytes_sent + self.total_outbufs_len
+
+    def log_when_sent(self, task):
+        """Hand the server's access log `task`'s record once its answer is sent (now, if it
+        is), or the connection closes."""
+        if self.server.access_log is None:
+            return
+        with self.outbuf_lock:
+            task.ends_at = self.queued()
+            self.unlogged.append(task)
+            self._log_sent(closed=not self.connected)
+
+    def _log_sent(self, closed=False):
+        while self.unlogged and (closed or self.unlogged[0].ends_at <= self.bytes_sent):
+            task = self.unlogged.popleft()
+            body_starts = task.starts_at + task.header_bytes
+            task.body_sent = max(0, min(self.bytes_sent, task.ends_at) - body_starts)
+            self.server.access_log(access_record(task, task.seconds))
 
     def handle_write(self):
         share = max(MIN_SHARE, TURN_BYTES // max(1, len(self.server.active_channels)))

@@ -273,12 +273,11 @@ PRIVATE_NAMES = (
         (
             "build_response_header",
             "channel",
-            "content_bytes_written",
-            "content_length",
             "environ",
             "get_environment",
             "has_body",
             "request",
+            "response_headers",
             "service",
             "set_close_on_finish",
             "status",
@@ -287,7 +286,9 @@ PRIVATE_NAMES = (
         ),
         "connection.GuardedTask keeps connections alive after 204 and 304, closes them after a "
         "malformed request, gives get_environment() the environ made on the loop thread "
-        "(environ, which waitress keeps), and hands the access log a record of each answer",
+        "(environ, which waitress keeps), and hands the access log a record of each answer "
+        "once it is sent: its header's length (build_response_header) tells where its body "
+        "starts, and an X-Accel-Redirect among its response_headers that nginx sends it",
     ),
     (
         "waitress.task",
