@@ -41,6 +41,9 @@ MISSING = "is missing"  # what verify and rehash say of an object that is not th
 OBJECT_PERMISSIONS = 0o444
 
 
+Progress = Callable[[int, int | None], None]  # told the bytes done, of a size if known
+
+
 class Refused(Exception):
     """A file not stored: the one-line message says what is wrong and what to do."""
 
@@ -112,20 +115,23 @@ def store_file(
     source: str,
     max_bytes: int = MAX_BYTES_DEFAULT,
     expected_sha256: str | None = None,
+    progress: Progress | None = None,
 ) -> Stored:
     """Copy the regular file `source` into `store` as an object and return it.
 
     Refused (with nothing left behind) when `source` is not a readable regular file, is
     larger than `max_bytes`, does not hash to `expected_sha256`, or the store cannot take it.
+    `progress(done, size)` is told of each chunk copied.
     """
     expected = None
     if expected_sha256 is not None:
         expected = expected_sha256.lower()
         if not SHA256_PATTERN.match(expected):
             raise Refused(f"--sha256 {expected_sha256!r} is not a sha256: give 64 hex digits")
-    fd = _open_source(source, max_bytes)
+    fd, size = _open_source(source, max_bytes)
     try:
-        return _store(store, source, _file_reader(fd, source), max_bytes, expected)
+        read = _file_reader(fd, source)
+        return _store(store, source, _told(read, progress, size), max_bytes, expected)
     finally:
         os.close(fd)
 
@@ -136,16 +142,18 @@ def store_stream(
     source: str,
     max_bytes: int = MAX_BYTES_DEFAULT,
     size: int | None = None,
+    progress: Progress | None = None,
 ) -> Stored:
     """Store the bytes `read()` returns, chunk by chunk until b"", as an object: a download.
 
     `read` raises Refused to give up (a connection cut, a timeout); `source` names the bytes
     in messages; `size`, when announced, is held to `max_bytes` before anything is written.
-    Refused, with nothing left behind, as store_file is.
+    Refused, with nothing left behind, as store_file is. `progress(done, size)` is told of
+    each chunk.
     """
     if size is not None and size > max_bytes:
         raise _too_large(source, max_bytes)
-    return _store(store, source, read, max_bytes, None)
+    return _store(store, source, _told(read, progress, size), max_bytes, None)
 
 
 def verify(store: str, sha256: str, size: int) -> str | None:
@@ -264,7 +272,23 @@ def _open_source(source, max_bytes):
     if st.st_size > max_bytes:
         os.close(fd)
         raise _too_large(source, max_bytes)
-    return fd
+    return fd, st.st_size
+
+
+def _told(read, progress, size):
+    """`read`, telling `progress` of the bytes read so far, if there is one to tell."""
+    if progress is None:
+        return read
+    done = 0
+
+    def reading():
+        nonlocal done
+        chunk = read()
+        done += len(chunk)
+        progress(done, size)
+        return chunk
+
+    return reading
 
 
 def _too_large(source, max_bytes):

@@ -17,7 +17,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import jenkins, mirror, server, settings, store, tokens, trust, writer
+from buildshelf import jenkins, mirror, progress, server, settings, store, tokens, trust, writer
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
@@ -599,24 +599,25 @@ def publish(args):
         "isExperimental": args.experimental,
         "commits": commits,
     }
-    keep = None
+    keep, meter = None, progress.Meter(f"storing {printable(os.path.basename(args.file or ''))}")
     if args.file is not None:
         del build["downloadUrl"]  # the server makes a kept file's address
-        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256)
+        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256, meter)
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
     deleted = []  # said after what happened to the build, or before a refusal
     try:
-        published = writer.publish(
-            args.data,
-            args.slug,
-            build,
-            replace=args.replace,
-            any_timestamp=args.timestamp is None,
-            keep=keep,
-            store_dir=args.artifacts,
-            report=deleted.append,
-        )
+        with meter:  # the line cleared before anything else is said
+            published = writer.publish(
+                args.data,
+                args.slug,
+                build,
+                replace=args.replace,
+                any_timestamp=args.timestamp is None,
+                keep=keep,
+                store_dir=args.artifacts,
+                report=deleted.append,
+            )
         said = {
             "added": f"published build {args.build} of {args.slug}",
             "replaced": f"replaced build {args.build} of {args.slug}",

@@ -9,7 +9,7 @@ skipped, and leaves nothing in the store (artifacts.store_stream).
 
 from collections.abc import Callable, Iterable
 
-from buildshelf import artifacts, fetch, jenkins, writer
+from buildshelf import artifacts, fetch, jenkins, progress, writer
 from buildshelf.artifacts import Refused
 from buildshelf.model import file_name_in_url
 
@@ -51,9 +51,9 @@ def download(
                 f"{url} answered an HTML page ({kind}), not the file: it looks like a login "
                 "page (may anonymous users read the job's artifacts?)"
             )
-        return artifacts.store_stream(
-            store, _refused(fetch.reader(response, url, timeout)), url, max_bytes, response.length
-        )
+        read = _refused(fetch.reader(response, url, timeout))
+        with progress.Meter(f"downloading {url}") as meter:
+            return artifacts.store_stream(store, read, url, max_bytes, response.length, meter)
 
 
 def _refused(read):
