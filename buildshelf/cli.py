@@ -8,6 +8,7 @@ its arguments, the settings' options made by settings.py.
 """
 
 import argparse
+import contextlib
 import ipaddress
 import json
 import os
@@ -599,9 +600,10 @@ def publish(args):
         "isExperimental": args.experimental,
         "commits": commits,
     }
-    keep, meter = None, progress.Meter(f"storing {printable(os.path.basename(args.file or ''))}")
+    keep, meter = None, contextlib.nullcontext()
     if args.file is not None:
         del build["downloadUrl"]  # the server makes a kept file's address
+        meter = progress.Meter(f"storing {printable(os.path.basename(args.file))}")
         keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256, meter)
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
