@@ -302,19 +302,18 @@ class Keep:
     source: str
     max_bytes: int = artifacts.MAX_BYTES_DEFAULT
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
-<<<<<<< HEAD
     staged: artifacts.Staged | None = None
     name: str | None = None
+    progress: artifacts.Progress | None = None  # told of the copy as it goes
 
     def stored(self, store_dir: str) -> artifacts.Stored:
         """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
         artifacts.check_name(self.name or os.path.basename(self.source))
         if self.staged is not None:
             return artifacts.place(store_dir, self.staged, self.source)
-        return artifacts.store_file(store_dir, self.source, self.max_bytes, self.sha256)
-=======
-    progress: artifacts.Progress | None = None  # told of the copy as it goes
->>>>>>> c41eff4 (Progress in a terminal for publish --file and each --mirror download)
+        return artifacts.store_file(
+            store_dir, self.source, self.max_bytes, self.sha256, self.progress
+        )
 
 
 @dataclass(frozen=True)
@@ -356,21 +355,7 @@ def publish(
     def change(doc):
         nonlocal stored
         doc = _existing_project(doc, directory, slug)
-<<<<<<< HEAD
         if build["url"] is None:  # before a file is kept: its copy may be long
-=======
-        if keep is not None:  # again on a retry: it puts back an object missing or damaged
-            name = os.path.basename(keep.source)
-            try:
-                artifacts.check_name(name)
-                stored = artifacts.store_file(
-                    store_dir, keep.source, keep.max_bytes, keep.sha256, keep.progress
-                )
-            except artifacts.Refused as refused:
-                raise Refused(str(refused)) from None
-            build.update(sha256=stored.sha256, size=stored.size, file=name)
-        if build["url"] is None:
->>>>>>> c41eff4 (Progress in a terminal for publish --file and each --mirror download)
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
         if keep is not None:  # again on a retry: it puts back an object missing or damaged
             try:

@@ -13,7 +13,8 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from buildshelf import cli, datafile, settings, writer
@@ -921,7 +922,7 @@ _VALUES = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@hypothesis_settings(max_examples=500, deadline=None)
 @given(extra=st.dictionaries(_TEXT, _VALUES, max_size=4), commit=_VALUES)
 def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     """encode() writes what json.dumps(indent=2, ensure_ascii=False) writes, faster: every
