@@ -123,11 +123,7 @@ def store_file(
     larger than `max_bytes`, does not hash to `expected_sha256`, or the store cannot take it.
     `progress(done, size)` is told of each chunk copied.
     """
-    expected = None
-    if expected_sha256 is not None:
-        expected = expected_sha256.lower()
-        if not SHA256_PATTERN.match(expected):
-            raise Refused(f"--sha256 {expected_sha256!r} is not a sha256: give 64 hex digits")
+    expected = _expected(expected_sha256)
     fd, size = _open_source(source, max_bytes)
     try:
         read = _file_reader(fd, source)
@@ -143,17 +139,27 @@ def store_stream(
     max_bytes: int = MAX_BYTES_DEFAULT,
     size: int | None = None,
     progress: Progress | None = None,
+    expected_sha256: str | None = None,
 ) -> Stored:
-    """Store the bytes `read()` returns, chunk by chunk until b"", as an object: a download.
+    """Store the bytes `read()` returns, chunk by chunk until b"", as an object: a download,
+    or publish --file - (standard input).
 
     `read` raises Refused to give up (a connection cut, a timeout); `source` names the bytes
     in messages; `size`, when announced, is held to `max_bytes` before anything is written.
     Refused, with nothing left behind, as store_file is. `progress(done, size)` is told of
     each chunk.
     """
+    expected = _expected(expected_sha256)
     if size is not None and size > max_bytes:
         raise _too_large(source, max_bytes)
-    return _store(store, source, _told(read, progress, size), max_bytes, None)
+    return _store(store, source, _told(read, progress, size), max_bytes, expected)
+
+
+def _expected(sha256):
+    """The --sha256 given, lowercased (None if none), or Refused if it is not one."""
+    if sha256 is not None and not SHA256_PATTERN.match(sha256.lower()):
+        raise Refused(f"--sha256 {sha256!r} is not a sha256: give 64 hex digits")
+    return None if sha256 is None else sha256.lower()
 
 
 def verify(store: str, sha256: str, size: int) -> str | None:

@@ -220,9 +220,13 @@ def make_parser():
     sub.add_argument("--channel", required=True, metavar="VERSION", help="its channel version")
     artifact = sub.add_mutually_exclusive_group(required=True)
     artifact.add_argument(
-        "--file", metavar="PATH", help="its artifact, kept in the artifact store (see --artifacts)"
+        "--file",
+        metavar="PATH",
+        help="its artifact, kept in the artifact store (see --artifacts); '-': read from "
+        "standard input, named by --name",
     )
     artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
+    sub.add_argument("--name", metavar="FILE", help="the artifact's file name, with --file -")
     sub.add_argument(
         "--sha256",
         type=_sha256,
@@ -448,6 +452,10 @@ def parse_args(argv=None, environ=os.environ):
     if args.command == "check" and args.dry_run and not args.prune:
         parser.error("--dry-run goes with --prune: it prints what --prune would delete")
     if args.command == "publish":
+        if args.file == writer.STDIN and args.name is None:
+            parser.error("--file - needs --name: the name of the file read from standard input")
+        if args.name is not None and args.file != writer.STDIN:
+            parser.error("--name goes with --file -: a file's own name is its artifact's")
         if args.size is not None and args.file is not None:
             parser.error("--size goes with --download-url: a kept file's size is measured")
         if args.file is None and (args.sha256 is None) != (args.size is None):
@@ -603,8 +611,11 @@ def publish(args):
     keep, meter = None, contextlib.nullcontext()
     if args.file is not None:
         del build["downloadUrl"]  # the server makes a kept file's address
-        meter = progress.Meter(f"storing {printable(os.path.basename(args.file))}")
-        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256, meter)
+        name = args.name or os.path.basename(args.file)
+        meter = progress.Meter(f"storing {printable(name)}")
+        keep = writer.Keep(
+            args.file, args.max_file_mb << 20, args.sha256, name=name, progress=meter
+        )
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
     deleted = []  # said after what happened to the build, or before a refusal

@@ -13,6 +13,7 @@ import difflib
 import fcntl
 import glob
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
@@ -292,10 +293,13 @@ def job_run_url(ci_job_url: str, number: int) -> str:
     return ci_job_url.rstrip("/") + f"/{number}/"
 
 
+STDIN = "-"  # Keep's source, publish --file's PATH: standard input
+
+
 @dataclass(frozen=True)
 class Keep:
     """A file to keep in the artifact store for the build published: the file at `source`,
-    copied in; or, with `staged`, a file already received into the store (an HTTP upload,
+    copied in; standard input (STDIN, named by `name`), streamed in; or, with `staged`, a file already received into the store (an HTTP upload,
     artifacts.Staging), renamed into place: no second copy. The artifact's name is `name`,
     by default the source's."""
 
@@ -311,9 +315,27 @@ class Keep:
         artifacts.check_name(self.name or os.path.basename(self.source))
         if self.staged is not None:
             return artifacts.place(store_dir, self.staged, self.source)
+        if self.source == STDIN:  # publish --file - (what a CI job sends over ssh)
+            return artifacts.store_stream(
+                store_dir,
+                _read_stdin,
+                f"{self.name} (standard input)",
+                self.max_bytes,
+                progress=self.progress,
+                expected_sha256=self.sha256,
+            )
         return artifacts.store_file(
             store_dir, self.source, self.max_bytes, self.sha256, self.progress
         )
+
+
+def _read_stdin() -> bytes:
+    try:
+        return sys.stdin.buffer.read1(artifacts.CHUNK_BYTES)
+    except OSError as error:
+        raise artifacts.Refused(
+            f"cannot read standard input: {error.strerror} (nothing was stored)"
+        ) from None
 
 
 @dataclass(frozen=True)

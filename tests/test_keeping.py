@@ -2,6 +2,7 @@
 real command line; the files then downloaded through the app."""
 
 import hashlib
+import io
 import json
 import os
 import threading
@@ -447,3 +448,60 @@ def test_every_route_answers_each_date_the_data_accepts(data_dir, jar, timestamp
     for page in ("/", "/projects/alpha"):
         assert f'<time datetime="{iso}">{iso[:10]} {iso[11:16]} UTC</time>' in client.get(page)
     assert client.get("/healthz").json["status"] == "ok"
+
+
+# --- publish --file -: the artifact on standard input (what ssh passes on) ---
+
+
+def on_stdin(monkeypatch, data):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_a_file_on_stdin_is_kept_under_its_name(data_dir, jar, monkeypatch, capsys):
+    data = jar.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    on_stdin(monkeypatch, data)
+    assert publish(data_dir, 9, "--file", "-", "--name", "alpha-9.jar", "--sha256", sha) == 0
+    assert objects(data_dir) == [sha]
+    kept = build_in_file(data_dir, 9)
+    assert (kept["file"], kept["sha256"], kept["size"]) == ("alpha-9.jar", sha, len(data))
+    on_stdin(monkeypatch, data)  # a retry: the same bytes again
+    assert publish(data_dir, 9, "--file", "-", "--name", "alpha-9.jar") == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("nothing changed")
+    on_stdin(monkeypatch, data + b"more")  # not reproducible: --replace
+    assert publish(data_dir, 9, "--file", "-", "--name", "alpha-9.jar") == 1
+    assert objects(data_dir) == [sha]  # the object stored for the refused build deleted
+    on_stdin(monkeypatch, data + b"more")
+    assert publish(data_dir, 9, "--file", "-", "--name", "alpha-9.jar", "--replace") == 0
+    assert objects(data_dir) == [hashlib.sha256(data + b"more").hexdigest()]
+
+
+def test_a_file_on_stdin_that_does_not_hash_to_sha256_is_refused(data_dir, monkeypatch, capsys):
+    before = (data_dir / "alpha.json").read_bytes()
+    on_stdin(monkeypatch, b"PK\x03\x04")
+    assert publish(data_dir, 9, "--file", "-", "--name", "a.jar", "--sha256", "0" * 64) == 1
+    assert "sha256 mismatch" in capsys.readouterr().err
+    assert objects(data_dir) == [] and (data_dir / "alpha.json").read_bytes() == before
+    assert not [p for p in (data_dir / "artifacts").iterdir() if p.is_file()]  # no temp file
+
+
+@pytest.mark.parametrize("name", ["../alpha.jar", "with space.jar", ".hidden.jar"])
+def test_the_name_of_a_file_on_stdin_is_checked_as_any(data_dir, monkeypatch, name, capsys):
+    on_stdin(monkeypatch, b"PK\x03\x04")
+    assert publish(data_dir, 9, "--file", "-", "--name", name) == 1
+    assert "is not a valid file name" in capsys.readouterr().err
+    assert objects(data_dir) == []
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--file", "-"], "--file - needs --name"),
+        (["--file", "x.jar", "--name", "y.jar"], "--name goes with --file -"),
+        (["--download-url", "https://x.example/a.jar", "--name", "y.jar"], "--name goes with --file -"),
+    ],
+)  # fmt: skip
+def test_name_goes_with_file_from_stdin_alone(data_dir, flags, message, capsys):
+    with pytest.raises(SystemExit) as raised:
+        publish(data_dir, 9, *flags)
+    assert raised.value.code == 2 and message in capsys.readouterr().err

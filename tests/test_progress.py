@@ -6,6 +6,7 @@ import fcntl
 import io
 import os
 import pty
+import re
 import shutil
 import struct
 import subprocess
@@ -24,7 +25,7 @@ project, mirrored_job = test_jenkins.project, test_jenkins.mirrored_job  # their
 BIG = 64 << 20
 
 
-def run(code, terminal):
+def run(code, terminal, stdin=subprocess.DEVNULL):
     """`python -c code` with its stderr a pseudo-terminal (or a pipe): (exit status, what
     reached stderr; with a pipe, its stdout too)."""
     if not terminal:
@@ -36,7 +37,7 @@ def run(code, terminal):
     fcntl.ioctl(terminal_end, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         stdout=subprocess.DEVNULL,
         stderr=terminal_end,
     )
@@ -54,11 +55,11 @@ def run(code, terminal):
     return proc.wait(timeout=60), shown.decode()
 
 
-def publish_code(data_dir, jar):
+def publish_code(data_dir, *file):
     # The first line is due at once: copying 64 MiB takes less than the half second a real
     # run waits before saying anything.
     argv = ["publish", "alpha", "--data", str(data_dir), "--build", "9", "--channel", "1.21",
-            "--file", str(jar)]  # fmt: skip
+            "--file", *map(str, file)]  # fmt: skip
     return (
         "from buildshelf import cli, progress\n"
         "progress.FIRST_AFTER = 0\n"
@@ -86,6 +87,15 @@ def test_publish_of_a_large_file_shows_its_progress_in_a_terminal(data_dir, big_
     assert drawn and all(line.startswith("storing big.jar: ") for line in drawn), drawn
     assert all(" of 64.0 MiB (" in line for line in drawn), drawn
     assert cleared.strip() == "" and len(cleared) == len(drawn[-1].rstrip())
+
+
+def test_publish_of_a_file_on_stdin_shows_its_name_and_what_was_read(data_dir, big_jar):
+    with open(big_jar, "rb") as stdin:
+        code = publish_code(data_dir, "-", "--name", "alpha-9.jar")
+        status, shown = run(code, terminal=True, stdin=stdin)
+    assert status == 0, shown
+    *drawn, _ = lines_drawn(shown)
+    assert drawn and all(re.match(r"storing alpha-9\.jar: [\d.,]+ MiB *$", d) for d in drawn), drawn
 
 
 def test_publish_shows_nothing_when_stderr_is_not_a_terminal(data_dir, big_jar):
