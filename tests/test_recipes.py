@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -75,7 +76,7 @@ def box(tmp_path):
             line = re.sub(r" -o \S+ -g \S+", "", line)  # no user deploy here
             subprocess.run(moved(line, root), shell=True, cwd=REPO, check=True)
     for path in ("/etc/buildshelf/buildshelf.env", "/usr/local/bin/buildshelf",
-                 "/etc/cron.d/buildshelf"):  # fmt: skip
+                 "/usr/local/bin/buildshelf-ssh", "/etc/cron.d/buildshelf"):  # fmt: skip
         with open(root + path, "r+", encoding="utf-8") as f:
             text = moved(f.read(), root)
             f.seek(0)
@@ -95,10 +96,22 @@ def served(root):
     return store_module.Store(settings["BUILDSHELF_DATA"], check_interval=0).snapshot().projects
 
 
+def forced_command():
+    """The command= of the authorized_keys line in docs/publishing.md, which is `restrict`."""
+    block = code_block(section("### A key that may only publish and yank"), "```text", "text")
+    [line] = block.splitlines()
+    options = line.split(" ", 1)[0]
+    assert options.split(",")[0] == "restrict"
+    return re.fullmatch(r'restrict,command="([^"]+)"', options)[1]
+
+
 @pytest.fixture
 def ci_side(tmp_path, box):
-    """A CI job's side: a checkout with three commits, and an `ssh` that runs the remote
-    command on the box as sshd would (the login shell, a clean environment, sshd's PATH)."""
+    """A CI job's side: a checkout with three commits, and an `ssh` that runs on the box what
+    sshd runs for the key of docs/publishing.md's authorized_keys line: its forced command,
+    by the login shell, in a clean environment with sshd's PATH and SSH_ORIGINAL_COMMAND.
+    It keeps the ssh command lines in `ssh_calls`, and holds a host to its pinned key: with
+    a ~/.ssh/known_hosts, the host must be there."""
     checkout = tmp_path / "checkout"
     checkout.mkdir()
     author = dict(GIT_AUTHOR_NAME="CI", GIT_AUTHOR_EMAIL="ci@example.org",
@@ -114,42 +127,86 @@ def ci_side(tmp_path, box):
     bin_dir = tmp_path / "ci-bin"
     bin_dir.mkdir()
     ssh = bin_dir / "ssh"
+    calls = tmp_path / "ssh-calls"
+    forced = shlex.quote(moved(forced_command(), box))
     ssh.write_text(
-        "#!/bin/sh\n"
-        "shift  # the host: the rest is the command line sshd hands the login shell\n"
+        "#!/bin/bash\n"
+        f'echo "$*" >> {calls}\n'
+        "while [[ $1 == -* ]]; do [[ $1 == -[oi] ]] && shift; shift; done\n"
+        "host=${1#*@}; shift  # the rest is the command line sshd hands the forced command\n"
+        'if [ -e ~/.ssh/known_hosts ] && ! grep -q "^$host " ~/.ssh/known_hosts; then\n'
+        '    echo "Host key verification failed." >&2; exit 255\n'
+        "fi\n"
         f"exec env -i HOME=/nonexistent PATH={box}/usr/local/bin:{SSHD_PATH.split(':', 1)[1]} "
-        '/bin/bash -c "$*"\n'
+        f'SSH_ORIGINAL_COMMAND="$*" /bin/bash -c {forced}\n'
     )
     ssh.chmod(0o755)
     home = tmp_path / "ci-home"  # no ~/.ssh: a fresh runner has none
     home.mkdir()
     return dict(checkout=str(checkout), commits=commits, path=f"{bin_dir}:/usr/bin:/bin",
-                home=str(home))  # fmt: skip
+                home=str(home), ssh_calls=calls)  # fmt: skip
 
 
-def test_the_github_actions_ssh_recipe_publishes_on_the_box(box, ci_side):
-    step = code_block(read("docs", "publishing.md"), ("## Over ssh", "GitHub Actions"), "yaml")
-    run = textwrap.dedent(step.split("  run: |\n", 1)[1])
-    run = re.sub(r"\$\{\{ secrets\.(\w+) \}\}", r"dummy-\1", run)
-    head, _, first = ci_side["commits"]
-    environment = dict(PATH=ci_side["path"], HOME=ci_side["home"], BEFORE=first,
-                       GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/tinplate",
-                       GITHUB_RUN_ID="9001", GITHUB_RUN_NUMBER="154", GITHUB_SHA=head)  # fmt: skip
-    # As GitHub runs a `shell: bash` step.
-    result = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
-                            cwd=ci_side["checkout"], env=environment, capture_output=True,
-                            text=True)  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "published build 154 of tinplate\n"
-    build = served(box)["tinplate"].build(154)
+def the_box(box):
+    """Every file under /srv/buildshelf (the data, the store, the state) with its bytes."""
+    top = box + "/srv/buildshelf"
+    found = {}
+    for directory, _, names in os.walk(top):
+        for name in names:
+            with open(os.path.join(directory, name), "rb") as f:
+                found[os.path.relpath(os.path.join(directory, name), top)] = f.read()
+    return found
+
+
+def test_the_github_actions_ssh_recipe_publishes_the_jar_through_the_forced_command(
+    box, ci_checkout
+):
+    ci_side, content = ci_checkout
+    workflow = code_block(section("### GitHub Actions over ssh"), "```yaml", "yaml")
+    [step] = [s for s in workflow.split("- name: ")[1:] if s.startswith("Publish to Buildshelf")]
+    step_env = dict(re.findall(r"^ {10}(\w+): (.+)$", step.split("run: |\n")[0], re.M))
+    assert step_env["SSH_KEY"] == "${{ secrets.BUILDSHELF_SSH_KEY }}"
+    known_host = step_env["KNOWN_HOST"]
+    assert re.fullmatch(r"builds\.example\.org ssh-ed25519 \S+", known_host)  # pinned
+    assert "ssh-keyscan -t ed25519 builds.example.org" in section("### GitHub Actions over ssh")
+    run = textwrap.dedent(step.split("run: |\n", 1)[1])
+    assert "ssh-keyscan" not in run  # never trusted from the job itself
+    head, second, first = ci_side["commits"]
+
+    def job(before, number):
+        environment = dict(PATH=ci_side["path"], HOME=ci_side["home"], BEFORE=before,
+                           SSH_KEY="dummy-key", KNOWN_HOST=known_host,
+                           GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY="acme/tinplate",
+                           GITHUB_RUN_ID="9001", GITHUB_RUN_NUMBER=number, GITHUB_SHA=head)  # fmt: skip
+        # As GitHub runs a `shell: bash` step.
+        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
+                              cwd=ci_side["checkout"], env=environment, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+
+    result = job(first, "154")
+    assert (result.returncode, result.stdout) == (0, "published build 154 of tinplate\n"), result
+    build = assert_kept(box, 154, content)
     assert build.url == "https://github.com/acme/tinplate/actions/runs/9001"
-    assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
+    assert [c.hash for c in build.commits] == [head, second]
+    with open(os.path.join(ci_side["home"], ".ssh", "known_hosts")) as f:
+        assert f.read() == known_host + "\n"
+    with open(ci_side["ssh_calls"]) as f:
+        assert "-o StrictHostKeyChecking=yes" in f.read()
+    # A re-run: the same number, a jar built again with other bytes: replaced.
+    with open(os.path.join(ci_side["checkout"], JAR), "ab") as f:
+        f.write(b"built again")
+    result = job(first, "154")
+    assert result.returncode == 0, result
+    assert result.stdout.startswith("replaced build 154 of tinplate\ndeleted "), result
+    assert_kept(box, 154, content + b"built again")
+    # A new branch's first push: before is all zeros, and the last commit is the build's.
+    result = job("0" * 40, "155")
+    assert (result.returncode, result.stdout) == (0, "published build 155 of tinplate\n"), result
+    assert [c.hash for c in served(box)["tinplate"].build(155).commits] == [head]
 
 
-def test_the_jenkins_ssh_recipe_publishes_on_the_box(box, ci_side):
-    pipeline = code_block(
-        read("docs", "publishing.md"), ("## Over ssh", "Jenkins (declarative pipeline)"), "groovy"
-    )
+def test_the_jenkins_ssh_recipe_publishes_through_the_forced_command(box, ci_side):
+    pipeline = code_block(section("### Jenkins over ssh"), "```groovy", "groovy")
     script = sh_step(pipeline)
     head, _, first = ci_side["commits"]
     environment = dict(PATH=ci_side["path"], HOME=ci_side["home"], BUILD_NUMBER="155",
@@ -161,6 +218,82 @@ def test_the_jenkins_ssh_recipe_publishes_on_the_box(box, ci_side):
     build = served(box)["tinplate"].build(155)
     assert build.download_url == JOB_URL + "155/artifact/build/libs/tinplate-1.21.4.jar"
     assert len(build.commits) == 2
+
+
+def forced(box, command, stdin=b"PK\x03\x04 a jar"):
+    """The forced command run as sshd runs it for `command`, the jar on its stdin."""
+    return subprocess.run(
+        ["/bin/bash", "-c", moved(forced_command(), box)],
+        env={"HOME": "/nonexistent", "PATH": f"{box}/usr/local/bin:/usr/bin:/bin",
+             "SSH_ORIGINAL_COMMAND": command},
+        input=stdin, capture_output=True, timeout=60,
+    )  # fmt: skip
+
+
+PUBLISH = "buildshelf publish tinplate --build 9 --channel 1.21.4 "
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        PUBLISH + "--file /etc/passwd",
+        PUBLISH + "--file /etc/buildshelf/buildshelf.env --name buildshelf.env",
+        PUBLISH + "--file=/etc/passwd --name x.jar",
+        PUBLISH + "--file - --name x.jar --data /tmp",
+        PUBLISH + "--file - --name x.jar --dat /tmp",  # argparse would take an abbreviation
+        PUBLISH + "--file - --name x.jar --data=/tmp",
+        PUBLISH + "--file - --name x.jar --artifacts /tmp",
+        PUBLISH + "--file - --name x.jar --state /tmp",
+        PUBLISH + "--file - --name x.jar --git HEAD",
+        PUBLISH + "--file - --name x.jar --max-file-mb 99999",
+        PUBLISH + "--file - --name --data /tmp",
+        PUBLISH + "--file - --name x.jar; touch CANARY",
+        PUBLISH + "--file - --name x.jar && touch CANARY",
+        PUBLISH + "--file - --name x.jar | touch CANARY",
+        PUBLISH + "--file - --name x.jar > CANARY",
+        PUBLISH + "--file - --name $(touch CANARY).jar",
+        PUBLISH + "--file - --name `touch CANARY`.jar",
+        PUBLISH + '--file - --name "$(touch CANARY)".jar',
+        PUBLISH + "--file - --name x.jar\ntouch CANARY",
+        PUBLISH + "--file - --name x.jar --commit abc",
+        PUBLISH + "--file - --name x.jar extra",
+        PUBLISH + "--file - --name 'x.jar",
+        "buildshelf yank tinplate 105 106",
+        "buildshelf yank tinplate 105; touch CANARY",
+        "buildshelf yank tinplate 105 --purge",
+        "buildshelf check --prune",
+        "buildshelf token create tinplate",
+        "buildshelf trust tinplate --github evil/fork",
+        "buildshelf",
+        "touch CANARY",
+        "bash -c 'touch CANARY'",
+        "",
+        "buildshelf yank " + "tinplate " * 1000,
+    ],
+)
+def test_the_forced_command_refuses_anything_else_and_runs_nothing(box, tmp_path, command):
+    canary = tmp_path / "canary"
+    before = the_box(box)
+    result = forced(box, command.replace("CANARY", str(canary)))
+    assert result.returncode == 2, result
+    assert result.stderr.decode().startswith("buildshelf-ssh: refused: "), result.stderr
+    assert len(result.stderr.decode().splitlines()) == 1
+    assert the_box(box) == before and not canary.exists()
+
+
+def test_the_forced_command_passes_quoted_text_on_as_it_is(box):
+    args = ["publish", "tinplate", "--build", "9", "--channel", "1.21.4", "--file", "-",
+            "--name", "x.jar", "--url", "https://ci.example.org/~ci/9#log",
+            "--commit", "ab12", "Fix #12: `a; b` $(c) it's {d,e} ~f *"]  # fmt: skip
+    quoted = subprocess.run(["bash", "-c", 'printf "%q " "$@"', "-", *args], check=True,
+                            capture_output=True, text=True).stdout  # fmt: skip
+    result = forced(box, "buildshelf " + quoted, stdin=b"the jar")
+    assert result.returncode == 0, result.stderr
+    build = served(box)["tinplate"].build(9)
+    assert (build.file, build.size, build.url) == ("x.jar", 7, args[11])
+    assert build.commits[0].message == args[-1]
+    assert forced(box, "buildshelf yank tinplate 9").returncode == 0
+    assert 9 not in [b.number for b in served(box)["tinplate"].builds]
 
 
 def test_the_cron_lines_run_with_cron_s_path(box, fake_jenkins):
