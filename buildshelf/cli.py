@@ -604,7 +604,7 @@ def publish(args):
     if args.file is not None:
         del build["downloadUrl"]  # the server makes a kept file's address
         meter = progress.Meter(f"storing {printable(os.path.basename(args.file))}")
-        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256, meter)
+        keep = writer.Keep(args.file, args.max_file_mb << 20, args.sha256, progress=meter)
     elif args.sha256 is not None:
         build.update(sha256=args.sha256, size=args.size)
     deleted = []  # said after what happened to the build, or before a refusal
