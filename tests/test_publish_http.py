@@ -26,7 +26,7 @@ from buildshelf import artifacts, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
-from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, server_argv
+from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, real_server, server_argv
 from oidc_issuer import OidcIssuer
 
 API = "/api/v2"
@@ -959,6 +959,25 @@ def test_a_real_server_answers_401_and_then_429_on_the_head_alone(running):
     status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20))
     assert (status, body["code"]) == (429, "too_many_requests")
     assert 50 <= int(headers["retry-after"]) <= 60
+
+
+def head_from(client, running):
+    """A PUT's head with no credential, as a proxy passes on `client`'s."""
+    head = head_of_put(running, 10, token="")
+    return head.replace(b"Host: x\r\n", f"Host: x\r\nX-Forwarded-For: {client}\r\n".encode())
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_limit_counts_a_trusted_proxy_s_clients_apart(data_dir, state, trusted):
+    """Behind a trusted proxy, the failures of one client (X-Forwarded-For) do not limit
+    another; from any other peer, the header is ignored and the peer is the client."""
+    flags = ["--state", state] + (["--trusted-proxy", "127.0.0.1"] if trusted else [])
+    with real_server(data_dir, *flags) as (port, _):
+        running = Running(port, None, "", None)
+        for _ in range(10):
+            assert answer_to(port, head_from("192.0.2.1", running))[0] == 401
+        assert answer_to(port, head_from("192.0.2.1", running))[0] == 429
+        assert answer_to(port, head_from("192.0.2.2", running))[0] == (401 if trusted else 429)
 
 
 def test_a_client_that_leaves_mid_upload_leaves_nothing(running, data_dir):
