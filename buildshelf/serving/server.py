@@ -259,7 +259,9 @@ def serve(
         _dispatcher=dispatcher,
         max_request_body_size=max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
-        **_proxy_settings(trusted_proxy),
+        # One hop, which nginx sets to its own client's address (deploy/nginx.conf).
+        trusted_proxy=trusted_proxy,
+        trusted_proxy_headers={"x-forwarded-for"} if trusted_proxy else set(),
     )
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
@@ -284,18 +286,6 @@ def serve(
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
-
-
-def _proxy_settings(trusted_proxy):
-    """waitress's settings for `trusted_proxy` (an address, or None): one hop, which nginx
-    sets to the address of its own client (deploy/nginx.conf)."""
-    if trusted_proxy is None:
-        return {}
-    return {
-        "trusted_proxy": trusted_proxy,
-        "trusted_proxy_count": 1,
-        "trusted_proxy_headers": {"x-forwarded-for"},
-    }
 
 
 def _answering_recalled(app):
