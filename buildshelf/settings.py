@@ -206,7 +206,7 @@ SETTINGS = (
         "accel_redirect",
         "for nginx in front: answer a kept file's download with its headers and "
         "X-Accel-Redirect: PREFIX/aa/SHA256 instead of its bytes, which nginx sends from the "
-        "store",
+        "store; only for a request with X-Buildshelf-Accel: 1, which deploy/nginx.conf sets",
         None,
         location_prefix,
         "PREFIX",
