@@ -251,14 +251,14 @@ def behind_nginx(nginx_available, data_dir):
                          "1.21", "--timestamp", "1700000000000", "--file", jar]) == 0  # fmt: skip
         sha = hashlib.sha256(content).hexdigest()
         path = f"/downloads/alpha/9/{sha}/alpha-9.jar"
-        port = harness.free_port()
+        port, http_port = harness.free_port(), harness.free_port()
         prefix = nginx_bench.unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]
         flags = ("--accel-redirect", prefix, "--public-url", f"http://127.0.0.1:{port}")
         with real_server(data, *flags) as (upstream, process):
             with open(nginx_bench.SITE) as f:
                 site = nginx_bench.render_site(
                     f.read(), os.path.join(work, "nginx"), upstream, port,
-                    store=os.path.join(data, "artifacts"),
+                    store=os.path.join(data, "artifacts"), http_port=http_port,
                 )  # fmt: skip
             argv = nginx_bench.write_config(os.path.join(work, "nginx"), site)
             nginx = harness.Server.nginx(argv, port)
@@ -266,6 +266,8 @@ def behind_nginx(nginx_available, data_dir):
                 plain = server.make_app(store_module.Store(data, check_interval=0))
                 yield SimpleNamespace(
                     port=port,
+                    http_port=http_port,
+                    nginx_dir=os.path.join(work, "nginx"),
                     upstream=upstream,
                     process=process,
                     path=path,
@@ -358,6 +360,18 @@ def test_the_objects_own_validators_never_answer_through_nginx(behind_nginx, val
     }[validator]
     status, _, body = through(behind_nginx.port, behind_nginx.path, headers={validator: value})
     assert (status, body) == (200, behind_nginx.content)
+
+
+def test_plain_http_is_redirected_to_https_but_certbot_s_challenges(behind_nginx):
+    for target in ("/", "/downloads/latest?project=alpha", behind_nginx.path):
+        status, headers, _ = through(behind_nginx.http_port, target)
+        assert (status, dict(headers)["Location"]) == (301, "https://127.0.0.1" + target)
+    challenges = os.path.join(behind_nginx.nginx_dir, "acme", ".well-known", "acme-challenge")
+    os.makedirs(challenges)
+    with open(os.path.join(challenges, "t0ken"), "w") as f:
+        f.write("t0ken.thumbprint")
+    answer = through(behind_nginx.http_port, "/.well-known/acme-challenge/t0ken")
+    assert (answer[0], answer[2]) == (200, b"t0ken.thumbprint")
 
 
 def upstream_log(behind_nginx):
