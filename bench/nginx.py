@@ -111,13 +111,17 @@ http {{
 """
 
 
-def render_site(site, work, upstream_port, port, cert=None, store=None, max_file_mb=None):
+def render_site(
+    site, work, upstream_port, port, cert=None, store=None, max_file_mb=None, http_port=None
+):
     """deploy/nginx.conf with temporary paths, Buildshelf's port, and 127.0.0.1:`port`.
 
     cert=(certificate, key) keeps TLS and the per-client limits; None drops both. `store` is
     the artifact store nginx sends files from (by default one in `work`). `max_file_mb`, for
-    a Buildshelf run with another --max-file-mb, moves the write route's limit with it. Each text replaced must be found once, so a changed site fails here
-    instead of being half-tested.
+    a Buildshelf run with another --max-file-mb, moves the write route's limit with it.
+    `http_port` keeps the plain-HTTP server (the redirect to https, certbot's challenges
+    served from `work`/acme); None drops it. Each text replaced must be found once, so a
+    changed site fails here instead of being half-tested.
     """
     replacements = [
         ("server 127.0.0.1:8080;", f"server 127.0.0.1:{upstream_port};"),
@@ -137,8 +141,16 @@ def render_site(site, work, upstream_port, port, cert=None, store=None, max_file
         )
     if cert:
         replacements += [
-            ("/etc/ssl/builds.example.org.pem", cert[0]),
-            ("/etc/ssl/builds.example.org.key", cert[1]),
+            ("/etc/letsencrypt/live/builds.example.org/fullchain.pem", cert[0]),
+            ("/etc/letsencrypt/live/builds.example.org/privkey.pem", cert[1]),
+        ]
+    [redirect] = re.findall(r"^server \{\n    listen 80;\n.*?^\}\n\n", site, re.M | re.S)
+    if http_port is None:
+        site = site.replace(redirect, "")
+    else:
+        replacements += [
+            ("listen 80;", f"listen 127.0.0.1:{http_port};"),
+            ("root /var/www/html;", f"root {os.path.join(work, 'acme')};"),
         ]
     for old, new in replacements:
         if site.count(old) != 1:

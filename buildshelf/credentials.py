@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from buildshelf import oidc, tokens, trust
 from buildshelf.text import printable
 
+UNKNOWN_TOKEN = "unknown, expired or revoked token"
+UNKNOWN_CREDENTIAL = "unknown credential: a token (bs_...) or a GitHub Actions OIDC token"
+
 
 class Unauthorized(Exception):
     """401: no credential, or one that is not valid now (unknown, expired, revoked, forged).
@@ -34,6 +37,14 @@ class Publisher:
     who: str
 
 
+def _bearer(authorization):
+    """The bearer credential of an Authorization header's value (or None), or Unauthorized."""
+    scheme, _, bearer = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not bearer.strip():
+        raise Unauthorized("send Authorization: Bearer TOKEN (a token or a GitHub OIDC token)")
+    return bearer.strip()
+
+
 class Credentials:
     """The credentials kept in the state directory `state_dir`; GitHub OIDC tokens are those
     `issuer` signs for `audience` (the service's public URL)."""
@@ -42,24 +53,45 @@ class Credentials:
         self.state_dir, self.issuer, self.audience = state_dir, issuer, audience.rstrip("/")
         self.verifier = oidc.Verifier(issuer, self.audience)
 
+    def precheck(self, authorization: str | None) -> None:
+        """Unauthorized raised for a credential that cannot be valid, for any project: no
+        bearer, a token unknown, expired or revoked, a GitHub token expired or for another
+        audience... Cheap and read-only (no key fetched, no jti spent, nothing recorded), for
+        a request whose body is not read yet; authenticate() then checks it all."""
+        bearer = _bearer(authorization)
+        if bearer.startswith(tokens.PREFIX):
+            try:
+                known = tokens.authenticate(self.state_dir, bearer, record=False)
+            except sqlite3.Error:  # authenticate() says so
+                return
+            if known is None:
+                raise Unauthorized(UNKNOWN_TOKEN)
+        elif oidc.looks_like_jwt(bearer):
+            try:
+                self.verifier.precheck(bearer)
+            except oidc.Invalid as invalid:
+                raise Unauthorized(str(invalid)) from None
+        else:
+            raise Unauthorized(UNKNOWN_CREDENTIAL)
+
     def authenticate(self, authorization: str | None, slug: str) -> Publisher:
         """The publisher `authorization` (an Authorization header's value, or None) proves
         for project `slug`, or the refusal raised. A valid credential for another project is
         Forbidden, so that the caller can answer 404 for a project that does not exist."""
-        scheme, _, bearer = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not bearer.strip():
-            raise Unauthorized("send Authorization: Bearer TOKEN (a token or a GitHub OIDC token)")
-        bearer = bearer.strip()
+        bearer = _bearer(authorization)
         if bearer.startswith(tokens.PREFIX):
             return self._token(bearer, slug)
         if oidc.looks_like_jwt(bearer):
             return self._github(bearer, slug)
-        raise Unauthorized("unknown credential")
+        raise Unauthorized(UNKNOWN_CREDENTIAL)
 
     def _token(self, text: str, slug: str) -> Publisher:
-        token = tokens.authenticate(self.state_dir, text)
+        try:
+            token = tokens.authenticate(self.state_dir, text)
+        except sqlite3.Error as error:  # a state directory not readable, a database damaged
+            raise Unavailable(f"the tokens cannot be read now: {error}") from None
         if token is None:
-            raise Unauthorized("unknown, expired or revoked token")
+            raise Unauthorized(UNKNOWN_TOKEN)
         # Slugs are lower case; the API finds a project whatever the case of its URL.
         if token.project not in (slug.lower(), tokens.EVERY_PROJECT):
             raise Forbidden(

@@ -84,6 +84,12 @@ class Verifier:
 
     def verify(self, token: str) -> dict:
         """The token's claims, or Invalid or Unreachable raised."""
+        kid = self.precheck(token)
+        return self._decode(token, self._key(kid))
+
+    def precheck(self, token: str) -> str:
+        """The key id of a token that may be valid, or Invalid raised: everything verify
+        checks but the signature, with no key needed, so no fetch, ever."""
         if len(token) > MAX_TOKEN_BYTES or not looks_like_jwt(token):
             raise Invalid("the bearer token is not a JWT")
         try:
@@ -97,7 +103,7 @@ class Verifier:
             raise Invalid("the token names no key (kid)")
         # Checked before the keys are looked for: a token that cannot be valid needs no issuer.
         self._decode(token, None)
-        return self._decode(token, self._key(kid))
+        return kid
 
     def _decode(self, token, key):
         """The claims, checked; their signature too unless `key` is None."""
@@ -111,6 +117,12 @@ class Verifier:
                 leeway=LEEWAY,
                 options={
                     "verify_signature": key is not None,
+                    # Named: PyJWT checks none of these when it does not check the signature.
+                    "verify_exp": True,
+                    "verify_nbf": True,
+                    "verify_iat": True,
+                    "verify_aud": True,
+                    "verify_iss": True,
                     "require": list(REQUIRED_CLAIMS),
                     "verify_sub": False,  # checked below, naming the claim
                     "verify_jti": False,

@@ -230,7 +230,14 @@ def serve(args: argparse.Namespace) -> int:
         # (as $TMPDIR may be); the data directory's until the store exists.
         bodies = args.artifacts if os.path.isdir(args.artifacts) else args.data
         return serving.run(
-            app, args.host, args.port, args.threads, args.quiet, listening, body_directory=bodies
+            app,
+            args.host,
+            args.port,
+            args.threads,
+            args.quiet,
+            listening,
+            body_directory=bodies,
+            trusted_proxy=args.trusted_proxy,
         )
     finally:
         data.stop()

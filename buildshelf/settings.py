@@ -6,6 +6,7 @@ the table in docs/running.md are all made from `SETTINGS`.
 import argparse
 import configparser
 import importlib.metadata
+import ipaddress
 import os
 import re
 from collections.abc import Callable
@@ -123,6 +124,16 @@ def public_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def ip_address(value: str) -> str:
+    """An IPv4 or IPv6 address, as written."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not an IP address (such as 127.0.0.1 or ::1)"
+        ) from None
+
+
 def location_prefix(value: str) -> str:
     """A URL path of plain segments, as an nginx location names it, without a trailing '/'."""
     if not _LOCATION_PREFIX.fullmatch(value):
@@ -195,12 +206,22 @@ SETTINGS = (
         "accel_redirect",
         "for nginx in front: answer a kept file's download with its headers and "
         "X-Accel-Redirect: PREFIX/aa/SHA256 instead of its bytes, which nginx sends from the "
-        "store",
+        "store; only for a request with X-Buildshelf-Accel: 1, which deploy/nginx.conf sets",
         None,
         location_prefix,
         "PREFIX",
         shown_default="off: Buildshelf sends the bytes",
         more="see [Downloads behind nginx](#downloads-behind-nginx)",
+    ),
+    Setting(
+        "trusted_proxy",
+        "the address of the reverse proxy in front (nginx): a request from it comes from the "
+        "client its X-Forwarded-For names, as the access log and the limit of failed "
+        "authentications see it; from any other peer that header is ignored",
+        None,
+        ip_address,
+        "ADDR",
+        shown_default="off: the peer is the client",
     ),
     Setting(
         "threads",

@@ -166,9 +166,12 @@ def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token
     return _token(row), bool(changed)
 
 
-def authenticate(state_dir: str, text: str, now: int | None = None) -> Token | None:
+def authenticate(
+    state_dir: str, text: str, now: int | None = None, record: bool = True
+) -> Token | None:
     """The token `text` is, if valid at `now`; None for one malformed, unknown, expired or
-    revoked. Its `last used` is recorded (at most once a minute)."""
+    revoked. Its `last used` is recorded (at most once a minute), unless not `record`: a
+    check that only reads."""
     form = FORM.match(text)
     if form is None:
         return None
@@ -186,7 +189,7 @@ def authenticate(state_dir: str, text: str, now: int | None = None) -> Token | N
         token = _token(row[1:])
         if token.status(now) != "active":
             return None
-        if token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS:
+        if record and (token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS):
             _record_use(connection, token.id, now)
         return token
     finally:

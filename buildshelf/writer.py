@@ -17,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -306,6 +306,7 @@ class Keep:
     source: str
     max_bytes: int = artifacts.MAX_BYTES_DEFAULT
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
+    _: KW_ONLY  # the rest by name: a positional argument once took another's place
     staged: artifacts.Staged | None = None
     name: str | None = None
     progress: artifacts.Progress | None = None  # told of the copy as it goes

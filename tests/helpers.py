@@ -186,8 +186,15 @@ ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
 
 
 class FakeCredentials:
-    """Credentials.authenticate's interface, until tokens and OIDC land: ALPHA_TOKEN may
-    write alpha, ANY_TOKEN any project, 'down' cannot be checked now."""
+    """Credentials' interface: ALPHA_TOKEN may write alpha, ANY_TOKEN any project, 'down'
+    cannot be checked now; precheck() refuses only what authenticate() refuses for every
+    project."""
+
+    def precheck(self, authorization):
+        try:
+            self.authenticate(authorization, "alpha")
+        except (Forbidden, Unavailable):
+            pass
 
     def authenticate(self, authorization, slug):
         scheme, _, bearer = (authorization or "").partition(" ")

@@ -37,6 +37,7 @@ import harness  # noqa: E402  (bench/harness.py)
 import nginx as nginx_bench  # noqa: E402
 
 URI = "/_objects/ab/abcdef"
+FROM_NGINX = {"HTTP_X_BUILDSHELF_ACCEL": "1"}  # what deploy/nginx.conf sets
 
 
 @pytest.fixture
@@ -166,7 +167,7 @@ def kept(data_dir, tmp_path):
 def test_the_app_hands_kept_files_to_the_location_named(data_dir, kept):
     path, sha = kept
     app = server.make_app(store_module.Store(data_dir, check_interval=0), accel_redirect="/_o")
-    client = webtest.TestApp(app)
+    client = webtest.TestApp(app, extra_environ=FROM_NGINX)
     resp = client.get(path)
     assert resp.headers["X-Accel-Redirect"] == f"/_o/{sha[:2]}/{sha}"
     assert (resp.headers["Content-Length"], resp.body) == ("0", b"")
@@ -180,6 +181,24 @@ def test_without_the_setting_buildshelf_sends_the_bytes(data_dir, kept):
     client = webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
     resp = client.get(kept[0])
     assert "X-Accel-Redirect" not in resp.headers and resp.body == CONTENT
+
+
+def test_with_the_setting_a_request_not_from_nginx_gets_the_bytes_and_a_warning(
+    data_dir, kept, caplog
+):
+    """deploy/buildshelf.env sets the prefix; without nginx in front, no empty jar."""
+    app = server.make_app(store_module.Store(data_dir, check_interval=0), accel_redirect="/_o")
+    client = webtest.TestApp(app)
+    for _ in range(3):
+        resp = client.get(kept[0])
+        assert "X-Accel-Redirect" not in resp.headers and resp.body == CONTENT
+        assert resp.headers["Content-Length"] == str(len(CONTENT))
+    warned = [r for r in caplog.records if "X-Buildshelf-Accel" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING", caplog.text
+    assert "/_o" in warned[0].getMessage()
+    for other in ("0", "yes", ""):  # only nginx's own value hands a download over
+        resp = client.get(kept[0], headers={"X-Buildshelf-Accel": other})
+        assert resp.body == CONTENT
 
 
 @pytest.mark.parametrize("value, taken", [("/_objects", "/_objects"), ("/a/b_c/", "/a/b_c")])
@@ -232,14 +251,14 @@ def behind_nginx(nginx_available, data_dir):
                          "1.21", "--timestamp", "1700000000000", "--file", jar]) == 0  # fmt: skip
         sha = hashlib.sha256(content).hexdigest()
         path = f"/downloads/alpha/9/{sha}/alpha-9.jar"
-        port = harness.free_port()
+        port, http_port = harness.free_port(), harness.free_port()
         prefix = nginx_bench.unit_environment()["BUILDSHELF_ACCEL_REDIRECT"]
         flags = ("--accel-redirect", prefix, "--public-url", f"http://127.0.0.1:{port}")
-        with real_server(data, *flags) as (upstream, _):
+        with real_server(data, *flags) as (upstream, process):
             with open(nginx_bench.SITE) as f:
                 site = nginx_bench.render_site(
                     f.read(), os.path.join(work, "nginx"), upstream, port,
-                    store=os.path.join(data, "artifacts"),
+                    store=os.path.join(data, "artifacts"), http_port=http_port,
                 )  # fmt: skip
             argv = nginx_bench.write_config(os.path.join(work, "nginx"), site)
             nginx = harness.Server.nginx(argv, port)
@@ -247,6 +266,10 @@ def behind_nginx(nginx_available, data_dir):
                 plain = server.make_app(store_module.Store(data, check_interval=0))
                 yield SimpleNamespace(
                     port=port,
+                    http_port=http_port,
+                    nginx_dir=os.path.join(work, "nginx"),
+                    upstream=upstream,
+                    process=process,
                     path=path,
                     content=content,
                     object=os.path.join(data, "artifacts", sha[:2], sha),
@@ -339,6 +362,54 @@ def test_the_objects_own_validators_never_answer_through_nginx(behind_nginx, val
     assert (status, body) == (200, behind_nginx.content)
 
 
+def test_plain_http_is_redirected_to_https_but_certbot_s_challenges(behind_nginx):
+    for target in ("/", "/downloads/latest?project=alpha", behind_nginx.path):
+        status, headers, _ = through(behind_nginx.http_port, target)
+        assert (status, dict(headers)["Location"]) == (301, "https://127.0.0.1" + target)
+    challenges = os.path.join(behind_nginx.nginx_dir, "acme", ".well-known", "acme-challenge")
+    os.makedirs(challenges)
+    with open(os.path.join(challenges, "t0ken"), "w") as f:
+        f.write("t0ken.thumbprint")
+    answer = through(behind_nginx.http_port, "/.well-known/acme-challenge/t0ken")
+    assert (answer[0], answer[2]) == (200, b"t0ken.thumbprint")
+
+
+def upstream_log(behind_nginx):
+    """What Buildshelf behind nginx logged, once stopped."""
+    behind_nginx.process.send_signal(signal.SIGINT)
+    return behind_nginx.process.communicate(timeout=10)[1].splitlines()
+
+
+def test_through_nginx_buildshelf_hands_downloads_over_whatever_the_client_says(behind_nginx):
+    """deploy/nginx.conf sets X-Buildshelf-Accel to its own value, replacing any sent."""
+    for forged in (None, "0", "no"):
+        headers = {} if forged is None else {"X-Buildshelf-Accel": forged}
+        status, answered, body = through(behind_nginx.port, behind_nginx.path, headers=headers)
+        assert (status, body == behind_nginx.content) == (200, True)
+        assert "x-accel-redirect" not in {name.lower() for name, _ in answered}
+    logged = upstream_log(behind_nginx)
+    downloads = [line for line in logged if f"GET {behind_nginx.path} " in line]
+    assert len(downloads) == 3 and all(" 200 handed-over " in line for line in downloads)
+    assert not [line for line in logged if "X-Buildshelf-Accel" in line]
+
+
+def test_the_server_as_the_unit_runs_it_sends_whole_files_to_a_client_not_behind_nginx(
+    behind_nginx, tmp_path
+):
+    """The shipped settings (BUILDSHELF_ACCEL_REDIRECT) with nothing in front: curl -fsSO
+    saves the whole jar, not 0 bytes; the server says once why nginx is not sending it."""
+    url = f"http://127.0.0.1:{behind_nginx.upstream}{behind_nginx.path}"
+    for _ in range(2):
+        curl = subprocess.run(
+            ["curl", "-fsSO", "--noproxy", "*", url], cwd=tmp_path, capture_output=True, timeout=60
+        )
+        assert curl.returncode == 0, curl.stderr
+        assert (tmp_path / "alpha-9.jar").read_bytes() == behind_nginx.content
+    assert through(behind_nginx.port, behind_nginx.path)[2] == behind_nginx.content
+    warnings = [line for line in upstream_log(behind_nginx) if "X-Buildshelf-Accel" in line]
+    assert len(warnings) == 1, warnings
+
+
 def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
     port, path = behind_nginx.port, behind_nginx.path
     sha = path.split("/")[4]
@@ -408,7 +479,7 @@ def publishing_through_nginx(request, nginx_available, data_dir):
         nginx_dir = os.path.join(work, "nginx")
         os.makedirs(nginx_dir)
         cert = nginx_bench.self_signed(nginx_dir) if scheme == "https" else None
-        with real_server(data, *flags) as (upstream, _):
+        with real_server(data, *flags) as (upstream, process):
             with open(nginx_bench.SITE) as f:
                 site = nginx_bench.render_site(
                     f.read(), nginx_dir, upstream, port, cert=cert, max_file_mb=UPLOAD_LIMIT_MB

@@ -649,3 +649,25 @@ def test_trust_bad_usage_exits_2(data_dir, capsys, argv, message):
     with pytest.raises(SystemExit) as exited:
         cli.main(["trust", "alpha", *argv, "--data", str(data_dir)])
     assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_precheck_refuses_what_cannot_be_valid_without_a_fetch_or_a_spend(
+    issuer, creds, state_dir
+):
+    """Credentials.precheck, which the server runs before an upload's body is read: a token
+    expired, for another audience or unsigned is refused with no fetch; a valid one passes,
+    unspent, and publishes once after it."""
+    trust.add(state_dir, "alpha", REPOSITORY)
+    for token in (
+        issuer.token(exp=int(time.time()) - 3600),
+        issuer.token(aud="https://elsewhere.example.org"),
+        issuer.token(alg="none"),
+        "not.a.jwt",
+    ):
+        with pytest.raises(Unauthorized):
+            creds.precheck(bearer(token))
+    assert issuer.fetches == []
+    token = issuer.token()
+    creds.precheck(bearer(token))
+    creds.precheck(bearer(token))  # nothing spent
+    assert creds.authenticate(bearer(token), "alpha").who.startswith(f"github {REPOSITORY}")

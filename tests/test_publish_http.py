@@ -26,7 +26,7 @@ from buildshelf import artifacts, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
-from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, server_argv
+from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, real_server, server_argv
 from oidc_issuer import OidcIssuer
 
 API = "/api/v2"
@@ -716,7 +716,7 @@ def test_screen_refuses_a_body_over_1_kib_on_any_other_route(app):
 
 
 def test_screen_of_a_write(app):
-    ok = dict(HTTP_AUTHORIZATION="Bearer x", CONTENT_TYPE=MULTIPART)
+    ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}", CONTENT_TYPE=MULTIPART)
     most = app.max_body_bytes
     assert most == (1 << 20) + publish.FRAMING_BYTES
     assert app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most), **ok)) is None
@@ -733,10 +733,14 @@ def test_screen_of_a_write(app):
     assert (refused.status_code, refused.code) == (415, "unsupported_media_type")
     refused = app.screen(environ("DELETE", WRITE, CONTENT_LENGTH="2000", **ok))
     assert refused.status_code == 413
-    assert app.screen(environ("DELETE", WRITE, HTTP_AUTHORIZATION="Bearer x")) is None
-    refused = app.screen(environ("PUT", WRITE, CONTENT_TYPE=MULTIPART, CONTENT_LENGTH="10"))
-    assert (refused.status_code, refused.code) == (401, "unauthorized")
-    assert dict(refused.headers.items()) == {"Www-Authenticate": "Bearer"}
+    assert app.screen(environ("DELETE", WRITE, HTTP_AUTHORIZATION=ok["HTTP_AUTHORIZATION"])) is None
+    # No credential, or one that cannot be valid: refused before the body is buffered.
+    for authorization in ({}, {"HTTP_AUTHORIZATION": "Bearer x"}):
+        refused = app.screen(
+            environ("PUT", WRITE, CONTENT_TYPE=MULTIPART, CONTENT_LENGTH="10", **authorization)
+        )
+        assert (refused.status_code, refused.code) == (401, "unauthorized")
+        assert dict(refused.headers.items()) == {"Www-Authenticate": "Bearer"}
 
 
 def test_screen_answers_429_with_retry_after_while_an_address_is_limited(app):
@@ -746,10 +750,8 @@ def test_screen_answers_429_with_retry_after_while_an_address_is_limited(app):
     assert (refused.status_code, refused.code) == (429, "too_many_requests")
     assert 59 <= int(refused.headers["Retry-After"]) <= 60
     assert app.screen(environ()) is None  # reads are never limited
-    assert (
-        app.screen(environ("DELETE", WRITE, REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION="x"))
-        is None
-    )
+    other = dict(REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}")
+    assert app.screen(environ("DELETE", WRITE, **other)) is None
 
 
 # --- the log line, and no secret anywhere --------------------------------------------------------
@@ -959,6 +961,33 @@ def test_a_real_server_answers_401_and_then_429_on_the_head_alone(running):
     status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20))
     assert (status, body["code"]) == (429, "too_many_requests")
     assert 50 <= int(headers["retry-after"]) <= 60
+
+
+def head_from(client, running):
+    """A PUT's head with no credential, as a proxy passes on `client`'s."""
+    head = head_of_put(running, 10, token="")
+    return head.replace(b"Host: x\r\n", f"Host: x\r\nX-Forwarded-For: {client}\r\n".encode())
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_limit_counts_a_trusted_proxy_s_clients_apart(data_dir, state, trusted):
+    """Behind a trusted proxy, the failures of one client (X-Forwarded-For) do not limit
+    another; from any other peer, the header is ignored and the peer is the client."""
+    flags = ["--state", state] + (["--trusted-proxy", "127.0.0.1"] if trusted else [])
+    with real_server(data_dir, *flags) as (port, _):
+        running = Running(port, None, "", None)
+        for _ in range(10):
+            assert answer_to(port, head_from("192.0.2.1", running))[0] == 401
+        assert answer_to(port, head_from("192.0.2.1", running))[0] == 429
+        assert answer_to(port, head_from("192.0.2.2", running))[0] == (401 if trusted else 429)
+
+
+def test_a_real_server_refuses_a_credential_that_cannot_be_valid_on_the_head_alone(running):
+    """An unknown token, a revoked one or an expired GitHub token never get a body buffered."""
+    unknown = "bs_000000000000_" + "A" * 43
+    for token in (unknown, running.text + "x"):
+        status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20, token))
+        assert (status, body["code"], headers["connection"]) == (401, "unauthorized", "close")
 
 
 def test_a_client_that_leaves_mid_upload_leaves_nothing(running, data_dir):

@@ -32,7 +32,7 @@ from helpers import free_port
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The places the set-up uses: each moves under the temporary root.
 BOX_PATHS = ("/etc/buildshelf", "/etc/cron.d", "/etc/systemd/system", "/usr/local/bin",
-             "/opt/buildshelf", "/srv/buildshelf")  # fmt: skip
+             "/opt/buildshelf", "/srv/buildshelf", "/var/backups/buildshelf")  # fmt: skip
 # What Debian's sshd gives a session's PATH, and cron's own.
 SSHD_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/games"
 # Set-up steps the test does not run: it makes no venv (the one running the tests stands in
@@ -384,11 +384,13 @@ def new_token(box, slug="tinplate"):
 
 
 @contextmanager
-def service(box, port, public_url, **environment):
+def service(box, port, public_url, *flags, **environment):
     """Buildshelf started as deploy/buildshelf.service starts it (the settings file read, then
-    the venv's command), on 127.0.0.1:`port` with `public_url`; yields its log's path."""
-    log = os.path.join(box, "service.log")
-    argv = [f"{box}/usr/local/bin/buildshelf", "--port", str(port), "--public-url", public_url]
+    the venv's command), on 127.0.0.1:`port` with `public_url` and `flags`; yields its log's
+    path."""
+    log = os.path.join(box, f"service-{port}.log")
+    argv = [f"{box}/usr/local/bin/buildshelf", "--port", str(port), "--public-url", public_url,
+            *flags]  # fmt: skip
     with open(log, "w") as stderr:
         proc = subprocess.Popen(["env", "-i", "PATH=/usr/bin:/bin",
                                  *(f"{k}={v}" for k, v in environment.items()), *argv],
@@ -645,3 +647,79 @@ def test_the_generic_curl_recipe_publishes_and_says_what_went_wrong(box, ci_chec
         as_root_on_the_box(box, "token", "revoke", revoked)
         assert json.loads(run(command).stdout)["code"] == "unauthorized"
     assert_kept(box, 154, content)  # as it was
+
+
+# --- backing up and restoring ---
+
+
+def as_root(box, script):
+    """A block of docs/running.md run as root would run it on the box: paths moved under
+    `box`, as whoever runs the tests (no chown, no sudo), with the box's command first on the
+    PATH."""
+    script = "\n".join(
+        line.replace("sudo -u deploy ", "")
+        for line in moved(script, box).splitlines()
+        if not line.startswith("chown ")
+    )
+    result = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                            env=dict(PATH=f"{box}/usr/local/bin:/usr/bin:/bin"), timeout=120)  # fmt: skip
+    assert result.returncode == 0, (script, result.stderr)
+    return result.stdout
+
+
+def get(url):
+    """(status, body) of a GET."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_backup_taken_while_serving_restores_the_builds_files_and_tokens(box, ci_checkout):
+    if shutil.which("sqlite3") is None:
+        pytest.fail("the backup needs sqlite3: as root, apt-get install -y sqlite3")
+    running = read("docs", "running.md")
+    backup = code_block(running, ("## Backing up and restoring", "A backup, as root"), "sh")
+    restore = code_block(running, ("## Backing up and restoring", "The restore drill"), "sh")
+    ci_side, content = ci_checkout
+    command = code_block(section("### Any other CI"), "```sh", "sh")
+    token = new_token(box)
+    as_root_on_the_box(box, "trust", "tinplate", "--github", "acme/tinplate")
+    port, again = free_port(), free_port()
+    url, restored_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{again}"
+
+    def publish(url):
+        return subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", command.replace(PUBLIC_URL, url)],
+            cwd=ci_side["checkout"], capture_output=True, text=True, timeout=120,
+            env=dict(PATH="/usr/bin:/bin", HOME=ci_side["home"], BUILDSHELF_TOKEN=token),
+        )  # fmt: skip
+
+    builds = "/api/v2/builds?project=tinplate"
+    with service(box, port, url):
+        assert publish(url).returncode == 0
+        kept = assert_kept(box, 154, content)
+        live = get(url + builds)
+        assert live[0] == 200
+        as_root(box, backup)  # while the service runs, its databases open
+    listed = as_root(box, restore)
+    assert token.split("_")[1] in listed
+    restored = box + "/srv/buildshelf/restored"
+    assert sorted(os.listdir(restored + "/.buildshelf")) == ["tokens.sqlite3", "trust.sqlite3"]
+    assert os.stat(restored + "/.buildshelf").st_mode & 0o777 == 0o700
+    with service(box, again, restored_url, "--data", restored):
+        status, body = get(restored_url + builds)
+        assert (status, body.replace(restored_url.encode(), url.encode())) == live
+        [build] = [b for b in json.loads(body) if b["buildNumber"] == 154]
+        assert get(build["downloadUrl"]) == (200, content)
+        assert get(build["downloadUrl"] + ".sha256")[1].startswith(kept.sha256.encode())
+        # The token of the backup still publishes: the same file again is the same build.
+        done = publish(restored_url)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["buildNumber"] == 154
+        health = get(restored_url + "/healthz")
+        assert health[0] == 200, health

@@ -78,11 +78,6 @@ def main(data, port, bodies, max_body_bytes, channel_timeout=None):
         serving.LIMITS.update(channel_timeout=int(channel_timeout), cleanup_interval=1)
     if os.environ.get("UPLOAD_APP_RECV_BYTES"):
         serving.LIMITS.update(recv_bytes=int(os.environ["UPLOAD_APP_RECV_BYTES"]))
-    if os.environ.get("UPLOAD_APP_TRUSTED_PROXY"):
-        serving.LIMITS.update(
-            trusted_proxy=os.environ["UPLOAD_APP_TRUSTED_PROXY"],
-            trusted_proxy_headers={"x-forwarded-for"},
-        )
     store = Store(data)
     store.start()
     kept_as = os.path.join(os.path.dirname(os.path.abspath(data)), "uploaded")
@@ -96,6 +91,7 @@ def main(data, port, bodies, max_body_bytes, channel_timeout=None):
             quiet=True,
             on_listening=lambda url: print("listening", flush=True),
             body_directory=bodies,
+            trusted_proxy=os.environ.get("UPLOAD_APP_TRUSTED_PROXY"),
         )
     finally:
         store.stop()

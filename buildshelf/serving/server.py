@@ -232,6 +232,7 @@ def serve(
     screen=None,
     max_body_bytes=BODY_BYTES,
     body_directory=None,
+    trusted_proxy=None,
 ):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return.
 
@@ -242,7 +243,9 @@ def serve(
     its body is read, returns None or the query.ApiError to answer instead: `app` then gets
     the request bodiless, with the error as environ[answers.REFUSED], and the connection is
     closed after the answer. A body over `max_body_bytes` is refused likewise (413); one over
-    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`.
+    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`. A request from
+    the address `trusted_proxy` comes from the last X-Forwarded-For hop it names (waitress's
+    own handling); from any other peer, that header is dropped.
     """
     limit = connection_limit()
     dispatcher = QueueWatchingDispatcher()
@@ -256,6 +259,9 @@ def serve(
         _dispatcher=dispatcher,
         max_request_body_size=max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
+        # One hop, which nginx sets to its own client's address (deploy/nginx.conf).
+        trusted_proxy=trusted_proxy,
+        trusted_proxy_headers={"x-forwarded-for"} if trusted_proxy else set(),
     )
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
@@ -358,12 +364,20 @@ def resolves(host: str, port: int) -> bool:
 
 
 def run(
-    app, host: str, port: int, threads: int, quiet: bool, on_listening, body_directory=None
+    app,
+    host: str,
+    port: int,
+    threads: int,
+    quiet: bool,
+    on_listening,
+    body_directory=None,
+    trusted_proxy=None,
 ) -> int:
     """Serve `app` (a server.make_app) until stopped, with an access log unless `quiet`; the
     exit status: 0 once stopped, 1 if it cannot listen. `on_listening(base_url)` is called
     when it accepts connections. The app's `screen` and `max_body_bytes`, if it has them, are
-    serve()'s; bodies are held in `body_directory` (see serve)."""
+    serve()'s; bodies are held in `body_directory`, and `trusted_proxy` is trusted (see
+    serve)."""
     access_log = None if quiet else LineWriter(to_line=access_line)
     try:
         serve(
@@ -379,6 +393,7 @@ def run(
             screen=getattr(app, "screen", None),
             max_body_bytes=getattr(app, "max_body_bytes", BODY_BYTES),
             body_directory=body_directory,
+            trusted_proxy=trusted_proxy,
         )
     except (OSError, ValueError) as error:  # the address is taken, or not ours to listen on
         log.error(

@@ -18,13 +18,19 @@ from buildshelf.web.shapes import DOWNLOADS, SIDECAR
 
 log = logging.getLogger(__name__)
 
+# X-Buildshelf-Accel: 1, which deploy/nginx.conf sets (replacing any value a client sent).
+FROM_NGINX = "HTTP_X_BUILDSHELF_ACCEL"
+
 
 def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> None:
     """Add the download routes to `app` (made by server.make_app), serving the objects of
     `store`'s artifact store.
 
-    With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send:
-    see downloads.handed_over."""
+    With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send
+    (see downloads.handed_over), but only for a request that says it came through nginx
+    (FROM_NGINX): any other client would get the headers and no body, an empty jar. Forging
+    the header without nginx in front gets the forger that empty answer, nothing more."""
+    warned = []
 
     @app.get(DOWNLOADS + "/<project>/<build>/<sha256>/<file>")
     def download(project, build, sha256, file):
@@ -77,7 +83,7 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
         if "wsgi.file_wrapper" in environ:
             environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
         try:
-            if accel_redirect is None:
+            if accel_redirect is None or not from_nginx(environ):
                 status, headers, body = downloads.answer(wanted, environ)
             else:  # the store's own layout, under nginx's internal location
                 uri = object_path(accel_redirect, sha256)
@@ -86,6 +92,20 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
             where = f"{wanted.path} (build {build.number} of {project.slug})"
             raise _Unavailable(project.slug, build.number, f"{where}: {problem}") from None
         return _sent(status, headers, body)
+
+    def from_nginx(environ):
+        if environ.get(FROM_NGINX) == "1":
+            return True
+        if not warned:
+            warned.append(True)
+            log.warning(
+                "--accel-redirect (BUILDSHELF_ACCEL_REDIRECT) is %s, but a download came "
+                "without the header "
+                "X-Buildshelf-Accel: 1 that deploy/nginx.conf sets: Buildshelf sends the bytes "
+                "of such downloads itself. Is nginx in front? (warned once)",
+                accel_redirect,
+            )
+        return False
 
 
 class _Unavailable(Exception):

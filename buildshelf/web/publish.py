@@ -81,7 +81,8 @@ def install(
 
     def screen(environ) -> ApiError | None:
         """The refusal of a request that its headers (`environ` without a body) earn, or
-        None: for the write routes 429, 401 without Authorization, 415, 413 by
+        None: for the write routes 429, 401 for a credential that cannot be valid
+        (Credentials.precheck: a read of the tokens' database at most), 415, 413 by
         Content-Length; for every other route 413 for a body of more than BODY_BYTES. Cheap:
         the server calls it on its loop thread for every request."""
         if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
@@ -100,9 +101,15 @@ def install(
                 f"too many failed authentications from {address}: try again in {wait} s",
                 {"Retry-After": str(wait)},
             )
-        if not environ.get("HTTP_AUTHORIZATION"):
+        try:
+            # A credential that cannot be valid is refused before its body is buffered on
+            # disk: without one, no client can make the server hold an upload.
+            if credentials is None:
+                raise Unauthorized(NO_WRITES)
+            credentials.precheck(environ.get("HTTP_AUTHORIZATION"))
+        except Unauthorized as error:
             limit.failed(address)
-            return ApiError(401, "unauthorized", NO_CREDENTIAL, BEARER)
+            return ApiError(401, "unauthorized", str(error), BEARER)
         most = BODY_BYTES
         if environ["REQUEST_METHOD"] == "PUT":
             kind = _media_type(environ)
@@ -134,7 +141,7 @@ def install(
         address = environ.get("REMOTE_ADDR", "")
         try:
             if credentials is None:
-                raise Unauthorized("this server takes no credential: it takes no writes")
+                raise Unauthorized(NO_WRITES)
             publisher = credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
         except Unauthorized as error:
             limit.failed(address)
@@ -257,7 +264,7 @@ def install(
     return screen
 
 
-NO_CREDENTIAL = "send Authorization: Bearer TOKEN (a token, or a GitHub Actions OIDC token)"
+NO_WRITES = "this server takes no credential: it takes no writes"
 
 
 def _over(length, most):
