@@ -9,6 +9,7 @@ removes.
 """
 
 import errno
+import fcntl
 import hashlib
 import os
 import re
@@ -31,7 +32,8 @@ TEMP_PREFIX = ".incoming-"
 TEMP_SUFFIX = ".tmp"
 # A temporary file this old belongs to a writer that was killed: a live one writes it
 # at least once a chunk, and younger ones may belong to a writer still copying.
-STALE_TEMP_SECONDS = 3600
+STALE_TEMP_SECONDS = 3600  # a temp file this old goes where files cannot be locked
+LOCKING_SECONDS = 2  # a temp file younger may be its writer's before it has its lock
 
 _PREFIX = re.compile(r"[0-9a-f]{2}")
 MISSING = "is missing"  # what verify and rehash say of an object that is not there
@@ -324,10 +326,9 @@ def _store(store, source, read, max_bytes, expected):
             raise Refused(
                 f"sha256 mismatch: the file hashes to {staged.sha256}, --sha256 says {expected}"
             )
-    except BaseException:
+        return place(store, staged, source)
+    finally:
         staging.discard()
-        raise
-    return place(store, staged, source)
 
 
 class Staging:
@@ -340,12 +341,16 @@ class Staging:
     def __init__(self, store: str, source: str, max_bytes: int = MAX_BYTES_DEFAULT):
         self.store, self.source, self.max_bytes = store, source, max_bytes
         self.digest, self.size, self.fd = hashlib.sha256(), 0, None
-        _remove_stale_temp_files(store)
+        remove_stale_temp_files(store)
         try:
             _make_directories(store)
             self.fd, self.path = tempfile.mkstemp(dir=store, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
         except OSError as error:
             raise _cannot_store(source, store, error) from None
+        # Held until discard(), through place(): the mark of a live writer, which the
+        # kernel drops when its process dies (see remove_stale_temp_files).
+        with suppress(OSError):
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -358,18 +363,18 @@ class Staging:
             raise _cannot_store(self.source, self.store, error) from None
 
     def finish(self) -> Staged:
-        """The file, whole: made read-only as objects are, fsynced and closed."""
+        """The file, whole: made read-only as objects are and fsynced. It stays open (and
+        locked) until discard(), which its caller calls once place() has taken it."""
         try:
             os.fchmod(self.fd, files.new_file_mode(OBJECT_PERMISSIONS))
             os.fsync(self.fd)
         except OSError as error:
             raise _cannot_store(self.source, self.store, error) from None
-        finally:
-            self._close()
         return Staged(self.path, self.digest.hexdigest(), self.size)
 
     def discard(self) -> None:
-        """Remove the temporary file, if it is still there: at any point, any number of times."""
+        """Close the file and remove it if it is still there (not placed): at any point, any
+        number of times."""
         self._close()
         with suppress(OSError):
             os.unlink(self.path)
@@ -425,9 +430,11 @@ def _cannot_store(source, store, error):
     return refusal(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
 
 
-def _remove_stale_temp_files(store):
-    """Remove the temporary files of writers killed before their rename."""
-    cutoff = time.time() - STALE_TEMP_SECONDS
+def remove_stale_temp_files(store: str) -> None:
+    """Remove the temporary files of writers that are gone (killed before their rename): those
+    that no process holds locked (see Staging); where files cannot be locked, those an hour
+    old."""
+    now = time.time()
     try:
         entries = list(os.scandir(store))
     except OSError:  # no store yet: nothing to remove
@@ -436,8 +443,24 @@ def _remove_stale_temp_files(store):
         if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX):
             # A read-only store, or another writer removing it first, is no reason to refuse.
             with suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                age = now - entry.stat(follow_symlinks=False).st_mtime
+                if age >= LOCKING_SECONDS and _unheld(entry.path, age):
                     os.unlink(entry.path)
+
+
+def _unheld(path, age):
+    """Whether no live writer holds the temp file at `path` (`age` seconds old): its lock is
+    free; or, on a filesystem without locks, it is STALE_TEMP_SECONDS old."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # a live writer's
+        return False
+    except OSError:  # no locks here: the age must tell
+        return age >= STALE_TEMP_SECONDS
+    finally:
+        os.close(fd)
+    return True
 
 
 def _make_directories(path):

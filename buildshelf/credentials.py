@@ -2,15 +2,19 @@
 (tokens.py) or as a GitHub Actions OIDC token of a trusted publisher (oidc.py, trust.py).
 
 `Credentials.authenticate(authorization, slug)` answers with the `Publisher` or raises the
-refusal: `Unauthorized` (401), `Forbidden` (403), `Unavailable` (503). No message or `who`
-ever holds a secret.
+refusal: `Unauthorized` (401), `Forbidden` (403), `Unavailable` (503), `NoRoom` (507). No
+message or `who` ever holds a secret.
 """
 
+import logging
+import shutil
 import sqlite3
 from dataclasses import dataclass
 
 from buildshelf import oidc, tokens, trust
 from buildshelf.text import printable
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_TOKEN = "unknown, expired or revoked token"
 UNKNOWN_CREDENTIAL = "unknown credential: a token (bs_...) or a GitHub Actions OIDC token"
@@ -26,7 +30,13 @@ class Forbidden(Exception):
 
 
 class Unavailable(Exception):
-    """503: the credential cannot be checked now (the OIDC issuer's keys cannot be fetched)."""
+    """503: the credential cannot be checked now (the OIDC issuer's keys cannot be fetched,
+    the state cannot be read)."""
+
+
+class NoRoom(Unavailable):
+    """507: the state cannot be read because its disk is full (SQLite cannot make its WAL
+    files there)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +72,7 @@ class Credentials:
         if bearer.startswith(tokens.PREFIX):
             try:
                 known = tokens.authenticate(self.state_dir, bearer, record=False)
-            except sqlite3.Error:  # authenticate() says so
+            except (sqlite3.Error, OSError):  # authenticate() says what is wrong
                 return
             if known is None:
                 raise Unauthorized(UNKNOWN_TOKEN)
@@ -79,17 +89,31 @@ class Credentials:
         for project `slug`, or the refusal raised. A valid credential for another project is
         Forbidden, so that the caller can answer 404 for a project that does not exist."""
         bearer = _bearer(authorization)
-        if bearer.startswith(tokens.PREFIX):
-            return self._token(bearer, slug)
-        if oidc.looks_like_jwt(bearer):
-            return self._github(bearer, slug)
+        try:
+            if bearer.startswith(tokens.PREFIX):
+                return self._token(bearer, slug)
+            if oidc.looks_like_jwt(bearer):
+                return self._github(bearer, slug)
+        except (sqlite3.Error, OSError) as error:  # locked past state.BUSY_SECONDS, disk full
+            raise self._unreadable(error) from None
         raise Unauthorized(UNKNOWN_CREDENTIAL)
 
-    def _token(self, text: str, slug: str) -> Publisher:
+    def _unreadable(self, error):
+        """The refusal of a write whose credential the state could not check: `error`."""
+        log.error("cannot read the credentials in %s: %s", self.state_dir, error)
         try:
-            token = tokens.authenticate(self.state_dir, text)
-        except sqlite3.Error as error:  # a state directory not readable, a database damaged
-            raise Unavailable(f"the tokens cannot be read now: {error}") from None
+            full = shutil.disk_usage(self.state_dir).free == 0
+        except OSError:
+            full = False
+        if full or getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return NoRoom(
+                "the server's disk is full: nothing was written; try again once it has room"
+            )
+        said = getattr(error, "strerror", None) or error
+        return Unavailable(f"the credentials cannot be read now ({said}): try again in a minute")
+
+    def _token(self, text: str, slug: str) -> Publisher:
+        token = tokens.authenticate(self.state_dir, text)
         if token is None:
             raise Unauthorized(UNKNOWN_TOKEN)
         # Slugs are lower case; the API finds a project whatever the case of its URL.
@@ -117,6 +141,4 @@ class Credentials:
             trust.match(self.state_dir, slug, claims)
         except trust.NotTrusted as not_trusted:
             raise Forbidden(str(not_trusted)) from None
-        except sqlite3.OperationalError as error:  # locked past state.BUSY_SECONDS, disk full
-            raise Unavailable(f"the trusted publishers cannot be read now: {error}") from None
         return Publisher(f"github {claims['repository']} ({trust.workflow_of(claims)})")

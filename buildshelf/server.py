@@ -15,7 +15,7 @@ from operator import attrgetter
 
 import bottle
 
-from buildshelf import javadoc, settings
+from buildshelf import artifacts, javadoc, settings
 from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
@@ -201,6 +201,8 @@ def serve(args: argparse.Namespace) -> int:
         )
     data = Store(args.data, artifacts_dir=args.artifacts)
     data.start()
+    # What a server killed mid-upload was copying into the store: no writer holds it now.
+    artifacts.remove_stale_temp_files(args.artifacts)
     try:
         public_url = args.public_url or serving.base_url(args.host, args.port)
         app = make_app(

@@ -390,12 +390,18 @@ def test_a_writer_killed_mid_copy_leaves_no_object(tmp_path, store):
     assert temp_files(store) == []
 
 
-def test_only_temp_files_older_than_an_hour_are_removed(tmp_path, store):
+def test_only_the_temp_files_of_writers_that_are_gone_are_removed(tmp_path, store):
+    """A writer holds a lock on its temp file until it is placed or discarded, and the lock
+    dies with its process: the file of a server killed mid-upload goes at the next upload
+    (or start), not an hour later; a live writer's stays, whatever its age."""
     os.mkdir(store)
+    live = artifacts.Staging(store, "live.jar")
+    live.write(b"still coming")
     now = time.time()
     ages = {
+        ".incoming-killed.tmp": 10,  # its writer killed: no lock held
         ".incoming-old.tmp": 3601,
-        ".incoming-young.tmp": 3500,  # may belong to a writer still copying
+        ".incoming-new.tmp": 0,  # may be a writer's between mkstemp and its lock
         ".other-old.tmp": 7200,  # not ours
         ".incoming-old.keep": 7200,
     }
@@ -404,12 +410,19 @@ def test_only_temp_files_older_than_an_hour_are_removed(tmp_path, store):
         write_then = now - age
         open(path, "wb").close()
         os.utime(path, (write_then, write_then))
+    hour_ago = now - 3601
+    os.utime(live.path, (hour_ago, hour_ago))  # a stalled writer, still alive
     artifacts.store_file(store, write(tmp_path / "a", b"alpha"))
-    assert sorted(n for n in os.listdir(store) if n.startswith(".")) == [
-        ".incoming-old.keep",
-        ".incoming-young.tmp",
-        ".other-old.tmp",
-    ]
+    assert sorted(n for n in os.listdir(store) if n.startswith(".")) == sorted(
+        [".incoming-old.keep", ".incoming-new.tmp", ".other-old.tmp", os.path.basename(live.path)]
+    )
+    staged = live.finish()  # finished, but not yet placed: still its writer's
+    os.utime(live.path, (hour_ago, hour_ago))
+    artifacts.remove_stale_temp_files(store)
+    assert os.path.exists(staged.path)
+    artifacts.place(store, staged, "live.jar")
+    live.discard()
+    assert artifacts.objects(store)[sha(b"still coming")] == 12
 
 
 def test_eight_writers_of_the_same_bytes_at_once_leave_one_object(tmp_path, store):

@@ -8,8 +8,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -22,7 +24,7 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, server, tokens, trust, writer
+from buildshelf import artifacts, credentials, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
@@ -829,6 +831,32 @@ def real(store, state):
     credentials = Credentials(state, "https://issuer.invalid", "http://127.0.0.1:8080")
     app = server.make_app(store, credentials=credentials, max_file_mb=1)
     return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+
+
+@pytest.mark.parametrize(
+    "free, status, code",
+    [(0, 507, "insufficient_storage"), (1 << 30, 503, "credentials_unavailable")],
+)
+def test_a_token_store_that_cannot_be_opened_is_507_or_503_not_500(
+    real, state, data_dir, monkeypatch, free, status, code
+):
+    """On a full disk SQLite cannot make the tokens' WAL files: 'disk I/O error' as the
+    token is checked. That is the full disk's 507 (or 503 if the disk has room), never a
+    500 with a traceback."""
+    _, text = tokens.create(state, "alpha", 90, "ci")
+
+    def cannot(state_dir, name):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(tokens.state, "connect", cannot)
+    monkeypatch.setattr(
+        credentials.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(1, 1, free)
+    )
+    before = (data_dir / "alpha.json").read_bytes()
+    error(put(real, 9, *kept(), token=text), status, code)
+    resp = real.delete(f"{API}/projects/alpha/builds/1", headers=auth(text), expect_errors=True)
+    error(resp, status, code)
+    assert (data_dir / "alpha.json").read_bytes() == before
 
 
 def test_real_tokens_publish_and_yank_within_their_project(real, state, data_dir):

@@ -700,3 +700,24 @@ def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(da
         log = proc.communicate(timeout=10)[1]
     assert "the open-files limit (ulimit -n) is 64: at most 48 connections" in log
     assert "Traceback" not in log and len(log.splitlines()) < 10, log
+
+
+def test_the_access_log_never_holds_a_credential_sent_in_the_target():
+    """A client that puts its token, or an OIDC token, in the query (or the path) is refused
+    401, and the access line must not keep the secret: it masks it, naming the token id."""
+    from buildshelf.serving.accesslog import access_line
+
+    secret = "B0qv30xRSill0Y6m7FJAWSnlRE7uFrazba7QTywDoEk"
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJlLXNpZ25hdHVyZQ"
+    for path, query in [
+        ("/api/v2/projects/waystone/builds/5", f"access_token=bs_b242cf49fa91_{secret}"),
+        ("/api/v2/projects/waystone/builds/5", f"token=Bearer%20bs_b242cf49fa91_{secret}&x=1"),
+        (f"/api/v2/projects/bs_b242cf49fa91_{secret}/builds/5", ""),
+        ("/api/v2/projects/waystone/builds/5", f"token={jwt}"),
+    ]:
+        line = access_line((time.time(), "127.0.0.1", "PUT", path, query, "401", 90, 0.001))
+        assert secret.encode() not in line and b"c2lnbmF0dXJl" not in line, line
+    line = access_line(
+        (time.time(), "127.0.0.1", "PUT", "/x", f"t=bs_b242cf49fa91_{secret}", "401", 9, 0.1)
+    )
+    assert b"bs_b242cf49fa91_" in line  # the id, which is no secret, stays for the reader

@@ -323,3 +323,16 @@ def test_a_body_with_no_room_on_disk_is_a_json_507_and_logged(data_dir, tmp_path
         log = server.stop()
     assert f"cannot keep a request body in {tmp_path / 'bodies'}: File too large" in log, log
     assert "Traceback" not in log
+
+
+def test_a_start_removes_what_a_killed_server_was_receiving(data_dir):
+    """A server killed (-9) while it copied an upload into the store leaves its temp file,
+    which no process holds any more: the next start removes it, at once."""
+    store = data_dir / "artifacts"
+    store.mkdir()
+    left = store / ".incoming-killed.tmp"
+    left.write_bytes(b"half an upload")
+    then = time.time() - 5
+    os.utime(left, (then, then))
+    with real_server(data_dir, "--quiet"):
+        assert not left.exists()

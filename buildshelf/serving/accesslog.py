@@ -21,6 +21,9 @@ LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: n
 _plain_url = re.compile(f"[A-Za-z0-9{re.escape(LOGGED_URL_CHARACTERS)}]*").fullmatch
 HANDED_OVER = "handed-over"  # the bytes of a download nginx sends (X-Accel-Redirect)
 STDERR = 2  # the process's, whatever sys.stderr has become
+# A credential a client put in the target (a token, `bs_<id>_<secret>`, or an OIDC token, a
+# JWT), where none belongs: the write routes refuse it 401, and the log must not keep it.
+_credential = re.compile(r"(bs_[0-9A-Za-z]+_)[0-9A-Za-z]+|eyJ[\w-]*\.[\w-]*\.[\w-]*")
 
 
 def log_to_stderr() -> None:
@@ -51,12 +54,19 @@ def access_line(record):
     the format of the other log lines."""
     now, client, method, path, query, status, sent, seconds = record
     target = f"{path}?{query}" if query else path
+    if "bs_" in target or "eyJ" in target:
+        target = _credential.sub(_masked, target)
     if not _plain_url(target):
         target = quote(target.encode("latin-1"), safe=LOGGED_URL_CHARACTERS)
     return (
         f"{_log_time(int(now))},{int(now * 1000) % 1000:03d} INFO buildshelf.access: "
         f"{client} {method} {target} {status} {sent} {seconds * 1000:.2f}ms\n"
     ).encode()
+
+
+def _masked(match):
+    """A credential as the log shows it: a token's id, which is no secret, and no more."""
+    return (match.group(1) or "") + "***"
 
 
 @functools.lru_cache(maxsize=4)

@@ -20,7 +20,7 @@ import bottle
 import multipart
 
 from buildshelf import artifacts, datafile, writer
-from buildshelf.credentials import Credentials, Forbidden, Unauthorized, Unavailable
+from buildshelf.credentials import Credentials, Forbidden, NoRoom, Unauthorized, Unavailable
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.store import Store
 from buildshelf.text import printable
@@ -149,6 +149,8 @@ def install(
         except Forbidden as error:
             project(slug)  # a valid credential learns that a project does not exist
             raise ApiError(403, "forbidden", str(error)) from None
+        except NoRoom as error:
+            raise ApiError(507, "insufficient_storage", str(error)) from None
         except Unavailable as error:
             raise ApiError(503, "credentials_unavailable", str(error)) from None
         return publisher, project(slug)
