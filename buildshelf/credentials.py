@@ -51,7 +51,9 @@ def _bearer(authorization):
     """The bearer credential of an Authorization header's value (or None), or Unauthorized."""
     scheme, _, bearer = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not bearer.strip():
-        raise Unauthorized("send Authorization: Bearer TOKEN (a token or a GitHub OIDC token)")
+        raise Unauthorized(
+            "send Authorization: Bearer TOKEN (a token, or a GitHub Actions OIDC token)"
+        )
     return bearer.strip()
 
 

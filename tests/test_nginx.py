@@ -587,13 +587,13 @@ def test_a_large_upload_goes_through_nginx_whole_without_touching_its_disk(
     assert site.token.split("_", 2)[2] not in logged  # the default format logs no header
 
 
-def over_the_limit(port, length):
+def over_the_limit(port, length, token):
     """The answer to a PUT whose Content-Length is `length`, its body never sent."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         connection.putrequest("PUT", "/api/v2/projects/alpha/builds/41")
         for name, value in (
-            ("Authorization", "Bearer bs_000000000000_notchecked"),
+            ("Authorization", f"Bearer {token}"),
             ("Content-Type", "multipart/form-data; boundary=x"),
             ("Content-Length", str(length)),
         ):
@@ -609,8 +609,8 @@ def test_an_upload_over_the_limit_is_a_413_at_once_through_nginx(publishing_thro
     site = publishing_through_nginx
     # Over Buildshelf's limit (the file and its framing), under nginx's: Buildshelf's own JSON
     # 413, at once.
-    status, kind, body = over_the_limit(site.port, site.max_body_bytes + 1)
+    status, kind, body = over_the_limit(site.port, site.max_body_bytes + 1, site.token)
     assert (status, kind, json.loads(body)["code"]) == (413, "application/json", "too_large")
     # Over nginx's too: its own 413, the backstop.
-    status, kind, body = over_the_limit(site.port, (site.nginx_limit_mb << 20) + 1)
+    status, kind, body = over_the_limit(site.port, (site.nginx_limit_mb << 20) + 1, site.token)
     assert (status, kind) == (413, "text/html") and b"413" in body
