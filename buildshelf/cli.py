@@ -18,7 +18,18 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import jenkins, mirror, progress, server, settings, store, tokens, trust, writer
+from buildshelf import (
+    artifacts,
+    jenkins,
+    mirror,
+    progress,
+    server,
+    settings,
+    store,
+    tokens,
+    trust,
+    writer,
+)
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
@@ -270,9 +281,41 @@ def make_parser():
         "--replace", action="store_true", help="replace a different build of the same number"
     )
 
-    sub = command("yank", yank, "remove a build (its number may be published again)")
+    sub = command(
+        "yank",
+        yank,
+        "stop serving a build: it stays in its file, marked yanked, and its kept file stays "
+        "until purged ('unyank' restores it; its number may be published again)",
+    )
     sub.add_argument("slug", metavar="SLUG")
     sub.add_argument("number", type=_build_number, metavar="N", help="the build number")
+    sub.add_argument("--reason", metavar="TEXT", default="", help="why, kept in the mark")
+    sub.add_argument(
+        "--purge",
+        action="store_true",
+        help="delete its kept file at once (a takedown), unless a build served uses it",
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print what it would do; write nothing")
+
+    sub = command("unyank", unyank, "serve a yanked build again, if its kept file is still there")
+    sub.add_argument("slug", metavar="SLUG")
+    sub.add_argument("number", type=_build_number, metavar="N", help="the build number")
+
+    sub = command(
+        "purge",
+        purge,
+        "delete the kept files of builds yanked at least DAYS ago, printing each and its size "
+        "(never one a build served uses)",
+    )
+    sub.add_argument("slug", metavar="SLUG", nargs="?", help="only this project's builds")
+    sub.add_argument(
+        "--older-than",
+        type=_days,
+        default=30,
+        metavar="DAYS",
+        help="yanked at least this many days ago (default: 30; 0: every yanked build)",
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print what it would delete")
 
     sub = command(
         "import-jenkins",
@@ -470,7 +513,16 @@ def parse_args(argv=None, environ=os.environ):
 
 
 # The commands that change the data directory: its files, the kept files or the state.
-WRITING = ("add-project", "publish", "yank", "import-jenkins", "token create", "token revoke")
+WRITING = (
+    "add-project",
+    "publish",
+    "yank",
+    "unyank",
+    "purge",
+    "import-jenkins",
+    "token create",
+    "token revoke",
+)
 
 
 def _writes(args):
@@ -654,12 +706,58 @@ def publish(args):
 
 
 def yank(args):
+    would = args.dry_run
     deleted = []
-    writer.yank(args.data, args.slug, args.number, args.artifacts, deleted.append)
-    print(f"yanked build {args.number} of {args.slug}")
+    build = writer.yank(
+        args.data, args.slug, args.number, args.artifacts, deleted.append,
+        args.reason, args.purge, args.dry_run,
+    )  # fmt: skip
+    said = f"build {args.number} of {args.slug}"
+    if "yankedAt" in build:
+        print(f"{said} is already yanked: nothing changed")
+        return 0
+    line = f"{'would yank' if would else 'yanked'} {said}"
+    if args.reason:
+        line += f" (reason: {printable(args.reason)})"
+    if "file" in build and not deleted:
+        path = printable(artifacts.object_path(args.artifacts, build["sha256"]))
+        line += f": {'would keep' if would else 'kept'} its file {path}"
+        if args.purge:
+            line += ", which a build served uses"
+    if not deleted:
+        line += f"; 'buildshelf unyank {args.slug} {args.number}' restores it"
+    print(line)
     for removed in deleted:
-        _deleted(removed)
+        print(f"{'would delete' if would else 'deleted'} {printable(removed.path)} "
+              f"({size(removed.size)}), its file")  # fmt: skip
     return 0
+
+
+def unyank(args):
+    writer.unyank(args.data, args.slug, args.number, args.artifacts)
+    print(f"unyanked build {args.number} of {args.slug}: it is served again")
+    return 0
+
+
+def purge(args):
+    would = args.dry_run
+    for purged in writer.purge(args.data, args.artifacts, args.slug, args.older_than, would):
+        build = f"yanked build {purged.build['buildNumber']} of {purged.slug}"
+        if purged.removed is not None:
+            print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
+                  f"({size(purged.removed.size)}), the file of {build}")  # fmt: skip
+        else:
+            path = printable(artifacts.object_path(args.artifacts, purged.build["sha256"]))
+            print(f"{'would keep' if would else 'kept'} {path}, the file of {build}: another "
+                  "build uses it")  # fmt: skip
+    return 0
+
+
+def _days(text):
+    days = whole_number(text)
+    if days is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days")
+    return days
 
 
 def _job_host(job_url):

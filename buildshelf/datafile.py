@@ -193,6 +193,8 @@ def _build(value, channels):
     if value.keys() != _PLAIN_BUILD_KEYS:
         _check_keys(value, _ALLOWED_BUILD_KEYS, _REQUIRED_BUILD_KEYS)
         integrity = _integrity(value)
+        if "yankedAt" in value or "yankReason" in value:
+            integrity.update(_yank_mark(value))
     url, download_url = value["url"], value.get("downloadUrl", "")
     if not _is_url(url):
         raise _Invalid(f"'url' {URL_RULE}")
@@ -271,6 +273,23 @@ def _integrity(value):
     elif "downloadUrl" not in value:
         raise _Invalid("missing key 'downloadUrl' (or 'file', for a file Buildshelf keeps)")
     return checked
+
+
+YANKED_AT_RULE = "'yankedAt' must be the time of the yank in epoch milliseconds"
+
+
+def _yank_mark(value):
+    """A build's yank mark (yankedAt, yankReason), as Build's keyword arguments, checked."""
+    if "yankedAt" not in value:
+        raise _Invalid("'yankReason' needs 'yankedAt': the time of the yank marks the build yanked")
+    at, reason = value["yankedAt"], value.get("yankReason", "")
+    if not (type(at) is int and at in TIMESTAMPS):
+        raise _Invalid(YANKED_AT_RULE)
+    if type(reason) is not str:
+        raise _Invalid("'yankReason' must be a string")
+    if SURROGATE.search(reason):
+        raise _Invalid(_unicode_problem("yankReason", reason))
+    return {"yanked_at": at, "yank_reason": reason}
 
 
 class InvalidBuild(ValueError):
@@ -404,6 +423,7 @@ _decode_file = msgspec.json.Decoder(_File).decode
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 _timestamp = attrgetter("timestamp")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
+_yanked_at, _yank_reason = attrgetter("yanked_at"), attrgetter("yank_reason")
 _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
 LOWER_HEX_BYTES = SHA256_DIGITS.encode()
 
@@ -468,6 +488,11 @@ def _fast_project(slug, text):
     all_authors = "".join(authors) if authors_given else ""
     hashes = list(map(_hash, commits))
     all_hashes = "".join(hashes)
+    marks = list(map(_yanked_at, builds))  # the yank marks, UNSET where none
+    yanked_ats = list(compress(marks, _given(marks)))
+    reasons = list(map(_yank_reason, builds))
+    reasons_given = len(reasons) - reasons.count("")
+    all_reasons = "".join(reasons) if reasons_given else ""
     if not (
         _project_problem(fields, slug) is None
         and min(numbers, default=0) >= 0
@@ -483,6 +508,10 @@ def _fast_project(slug, text):
         and not all_hashes.encode().translate(None, HEX_BYTES)
         and (messages.isascii() or not SURROGATE.search(messages))
         and (all_authors.isascii() or not SURROGATE.search(all_authors))
+        and (not yanked_ats or (min(yanked_ats) >= 0 and max(yanked_ats) in TIMESTAMPS))
+        # a reason only beside a yankedAt
+        and (not reasons_given or not any(compress(reasons, map(not_, _given(marks)))))
+        and (all_reasons.isascii() or not SURROGATE.search(all_reasons))
     ):
         return None
     # Duplicate keys without a hook: outside strings, JSON has one ':' per key written, so more
@@ -496,12 +525,15 @@ def _fast_project(slug, text):
         + 2 * with_integrity.count(True)
         + len(commits) * len(COMMIT_KEYS)
         + authors_given
+        + len(yanked_ats)
+        + reasons_given
     )
     colons = (
         sum(value.count(":") for value in fields.values() if type(value) is str)
         + all_urls.count(":")
         + messages.count(":")
         + all_authors.count(":")
+        + all_reasons.count(":")
     )
     if text.count(":") - colons != keys or ("\\" in text and "\\u003" in text):
         return None

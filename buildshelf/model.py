@@ -158,6 +158,16 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         int | msgspec.UnsetType, "The artifact's size in bytes; with `sha256`.", minimum=0
     ) = msgspec.UNSET
     file: Annotated[str | msgspec.UnsetType, NOT_SERVED] = msgspec.UNSET
+    # The yank mark: when it was yanked (epoch milliseconds) and why. A yanked build stays in
+    # its file, so that `unyank` can bring it back, but is served nowhere.
+    yanked_at: Annotated[int | msgspec.UnsetType, NOT_SERVED] = msgspec.field(
+        default=msgspec.UNSET, name="yankedAt"
+    )
+    yank_reason: Annotated[str, NOT_SERVED] = msgspec.field(default="", name="yankReason")
+
+    @property
+    def yanked(self) -> bool:
+        return self.yanked_at is not msgspec.UNSET
 
     @property
     def hosted(self) -> bool:
@@ -196,7 +206,8 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     javadoc_page_prefix: Annotated[str, NOT_SERVED] = msgspec.field(
         default="", name="javadocPagePrefix"
     )
-    builds: Annotated[tuple[Build, ...], NOT_SERVED] = ()  # ascending by number
+    builds: Annotated[tuple[Build, ...], NOT_SERVED] = ()  # served, ascending by number
+    yanked: Annotated[tuple[Build, ...], DERIVED] = ()  # the file's yanked builds, ascending
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     selections: Annotated[dict, DERIVED] = msgspec.field(default_factory=dict)
     hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()  # those whose file is kept
@@ -204,9 +215,14 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
 
     @classmethod
     def of(cls, builds: tuple[Build, ...], **fields) -> "Project":
-        """The project with these `builds` (ascending by number) and its selections indexed."""
+        """The project with these `builds` (ascending by number) and its selections indexed;
+        the yanked ones are set apart."""
+        yanked = tuple(build for build in builds if build.yanked)
+        if yanked:
+            builds = tuple(build for build in builds if not build.yanked)
         return cls(
             builds=builds,
+            yanked=yanked,
             selections=index_builds(builds),
             hosted_builds=tuple(build for build in builds if build.hosted),
             **fields,
@@ -221,6 +237,10 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
         index = bisect.bisect_left(self.builds, number, key=_number)
         found = self.builds[index] if index < len(self.builds) else None
         return found if found is not None and found.number == number else None
+
+    def yanked_build(self, number: int) -> Build | None:
+        """The yanked build numbered `number`, or None."""
+        return next((build for build in self.yanked if build.number == number), None)
 
     def latest(self, channel: str | None = None, experimental: bool = False) -> Build | None:
         """The highest-numbered build passing the filters, or None."""

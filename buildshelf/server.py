@@ -160,7 +160,7 @@ def make_app(
         return send_json(project, ("check", id(selected), number), body, snapshot)
 
     health.install(app, store)
-    hosted.install(app, store, accel_redirect)
+    hosted.install(app, store, shapes, accel_redirect)
     pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat))
     app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)

@@ -15,9 +15,11 @@ import glob
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import KW_ONLY, dataclass
+from itertools import chain
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -394,6 +396,9 @@ def publish(
         new = dict(doc, builds=others + [build])
         if not same:
             return new, "added"
+        if "yankedAt" in same[0]:  # a yanked build's number may be published again
+            made_unused.update(_kept_objects(same))
+            return new, "replaced"
         compared = dict(build, timestamp=same[0].get("timestamp")) if any_timestamp else build
         if same[0] == compared:
             return None, "unchanged"
@@ -438,26 +443,113 @@ def yank(
     number: int,
     store_dir: str | None = None,
     report: Report = unreported,
+    reason: str = "",
+    purge: bool = False,
+    dry_run: bool = False,
 ) -> dict:
-    """Remove build `number` from project `slug`; its number may be published again. Its
-    object in the artifact store `store_dir` is deleted if no build uses it any more (see
-    remove_if_unused). Returns the build's document, as it was."""
+    """Mark build `number` of project `slug` yanked (now, for `reason`): it stays in its file,
+    served nowhere, and its kept file stays in `store_dir`, so that `unyank` can restore it.
+    With `purge`, its object is deleted at once unless a build not yanked uses it (see
+    remove_if_unused). Returns the build's document as it was: with a yankedAt, it was
+    yanked already and nothing changed."""
 
     def change(doc):
-        builds = _existing_project(doc, directory, slug)["builds"]
-        kept = [b for b in builds if b.get("buildNumber") != number]
-        if len(kept) == len(builds):
-            raise NoBuild(f"project {slug!r} has no build {number}: nothing yanked")
-        yanked = [b for b in builds if b.get("buildNumber") == number]
-        return dict(doc, builds=kept), yanked
+        build = _the_build(doc, directory, slug, number, "nothing yanked")
+        if "yankedAt" in build:
+            return None, build
+        marked = dict(build, yankedAt=time.time_ns() // 1_000_000)
+        if reason:
+            marked["yankReason"] = reason
+        return dict(doc, builds=[marked if b is build else b for b in doc["builds"]]), build
 
-    yanked = update(
-        directory,
-        slug,
-        change,
-        then=lambda yanked: remove_if_unused(directory, store_dir, _kept_objects(yanked), report),
-    )
-    return yanked[0]
+    def purged(build):
+        if purge:
+            objects = _kept_objects([build])
+            remove_if_unused(directory, store_dir, objects, report, {(slug, number)}, dry_run)
+
+    build = update(directory, slug, change, dry_run, then=purged)
+    if dry_run:  # nothing was written, so `then` did not run: say what it would delete
+        purged(build)
+    return build
+
+
+def _the_build(doc, directory, slug, number, nothing):
+    """The document of build `number` in project `slug`'s `doc`; NoBuild if none."""
+    for build in _existing_project(doc, directory, slug)["builds"]:
+        if build.get("buildNumber") == number:
+            return build
+    raise NoBuild(f"project {slug!r} has no build {number}: {nothing}")
+
+
+YANK_KEYS = ("yankedAt", "yankReason")
+
+
+def unyank(directory: str, slug: str, number: int, store_dir: str | None = None) -> dict:
+    """Serve yanked build `number` of project `slug` again; Refused when it is not yanked, or
+    when its kept file is no longer in `store_dir` (purged): it must be published again."""
+
+    def change(doc):
+        build = _the_build(doc, directory, slug, number, "nothing unyanked")
+        if "yankedAt" not in build:
+            raise Refused(f"build {number} of {slug} is not yanked: nothing to restore")
+        if "file" in build and store_dir is not None:
+            if artifacts.verify(store_dir, build["sha256"], build["size"]) is not None:
+                name = build["file"]
+                raise Refused(
+                    f"build {number} of {slug} cannot be served again: its file {name} was "
+                    f"purged from {printable(store_dir)}. Publish it again: 'buildshelf "
+                    f"publish {slug} --build {number} --file {name} --replace' (with its "
+                    "channel and timestamp)"
+                )
+        restored = {key: value for key, value in build.items() if key not in YANK_KEYS}
+        return dict(doc, builds=[restored if b is build else b for b in doc["builds"]]), build
+
+    return update(directory, slug, change)
+
+
+@dataclass(frozen=True)
+class Purged:
+    """A yanked build whose object a purge looked at: deleted, or kept for another build."""
+
+    slug: str
+    build: dict
+    removed: artifacts.Removed | None
+
+
+def purge(
+    directory: str,
+    store_dir: str,
+    slug: str | None = None,
+    older_than_days: float = 30,
+    dry_run: bool = False,
+) -> list[Purged]:
+    """Delete the objects of the builds yanked at least `older_than_days` ago (of project
+    `slug`, else of every project) that no other build uses; with `dry_run`, delete nothing
+    and say what would go. Refused while a data file cannot be read."""
+    if slug is not None:
+        project_path(directory, slug)
+        if not os.path.exists(project_path(directory, slug)):
+            raise no_project(directory, slug)
+    before = time.time_ns() // 1_000_000 - older_than_days * 86_400_000
+    with nullcontext() if dry_run else locked(directory):
+        due = [
+            (project.slug, build)
+            for _, project in _readable_projects(directory)
+            if slug is None or project.slug == slug
+            for build in project.yanked
+            if build.hosted and build.yanked_at <= before
+        ]
+        ignoring = {(name, build.number) for name, build in due}
+        unused = {build.sha256 for _, build in due} - used_objects(directory, ignoring)
+        removed = {r.path: r for r in artifacts.remove(store_dir, unused, dry_run)}
+    return [
+        Purged(
+            name,
+            {"buildNumber": build.number, "file": build.file, "sha256": build.sha256},
+            removed.get(artifacts.object_path(store_dir, build.sha256)),
+        )  # fmt: skip
+        for name, build in due
+    ]
 
 
 def _kept_objects(builds):
@@ -465,21 +557,37 @@ def _kept_objects(builds):
     return {b["sha256"] for b in builds if "file" in b}
 
 
-def used_objects(directory: str) -> set[str]:
-    """The sha256s of the objects the builds of `directory` use; Refused while a data file
-    cannot be read, since it may use any of them."""
-    used = set()
-    for path, project in store.read_projects(directory):
+def _readable_projects(directory):
+    """(path, Project) of every data file; Refused while one cannot be read, since it may
+    use any object."""
+    read = list(store.read_projects(directory))
+    for path, project in read:
         if isinstance(project, datafile.DataError):
             raise Refused(
                 f"{path} cannot be read as a project file: it may use objects, so none was deleted"
             )
-        used.update(build.sha256 for build in project.hosted_builds)
+    return read
+
+
+def used_objects(directory: str, ignoring: frozenset = frozenset()) -> set[str]:
+    """The sha256s of the objects the builds of `directory` use, yanked ones too (their files
+    stay until purged) but those `ignoring` names as (slug, number); Refused while a data
+    file cannot be read, since it may use any of them."""
+    used = set()
+    for _, project in _readable_projects(directory):
+        for build in chain(project.hosted_builds, project.yanked):
+            if build.hosted and (project.slug, build.number) not in ignoring:
+                used.add(build.sha256)
     return used
 
 
 def remove_if_unused(
-    directory: str, store_dir: str | None, sha256s: set[str], report: Report
+    directory: str,
+    store_dir: str | None,
+    sha256s: set[str],
+    report: Report,
+    ignoring: frozenset = frozenset(),
+    dry_run: bool = False,
 ) -> None:
     """Delete the objects of `store_dir` with these sha256s that no build of `directory`
     uses, telling `report` of each; the caller holds the lock. Only the objects a write made
@@ -489,10 +597,10 @@ def remove_if_unused(
     if store_dir is None or not sha256s:
         return
     try:
-        used = used_objects(directory)
+        used = used_objects(directory, ignoring)
     except Refused:  # the write is done: an object left costs only space, `check` lists it
         return
-    for removed in artifacts.remove(store_dir, sha256s - used):
+    for removed in artifacts.remove(store_dir, sha256s - used, dry_run):
         report(removed)
 
 

@@ -35,7 +35,8 @@ def publish(data_dir, number, jar, *flags):
 
 
 def yank(data_dir, number):
-    assert cli.main(["yank", "alpha", str(number), "--data", str(data_dir)]) == 0
+    # --purge: the object goes at once, as a takedown deletes it
+    assert cli.main(["yank", "alpha", str(number), "--purge", "--data", str(data_dir)]) == 0
 
 
 def url_of(data_dir, number, jar):
@@ -64,8 +65,12 @@ def test_an_object_the_data_no_longer_names_is_404_at_once(data_dir, tmp_path, c
         publish(data_dir, 9, jar, "--replace")
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        assert client.get(old, status=404).json == NOT_FOUND
-        client.head(old, status=404)
+        if change == "yank":  # a yanked build's URL is gone (410), purged or not
+            assert client.get(old, status=410).json["code"] == "build_yanked"
+            client.head(old, status=410)
+        else:
+            assert client.get(old, status=404).json == NOT_FOUND
+            client.head(old, status=404)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     # The answers after it come from the same newer data: latest no longer names the old URL.
     latest = client.get(LATEST).json
@@ -109,7 +114,7 @@ def get(port, path):
 
 class Fetcher(threading.Thread):
     """GETs one URL over and over until stopped: `served` is set once it answers 200, and
-    `refused` once it answers 404 after that (a 404 before it is the server not having read
+    `refused` once it answers 404 or 410 after that (a 404 before it is the server not having read
     the new build yet)."""
 
     def __init__(self, port, path):
@@ -128,7 +133,7 @@ class Fetcher(threading.Thread):
             self.statuses.append(status)
             if status == 200:
                 self.served.set()
-            elif status == 404 and self.served.is_set():
+            elif status in (404, 410) and self.served.is_set():  # 410: yanked
                 self.refused.set()
 
 
@@ -161,7 +166,7 @@ def test_a_real_server_never_answers_503_for_a_yanked_or_replaced_file(data_dir,
                 fetcher.join(60)
             statuses += fetcher.statuses
     drain.join(30)
-    assert set(statuses) == {200, 404}
+    assert set(statuses) == {200, 404, 410}  # 404: replaced, 410: yanked
     assert [line for line in logged if " ERROR " in line] == []
 
 

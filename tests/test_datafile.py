@@ -573,7 +573,7 @@ FIELDS = (
 
 def every_key_project(in_order):
     """ALPHA_BUILDS with every key of the format: the project's optional keys, integrity data
-    on build 5, whose first commit has an author, and build 7's file kept."""
+    on build 5, whose first commit has an author, and build 7's file kept, build 7 yanked."""
     builds = sorted(ALPHA_BUILDS, key=lambda b: b["buildNumber"]) if in_order else ALPHA_BUILDS
     doc = json.loads(json.dumps(make_project(builds, slug="alpha", javadocPagePrefix="docs")))
     by_number = {build["buildNumber"]: build for build in doc["builds"]}
@@ -581,6 +581,7 @@ def every_key_project(in_order):
     by_number[5]["commits"][0]["author"] = "Jane Doe"
     by_number[7].update(sha256=SHA, size=10, file="alpha-7.jar")
     del by_number[7]["downloadUrl"]
+    by_number[7].update(yankedAt=1700000500000, yankReason="wrong jar: see #12")
     return doc, by_number
 
 
@@ -612,13 +613,14 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
                 read_slowly.add(key if key == "commit" else (key, json.dumps(value)))
             else:
                 assert_same_values(fast, checked)
-    # Only what the fast path cannot see goes the slow way: the legacy key, and an author
-    # written as "" (the count of keys cannot tell it from none).
-    assert read_slowly == {"commit", ("author", '""')}
+    # Only what the fast path cannot see goes the slow way: the legacy key, and an author or
+    # a yankReason written as "" (the count of keys cannot tell it from none).
+    assert read_slowly == {"commit", ("author", '""'), ("yankReason", '""')}
     # The changes that keep the file valid: 41 to the project (javadocBaseUrl deleted or ""
     # among them), 81 to build 5 and 89 to build 7 (44 of them each the legacy key), 47 to the
-    # commit; deleting a key the place lacks counts.
-    assert accepted == 258
+    # commit; deleting a key the place lacks counts; and 30 that the yank mark's two keys allow
+    # (a string reason, a timestamp for yankedAt, or either deleted).
+    assert accepted == 288
 
 
 # --- integrity data and kept files ------------------------------------------------------------

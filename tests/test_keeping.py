@@ -86,9 +86,9 @@ def test_another_file_is_refused_without_replace_and_replaces_with_it(data_dir, 
     assert objects(data_dir) == [hashlib.sha256(b"other bytes").hexdigest()]
 
 
-def test_yank_deletes_an_object_no_build_uses(data_dir, jar):
+def test_yank_purge_deletes_an_object_no_build_uses(data_dir, jar):
     assert publish(data_dir, 9, "--file", str(jar)) == 0
-    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
+    assert cli.main(["yank", "alpha", "9", "--purge", "--data", str(data_dir)]) == 0
     assert objects(data_dir) == []
 
 
@@ -231,20 +231,24 @@ def test_a_yank_keeps_the_objects_of_a_project_file_that_is_away(data_dir, jar, 
     assert cli.main([*argv, "--file", str(beta_jar)]) == 0
     (data_dir / "alpha.json").rename(data_dir / "alpha.json.off")
     capsys.readouterr()
-    assert cli.main(["yank", "beta", "11", "--data", str(data_dir)]) == 0
+    assert cli.main(["yank", "beta", "11", "--purge", "--data", str(data_dir)]) == 0
     assert object_file(data_dir, jar.read_bytes()).read_bytes() == jar.read_bytes()
     assert capsys.readouterr().out.splitlines() == [
         "yanked build 11 of beta",
-        deleted(object_file(data_dir, beta_jar.read_bytes()), "9 bytes"),
+        f"deleted {object_file(data_dir, beta_jar.read_bytes())} (9 bytes), its file",
     ]
 
 
-def test_a_yank_keeps_an_object_another_build_uses_and_says_nothing_of_it(data_dir, jar, capsys):
+def test_a_yank_purge_keeps_an_object_another_build_uses_and_says_so(data_dir, jar, capsys):
     assert publish(data_dir, 9, "--file", str(jar)) == 0
     assert publish(data_dir, 10, "--file", str(jar)) == 0
     capsys.readouterr()
-    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
-    assert capsys.readouterr().out == "yanked build 9 of alpha\n"
+    assert cli.main(["yank", "alpha", "9", "--purge", "--data", str(data_dir)]) == 0
+    path = object_file(data_dir, jar.read_bytes())
+    assert capsys.readouterr().out == (
+        f"yanked build 9 of alpha: kept its file {path}, which a build served uses; "
+        "'buildshelf unyank alpha 9' restores it\n"
+    )
     assert object_file(data_dir, jar.read_bytes()).exists()
 
 
@@ -252,8 +256,8 @@ def test_a_yank_deletes_nothing_while_a_project_file_cannot_be_read(data_dir, ja
     assert publish(data_dir, 9, "--file", str(jar)) == 0
     (data_dir / "beta.json").write_text("{")  # it may name the object too
     capsys.readouterr()
-    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
-    assert capsys.readouterr().out == "yanked build 9 of alpha\n"
+    assert cli.main(["yank", "alpha", "9", "--purge", "--data", str(data_dir)]) == 0
+    assert capsys.readouterr().out.startswith("yanked build 9 of alpha: kept its file ")
     assert object_file(data_dir, jar.read_bytes()).exists()
 
 

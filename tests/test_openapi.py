@@ -251,6 +251,7 @@ KEPT_BYTES = b"a kept file's bytes\n"
 KEPT_SHA = "2a52a118133c66a9de49c5aeb693d723b3b495e181f97df57a6747d3a4d8fdee"
 KEPT_URL = f"/downloads/alpha/3/{KEPT_SHA}/alpha-3.jar"
 MISSING_URL = f"/downloads/alpha/4/{'1' * 64}/alpha-4.jar"
+YANKED_URL = f"/downloads/alpha/5/{'5' * 64}/alpha-5.jar"
 MANY_PARAMETERS = "&".join(f"p{i}=1" for i in range(60))
 ANY_ETAG = (("If-None-Match", "*"),)
 LONG_AGO = (("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT"),)
@@ -406,6 +407,8 @@ CASES = [
     Case("GET", KEPT_URL, 200, server="kept"),
     Case("HEAD", KEPT_URL, 200, server="kept"),
     Case("GET", KEPT_URL + ".sha256", 200, server="kept"),
+    Case("GET", YANKED_URL, 410, "build_yanked", server="kept"),
+    Case("HEAD", YANKED_URL, 410, server="kept"),
     Case("GET", KEPT_URL, 206, headers=(("Range", "bytes=0-4"),), server="kept"),
     Case("GET", KEPT_URL, 416, headers=(("Range", "bytes=999-"),), server="kept"),
     Case("GET", KEPT_URL, 304, headers=ANY_ETAG, server="kept"),
@@ -519,9 +522,12 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
                 data_dir / "big.json",
                 make_project([make_build(n, commit_count=3) for n in range(40)]),
             )
-        elif kind == "kept":  # build 3's file is in the artifact store, build 4's is missing
+        elif kind == "kept":  # build 3's file is in the artifact store, build 4's is missing,
+            # build 5 is yanked and its file purged
             kept = [make_build(3, sha256=KEPT_SHA, size=len(KEPT_BYTES), file="alpha-3.jar"),
-                    make_build(4, sha256="1" * 64, size=9, file="alpha-4.jar")]  # fmt: skip
+                    make_build(4, sha256="1" * 64, size=9, file="alpha-4.jar"),
+                    make_build(5, sha256="5" * 64, size=9, file="alpha-5.jar",
+                               yankedAt=1700000500000, yankReason="broken")]  # fmt: skip
             for build in kept:
                 del build["downloadUrl"]
             write_file(data_dir / "alpha.json", make_project(kept))

@@ -488,6 +488,10 @@ def every_key_projects(draw):
         if kind == "kept":
             del build["downloadUrl"]
             build["file"] = draw(st.from_regex(model.FILE_NAME_PATTERN, fullmatch=True))
+        if draw(st.booleans()):  # yanked, maybe with a reason
+            build["yankedAt"] = draw(timestamps)
+            if draw(st.booleans()):
+                build["yankReason"] = draw(tricky_text.filter(bool))
         builds.append(build)
     doc = {
         "ciJob": draw(tricky_text.filter(bool)),

@@ -352,22 +352,26 @@ def test_a_read_only_data_directory_keeps_no_object_in_a_store_elsewhere(place, 
 
 
 def test_an_object_that_cannot_be_deleted_stays_unused_and_the_yank_succeeds(data_dir, tmp_path):
-    # A store the command may not change (read-only, or another user's): the build goes, its
-    # object stays, and `check` lists it as unused; the command does not fail after its write.
+    # A store the command may not change (read-only, or another user's): the build is
+    # yanked, its object stays, and `check` lists it as a yanked build's kept file; the
+    # command does not fail after its write.
     jar = tmp_path / "alpha-9.jar"
     jar.write_bytes(b"PK\x03\x04 kept")
     assert run(publish_argv(data_dir, 9, jar)).returncode == 0
     store_dir = str(data_dir / "artifacts")
     script = FAULTY.format(root=ROOT, place=store_dir, fault="read-only", space=SPACE)
-    done = run(["yank", "alpha", "9", "--data", data_dir], script)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "yanked build 9 of alpha\n", "")
-    assert 9 not in [
-        b["buildNumber"] for b in json.loads((data_dir / "alpha.json").read_text())["builds"]
-    ]
+    done = run(["yank", "alpha", "9", "--purge", "--data", data_dir], script)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("yanked build 9 of alpha: kept its file ")
+    assert "yankedAt" in next(
+        b
+        for b in json.loads((data_dir / "alpha.json").read_text())["builds"]
+        if b["buildNumber"] == 9
+    )
     checked = run(["check", "--data", data_dir])
     assert checked.returncode == 0
     path = artifacts.object_path(store_dir, sha(jar.read_bytes()))
-    assert f"{path}: unused (no build names it; 'check --prune' deletes it)" in checked.stdout
+    assert f"yanked build 9 of alpha keeps {path} (" in checked.stdout  # for a later purge
 
 
 # --- a writer killed during the copy --------------------------------------------------------------

@@ -575,16 +575,22 @@ def test_a_full_disk_while_writing_the_project_file_is_507(web, data_dir, monkey
 # --- DELETE -------------------------------------------------------------------------------------
 
 
-def test_delete_yanks_204_and_its_object_goes(web, data_dir):
+def test_delete_yanks_204_marks_the_build_and_keeps_its_file(web, data_dir):
     assert put(web, 9, *kept()).status_int == 201
     assert latest(web)["buildNumber"] == 9
     resp = web.delete(f"{API}/projects/alpha/builds/9", headers=auth())
     assert resp.status_int == 204 and resp.body == b""
     assert 9 not in [b["buildNumber"] for b in web.get(f"{API}/builds?project=alpha").json]
-    web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=404)
-    assert artifacts.objects(str(data_dir / "artifacts")) == {}
-    # its number may be published again
-    assert put(web, 9, *kept()).status_int == 201
+    gone = web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=410)
+    assert gone.json["code"] == "build_yanked" and gone.headers["Cache-Control"] == "no-store"
+    assert list(artifacts.objects(str(data_dir / "artifacts"))) == [JAR_SHA]
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    assert "yankedAt" in next(b for b in doc["builds"] if b["buildNumber"] == 9)
+    # a second DELETE finds it yanked: nothing changes
+    assert web.delete(f"{API}/projects/alpha/builds/9", headers=auth()).status_int == 204
+    # its number may be published again: the new build replaces the yanked one
+    assert put(web, 9, *kept()).status_int in (200, 201)
+    assert latest(web)["buildNumber"] == 9
 
 
 def test_delete_of_a_build_that_is_not_there_is_404(web):

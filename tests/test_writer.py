@@ -476,13 +476,17 @@ def test_an_unknown_slug_suggests_the_closest_and_another_directory(data_dir, ca
 # --- yank and add-project -----------------------------------------------------------------------
 
 
-def test_yank_removes_a_build_that_may_come_back(data_dir, capsys):
+def test_yank_marks_a_build_whose_number_may_come_back(data_dir, capsys):
     path = data_dir / "alpha.json"
     assert cli.main(["yank", "alpha", "5", "--data", str(data_dir)]) == 0
-    assert sorted(builds_in(path)) == [1, 2, 3, 7, 8]
+    assert "yankedAt" in builds_in(path)[5]
     assert cli.main(publish_argv(data_dir, 5)) == 0
     assert builds_in(path)[5]["downloadUrl"] == DOWNLOAD.format(5)
-    assert capsys.readouterr().out == "yanked build 5 of alpha\npublished build 5 of alpha\n"
+    assert "yankedAt" not in builds_in(path)[5]
+    assert capsys.readouterr().out.splitlines() == [
+        "yanked build 5 of alpha; 'buildshelf unyank alpha 5' restores it",
+        "replaced build 5 of alpha",
+    ]
 
 
 def test_add_project_creates_an_empty_project_once(data_dir, capsys):

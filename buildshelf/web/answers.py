@@ -217,14 +217,13 @@ def error_response(error: bottle.HTTPError) -> bytes:
     # Bottle replaced the headers the after_request hook set with the error's own.
     set_common_headers(response)
     response.content_type = JSON
-    response.set_header(
-        "Cache-Control",
-        f"public, max-age={GONE_MAX_AGE}" if error.status_code == 410 else "no-store",
-    )
+    # A yanked build's 410 is not for good: an unyank must show at once.
+    gone = error.status_code == 410 and getattr(error, "code", None) != "build_yanked"
+    response.set_header("Cache-Control", f"public, max-age={GONE_MAX_AGE}" if gone else "no-store")
     if error.status_code == 405 and not isinstance(error, ApiError):  # bottle's own
         response.set_header("Allow", ALLOWED_METHODS)
     if isinstance(error, ApiError):
-        return error_body(error.code, error.body)
+        return encode({"error": error.body, "code": error.code, **error.fields})
     code, message = {
         404: ("not_found", f"no such path: see {API}/projects"),
         405: ("method_not_allowed", "this API only answers GET and HEAD (and OPTIONS for CORS)"),

@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 FROM_NGINX = "HTTP_X_BUILDSHELF_ACCEL"
 
 
-def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> None:
+def install(app: bottle.Bottle, store, shapes, accel_redirect: str | None = None) -> None:
     """Add the download routes to `app` (made by server.make_app), serving the objects of
-    `store`'s artifact store.
+    `store`'s artifact store; `shapes` (shapes.Shapes) makes the builds an answer shows.
 
     With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send
     (see downloads.handed_over), but only for a request that says it came through nginx
@@ -60,6 +60,8 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
         project = snapshot.project(slug)
         number = whole_number(number)
         build = project.build(number) if project and number is not None else None
+        if build is None and project and number is not None:
+            _gone_if_yanked(shapes, project, project.yanked_build(number), sha256, name)
         if not (
             build
             and build.hosted
@@ -106,6 +108,28 @@ def install(app: bottle.Bottle, store, accel_redirect: str | None = None) -> Non
                 accel_redirect,
             )
         return False
+
+
+def _gone_if_yanked(shapes, project, build, sha256, name):
+    """ApiError 410 build_yanked if this URL was the download of `build`, yanked (purged or
+    not): with its reason and the project's latest build, so that a client can move on."""
+    if (
+        build
+        and build.hosted
+        and build.sha256 == sha256
+        and name in (build.file, build.file + SIDECAR)
+    ):
+        latest = project.latest()
+        raise ApiError(
+            410,
+            "build_yanked",
+            f"build {build.number} of {project.slug!r} was yanked: see {query.API}/builds/latest"
+            f"?project={project.slug}",
+            fields={
+                "reason": build.yank_reason,
+                "latest": None if latest is None else shapes.build_json(project, latest),
+            },
+        )
 
 
 class _Unavailable(Exception):

@@ -38,6 +38,29 @@ def _error(description, *codes, cache_control="CacheControlNoStore", headers=Non
     }
 
 
+def _yanked():
+    """The 410 of a yanked build's download URL: the error, its reason and what to take."""
+    gone = _error(
+        "The build was yanked (`buildshelf yank`), its file kept or purged (`build_yanked`): "
+        '`reason` says why (`""` when no reason was given), `latest` is the project\'s '
+        "latest build (null when it has none). Never cached: an unyank shows at once.",
+        "build_yanked",
+    )
+    # The Error schema allows no other key: this body is the error and two more.
+    gone["content"]["application/json"]["schema"] = {
+        "type": "object",
+        "required": ["error", "code", "reason", "latest"],
+        "additionalProperties": False,
+        "properties": {
+            "error": {"type": "string", "minLength": 1},
+            "code": {"const": "build_yanked"},
+            "reason": {"type": "string"},
+            "latest": {"anyOf": [ref("schemas", "Build"), {"type": "null"}]},
+        },
+    }
+    return gone
+
+
 CACHEABLE_HEADERS = {"ETag": "ETag", "Last-Modified": "LastModified",
                      "Cache-Control": "CacheControlPublic", "Vary": "Vary",
                      "Content-Encoding": "ContentEncoding"}  # fmt: skip
@@ -244,6 +267,7 @@ RESPONSES = {
     "Gone": _error("API version 1 was removed on 2025-11-05: use `/api/v2` "
                    "(`api_version_removed`).", "api_version_removed",
                    cache_control="CacheControlGone"),
+    "BuildYanked": _yanked(),
     "InternalError": _error("A bug (`internal_error`): the trace is in the server's log, never "
                             "in the body.", "internal_error"),
     "Published": {
@@ -253,8 +277,9 @@ RESPONSES = {
         "headers": {"Cache-Control": ref("headers", "CacheControlNoStore")},
         "content": {"application/json": {"schema": ref("schemas", "Build")}},
     },
-    "Yanked": {"description": "The build is yanked, and its kept file's object deleted if no "
-                              "build uses it. A `GET` that follows no longer shows it. No body."},
+    "Yanked": {"description": "The build is yanked (or was already): it stays in its project "
+                              "file, marked, and its kept file stays until `buildshelf purge`. "
+                              "A `GET` that follows no longer shows it. No body."},
     "InvalidBuild": _error(
         "The build or the body is refused, the message naming the problem by the data files' "
         "and `buildshelf publish`'s rules (`invalid_build`): a key missing or of the wrong type, "
@@ -462,8 +487,8 @@ PATHS = {
         + ("Range", "IfRange", "IfMatch", "IfUnmodifiedSince") + CONDITIONAL,
         {"200": _file("The file (or its `sha256sum -c` line).", "200"),
          "206": _file("One range of the file.", "206"), "304": "NotModifiedFile",
-         "400": "InvalidQuery", "404": "NotFound", "412": "PreconditionFailed",
-         "416": "RangeNotSatisfiable",
+         "400": "InvalidQuery", "404": "NotFound", "410": "BuildYanked",
+         "412": "PreconditionFailed", "416": "RangeNotSatisfiable",
          "500": "InternalError", "503": "ArtifactUnavailable"},
         "The bytes go out with a strong `ETag` (the quoted sha256), `Repr-Digest` (RFC 9530), "
         "`Content-Disposition: attachment` and a year's immutable caching; one byte range is "
@@ -499,8 +524,9 @@ PATHS = {
             "publishing", "yankBuild", "Yank a build", WRITE_PARAMETERS,
             {"204": "Yanked", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
              **WRITE_REFUSED},
-            "As `buildshelf yank`: the build goes, its number may be published again, and its "
-            "kept file's object goes if no build uses it.", method="delete", security=BEARER),
+            "As `buildshelf yank`: the build is served no more, but stays in its file, marked "
+            "yanked, and its kept file stays (`buildshelf unyank` restores it); its number may be "
+            "published again.", method="delete", security=BEARER),
     },
     "/api/v1": _operation(
         "removed", "removedVersion1", "API version 1: removed", (), {"410": "Gone"}, REMOVED,

@@ -23,11 +23,13 @@ MAX_QUERY_FIELDS = 50
 class ApiError(bottle.HTTPError):
     """An error response: `code` is the machine-readable snake_case name of the problem.
     `headers` ({name: value}) go out with it (Retry-After, WWW-Authenticate): bottle's own
-    `error.headers`, which the server reads too for a request refused before its body."""
+    `error.headers`, which the server reads too for a request refused before its body.
+    `fields` ({key: value}) are more of its JSON body."""
 
-    def __init__(self, status, code, message, headers=None):
+    def __init__(self, status, code, message, headers=None, fields=None):
         super().__init__(status, message, **(headers or {}))
         self.code = code
+        self.fields = fields or {}  # more of the body, after "error" and "code"
 
 
 def _shown(text, limit=100):

@@ -1,0 +1,211 @@
+"""A yank that can be undone (issue 25): the yank mark in the data files (both validation
+paths), `yank`, `unyank`, `purge`, `yank --purge` and `check` through the command line, and
+what a yanked build's download URL answers."""
+
+import hashlib
+import json
+
+import pytest
+import webtest
+
+from buildshelf import cli, datafile, server
+from buildshelf import store as store_module
+from buildshelf.text import size
+from helpers import both_paths, make_build, make_project, write_file
+
+API = "/api/v2"
+YANKED_AT = 1700000500000
+
+
+@pytest.fixture
+def jar(tmp_path):
+    path = tmp_path / "alpha-9.jar"
+    path.write_bytes(b"PK\x03\x04 a jar's bytes " * 100)
+    return path
+
+
+def publish(data_dir, number, jar, *flags):
+    return cli.main(["publish", "alpha", "--data", str(data_dir), "--build", str(number),
+                     "--channel", "1.21", "--timestamp", "1700000000000", "--file", str(jar),
+                     *flags])  # fmt: skip
+
+
+def run(data_dir, *argv):
+    return cli.main([*argv, "--data", str(data_dir)])
+
+
+def objects(data_dir):
+    store_dir = data_dir / "artifacts"
+    return sorted(p.name for p in store_dir.glob("??/*")) if store_dir.exists() else []
+
+
+def build_in_file(data_dir, number):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    return next(b for b in doc["builds"] if b["buildNumber"] == number)
+
+
+def client_of(data_dir):
+    return webtest.TestApp(server.make_app(store_module.Store(data_dir, check_interval=0)))
+
+
+# --- the data files ------------------------------------------------------------------------
+
+
+def test_a_yanked_build_is_read_alike_by_both_paths_and_leaves_every_list():
+    text = json.dumps(
+        make_project(
+            [
+                make_build(1, "1.20"),
+                make_build(2, "1.20", yankedAt=YANKED_AT, yankReason="broken: see #12"),
+                make_build(3, "1.20", yankedAt=YANKED_AT),
+            ]
+        )
+    )
+    fast, checked = both_paths(text)
+    assert fast is not None
+    for project in (fast, checked):
+        assert [b.number for b in project.builds] == [1]
+        assert project.latest("1.20").number == 1
+        assert [b.number for b in project.select(None, True)] == [1]
+        assert [(b.number, b.yanked_at, b.yank_reason) for b in project.yanked] == [
+            (2, YANKED_AT, "broken: see #12"),
+            (3, YANKED_AT, ""),
+        ]
+        assert project.yanked_build(2).number == 2 and project.yanked_build(1) is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"yankedAt": "yesterday"}, "'yankedAt' must be the time of the yank in epoch millis"),
+        ({"yankedAt": -1}, "'yankedAt' must be the time of the yank in epoch millis"),
+        ({"yankedAt": YANKED_AT, "yankReason": 3}, "'yankReason' must be a string"),
+        ({"yankReason": "why"}, "'yankReason' needs 'yankedAt'"),
+    ],
+)
+def test_a_wrong_yank_mark_is_refused_with_its_message(fields, message):
+    text = json.dumps(make_project([make_build(1, **fields)]))
+    assert datafile._fast_project("alpha", text) is None
+    with pytest.raises(datafile.DataError) as error:
+        datafile.parse_project("alpha.json", "alpha", text.encode())
+    assert message in str(error.value)
+
+
+# --- yank and unyank -----------------------------------------------------------------------
+
+
+def test_yank_marks_the_build_keeps_its_file_and_unyank_restores_it(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0
+    [sha] = objects(data_dir)
+    before = build_in_file(data_dir, 9)
+    capsys.readouterr()
+    assert run(data_dir, "yank", "alpha", "9", "--reason", "wrong jar") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("yanked build 9 of alpha (reason: wrong jar): kept its file ")
+    assert "'buildshelf unyank alpha 9' restores it" in out
+    marked = build_in_file(data_dir, 9)
+    assert marked["yankReason"] == "wrong jar" and marked["yankedAt"] > 1700000000000
+    assert objects(data_dir) == [sha]
+    client = client_of(data_dir)
+    assert client.get(API + "/builds/latest?project=alpha&channel=1.21").json["buildNumber"] == 5
+    assert run(data_dir, "unyank", "alpha", "9") == 0
+    assert capsys.readouterr().out == "unyanked build 9 of alpha: it is served again\n"
+    assert build_in_file(data_dir, 9) == before
+
+
+def test_yank_dry_run_writes_nothing(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0
+    before = (data_dir / "alpha.json").read_bytes()
+    capsys.readouterr()
+    assert run(data_dir, "yank", "alpha", "9", "--dry-run", "--purge") == 0
+    assert capsys.readouterr().out.startswith("would yank build 9 of alpha")
+    assert (data_dir / "alpha.json").read_bytes() == before and len(objects(data_dir)) == 1
+
+
+def test_yank_purge_deletes_the_file_and_unyank_then_refuses(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0
+    [sha] = objects(data_dir)
+    capsys.readouterr()
+    assert run(data_dir, "yank", "alpha", "9", "--purge") == 0
+    out = capsys.readouterr().out
+    assert f"deleted {data_dir / 'artifacts' / sha[:2] / sha} (" in out
+    assert objects(data_dir) == []
+    assert "yankedAt" in build_in_file(data_dir, 9)
+    assert run(data_dir, "unyank", "alpha", "9") == 1
+    err = capsys.readouterr().err
+    assert "its file alpha-9.jar was purged" in err
+    assert "buildshelf publish alpha --build 9 --file alpha-9.jar --replace" in err
+
+
+def test_yank_purge_keeps_a_file_a_served_build_uses(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0
+    assert publish(data_dir, 10, jar) == 0
+    capsys.readouterr()
+    assert run(data_dir, "yank", "alpha", "9", "--purge") == 0
+    assert "kept its file" in capsys.readouterr().out
+    assert len(objects(data_dir)) == 1
+    assert run(data_dir, "unyank", "alpha", "9") == 0
+
+
+def test_a_yank_of_a_yanked_or_missing_build_says_so(data_dir, capsys):
+    assert run(data_dir, "yank", "alpha", "5") == 0
+    assert run(data_dir, "yank", "alpha", "5") == 0
+    assert capsys.readouterr().out.endswith("build 5 of alpha is already yanked: nothing changed\n")
+    assert run(data_dir, "unyank", "alpha", "3") == 1
+    assert "build 3 of alpha is not yanked" in capsys.readouterr().err
+
+
+# --- purge and check -----------------------------------------------------------------------
+
+
+def test_purge_deletes_the_files_of_builds_yanked_long_enough(data_dir, jar, tmp_path, capsys):
+    other = tmp_path / "alpha-10.jar"
+    other.write_bytes(b"other bytes")
+    assert publish(data_dir, 9, jar) == 0 and publish(data_dir, 10, other) == 0
+    assert run(data_dir, "yank", "alpha", "9") == 0 and run(data_dir, "yank", "alpha", "10") == 0
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    for build in doc["builds"]:
+        if build["buildNumber"] == 9:
+            build["yankedAt"] = YANKED_AT  # in 2023: long ago
+    write_file(data_dir / "alpha.json", doc)
+    capsys.readouterr()
+    assert run(data_dir, "check") == 0  # information only
+    out = capsys.readouterr().out
+    assert "yanked build 9 of alpha keeps" in out and "2 yanked build files kept: " in out
+    assert run(data_dir, "purge", "--dry-run") == 0
+    assert capsys.readouterr().out.startswith("would delete ")
+    assert len(objects(data_dir)) == 2
+    assert run(data_dir, "purge", "alpha") == 0
+    out = capsys.readouterr().out
+    sha9 = hashlib.sha256(jar.read_bytes()).hexdigest()
+    assert f"deleted {data_dir / 'artifacts' / sha9[:2] / sha9} ({size(jar.stat().st_size)})" in out
+    assert objects(data_dir) == [hashlib.sha256(b"other bytes").hexdigest()]
+    assert run(data_dir, "purge", "--older-than", "0") == 0
+    assert objects(data_dir) == []
+
+
+# --- the download URL and the HTTP route ---------------------------------------------------
+
+
+def test_a_yanked_builds_download_is_410_never_cached_also_once_purged(data_dir, jar):
+    assert publish(data_dir, 9, jar) == 0
+    sha = hashlib.sha256(jar.read_bytes()).hexdigest()
+    path = f"/downloads/alpha/9/{sha}/alpha-9.jar"
+    assert client_of(data_dir).get(path).body == jar.read_bytes()
+    assert run(data_dir, "yank", "alpha", "9", "--reason", "wrong jar") == 0
+    for purged in (False, True):
+        if purged:
+            assert run(data_dir, "purge", "--older-than", "0") == 0
+        client = client_of(data_dir)
+        got = client.get(path, status=410)
+        assert got.headers["Cache-Control"] == "no-store"
+        body = got.json
+        assert (body["code"], body["reason"], body["latest"]["buildNumber"]) == (
+            "build_yanked",
+            "wrong jar",
+            5,
+        )
+        assert "error" in body
+        head = client.head(path, status=410)
+        assert head.headers["Cache-Control"] == "no-store"
+    client.get(path + ".sha256", status=410)
