@@ -146,18 +146,23 @@ def make_app(
         snapshot = store.snapshot()
         params = query.build_query(query.CHECK_PARAMETERS)
         asked = query.asked_build(params)
-        number = query.number_of(query.build_filter(snapshot, params)[0], asked)
         project, channel, experimental, latest = query.latest(snapshot, params)
+        try:
+            status, number = query.checked(project, asked, latest)
+        except ApiError as unknown:
+            unknown.fields["latest"] = shapes.build_json(project, latest)
+            raise
         selected = project.select(channel, experimental)
         behind = len(selected) - bisect.bisect_right(selected, number, key=attrgetter("number"))
+        if status == "served":
+            status = "outdated" if behind else "up_to_date"
 
         def body():
-            status = "outdated" if behind else "up_to_date"
             return encode(
                 {"status": status, "behind": behind, "latest": shapes.build_json(project, latest)}
             )
 
-        return send_json(project, ("check", id(selected), number), body, snapshot)
+        return send_json(project, ("check", id(selected), asked), body, snapshot)
 
     health.install(app, store)
     hosted.install(app, store, shapes, accel_redirect)

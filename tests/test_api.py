@@ -838,3 +838,63 @@ def test_downloads_latest_answers_only_get_and_head(client, method):
 def test_a_host_header_that_does_not_parse_is_no_500(store, path, method):
     client = webtest.TestApp(server.make_app(store), extra_environ={"HTTP_HOST": "["})
     assert client.request(path, method=method, expect_errors=True).status_int < 500
+
+
+# --- /builds/check: every status (issue 25) ------------------------------------------------
+
+SHA_A, SHA_B = "a" * 64, "b" * 64
+
+
+def write_checked(data_dir):
+    """Builds 10..14 of channel 1.21 (13 experimental): 10 and 11 share a file, 12 is
+    yanked with the same file as 14."""
+    builds = [
+        make_build(10, "1.21", sha256=SHA_A, size=1),
+        make_build(11, "1.21", sha256=SHA_A, size=1),
+        make_build(12, "1.21", sha256=SHA_B, size=2, yankedAt=1700000500000, yankReason="bad"),
+        make_build(13, "1.21", experimental=True),
+        make_build(14, "1.21", sha256=SHA_B, size=2),
+        make_build(15, "1.21", sha256="c" * 64, size=3, yankedAt=1700000500000),
+    ]
+    write_file(data_dir / "alpha.json", make_project(builds))
+
+
+def check(client, query, status=200):
+    return client.get(f"{API}/builds/check?project=alpha&{query}", status=status).json
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "behind"),
+    [
+        ("build=14", "up_to_date", 0),
+        ("build=11", "outdated", 1),  # 12 is yanked, 13 experimental: 14 counts
+        ("build=10", "outdated", 1),  # the same bytes as 11: counted from 11
+        (f"sha256={SHA_A}", "outdated", 1),
+        ("build=10&experimental=true", "outdated", 2),
+        ("build=12", "yanked", 0),  # the same bytes as 14, served
+        (f"sha256={SHA_B}", "up_to_date", 0),  # 14 has them: served
+        ("build=15", "yanked", 0),
+        ("sha256=" + "c" * 64, "yanked", 0),
+        ("build=16", "ahead", 0),
+        ("build=99", "ahead", 0),
+    ],
+)
+def test_check_answers_every_status(client, data_dir, query, status, behind):
+    write_checked(data_dir)
+    got = check(client, query)
+    assert (got["status"], got["behind"], got["latest"]["buildNumber"]) == (status, behind, 14)
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("build=9", "unknown_build"),
+        ("build=0", "unknown_build"),
+        ("sha256=" + "d" * 64, "unknown_artifact"),
+    ],  # fmt: skip
+)
+def test_check_of_a_build_never_there_is_404_unknown(client, data_dir, query, code):
+    write_checked(data_dir)
+    got = check(client, query, 404)
+    assert set(got) == {"error", "code", "status", "latest"}
+    assert (got["code"], got["status"], got["latest"]["buildNumber"]) == (code, "unknown", 14)

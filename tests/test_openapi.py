@@ -434,6 +434,9 @@ CASES = [
     Case("GET", "/api/v2/builds/check?project=alpha", 400, "invalid_check"),
     Case("GET", "/api/v2/builds/check?project=alpha&build=x", 400, "invalid_check"),
     Case("GET", "/api/v2/builds/check?project=alpha&sha256=" + "0" * 64, 404, "unknown_artifact"),
+    Case("GET", "/api/v2/builds/check?project=alpha&build=99", 200),  # ahead
+    Case("GET", "/api/v2/builds/check?project=alpha&build=5", 200, server="kept"),  # yanked
+    Case("GET", "/api/v2/builds/check?project=alpha&build=0", 404, "unknown_build"),
     # the writes
     Case("PUT", WRITE, 201, headers=AS_FORM, body=KEPT_BUILD),
     Case("PUT", WRITE, 201, headers=AS_JSON, body=ELSEWHERE.encode()),

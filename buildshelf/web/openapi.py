@@ -38,6 +38,39 @@ def _error(description, *codes, cache_control="CacheControlNoStore", headers=Non
     }
 
 
+def _unknown_to_check():
+    """The 404 of an update check: the Error, and for a build never there its status."""
+    unknown = _error(
+        "No project has that slug (`unknown_project`), or none of its builds passes the filters "
+        "(`no_matching_build`); or the number (`unknown_build`) or the hash "
+        '(`unknown_artifact`) was never a build of it: then with `"status": "unknown"` and '
+        "`latest`, the build `/api/v2/builds/latest` answers with.",
+        "unknown_project",
+        "unknown_build",
+        "unknown_artifact",
+        "no_matching_build",
+    )
+    unknown["content"]["application/json"]["schema"] = {
+        "type": "object",
+        "required": ["error", "code"],
+        "additionalProperties": False,
+        "properties": {
+            "error": {"type": "string", "minLength": 1},
+            "code": {
+                "enum": [
+                    "unknown_project",
+                    "unknown_build",
+                    "unknown_artifact",
+                    "no_matching_build",
+                ]
+            },
+            "status": {"const": "unknown"},
+            "latest": ref("schemas", "Build"),
+        },
+    }
+    return unknown
+
+
 def _yanked():
     """The 410 of a yanked build's download URL: the error, its reason and what to take."""
     gone = _error(
@@ -233,10 +266,7 @@ RESPONSES = {
         "As for the builds endpoints, or `build` and `sha256` both or neither given, `build` "
         "not a whole number, `sha256` not 64 hexadecimal digits (`invalid_check`).",
         *BUILDS_REFUSED, "invalid_check"),
-    "UnknownProjectArtifactOrNoBuild": _error(
-        "No project has that slug (`unknown_project`), no build of it has that sha256 "
-        "(`unknown_artifact`), or none passes the filters (`no_matching_build`).",
-        "unknown_project", "unknown_artifact", "no_matching_build"),
+    "UnknownProjectArtifactOrNoBuild": _unknown_to_check(),
     "BadQuery": _error(
         "The query is refused: `project` missing or empty (`missing_parameter`); "
         "`game_version`, `version` or `minecraft_version` given (`superseded_parameter`: use "
@@ -476,8 +506,10 @@ PATHS = {
          "400": "BadCheckQuery", "404": "UnknownProjectArtifactOrNoBuild",
          "500": "InternalError"},
         "Give `build` (the number a server runs) or `sha256` (its file's hash; any build's hash "
-        "counts, kept or not): `behind` counts the builds passing the filters numbered above "
-        "it, and `latest` is the build `/api/v2/builds/latest` answers with."),
+        "counts, kept or not, yanked or not): `status` is `up_to_date`, `outdated`, `yanked` "
+        "or `ahead` (`200`), or `unknown` (`404`); `behind` counts the builds passing the "
+        "filters numbered above the highest build served with the same bytes; `latest` is "
+        "the build `/api/v2/builds/latest` answers with."),
     DOWNLOADS + "/{project}/{build}/{sha256}/{file}": _operation(
         "downloads", "downloadFile", "A file Buildshelf keeps, or its checksum line",
         tuple(_path(name, text) for name, text in (
@@ -573,10 +605,17 @@ SCHEMAS = {
         "description": "Whether the build asked about is the latest passing the filters.",
         "type": "object",
         "properties": {
-            "status": {"enum": ["up_to_date", "outdated"], "type": "string",
-                       "description": "`up_to_date` when no build passing the filters is newer."},
+            "status": {"enum": ["up_to_date", "outdated", "yanked", "ahead"], "type": "string",
+                       "description": "`up_to_date`: the build is served and none passing the "
+                                      "filters is newer; `outdated`: some are; `yanked`: the "
+                                      "build was yanked, move to `latest`; `ahead`: a number "
+                                      "above the latest that no build has (a local or "
+                                      "unpublished build). A build never there is `404` with "
+                                      "the status `unknown`."},
             "behind": {"type": "integer", "minimum": 0,
-                       "description": "How many builds passing the filters are numbered above."},
+                       "description": "How many builds passing the filters are numbered above "
+                                      "the highest build served with the same bytes as the one "
+                                      "asked about; yanked builds never count."},
             "latest": ref("schemas", "Build"),
         },
         "required": ["status", "behind", "latest"], "additionalProperties": False,

@@ -8,6 +8,7 @@ that both refuse and accept the same queries.
 from urllib.parse import unquote_to_bytes
 
 import bottle
+import msgspec
 
 from buildshelf import javadoc
 from buildshelf.model import Build, Project, sha256_hex, whole_number
@@ -161,17 +162,33 @@ def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
     return "sha256", digest
 
 
-def number_of(project: Project, asked: tuple[str, int | str]) -> int:
-    """The build number an update check names; 404 for a hash no build of the project has."""
+def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tuple[str, int]:
+    """What an update check names, as (status, number): "served" and the number of the
+    highest build served with the same bytes (several builds may share one file), "yanked"
+    and the same (or its own number, when no build served has its bytes), or "ahead" for a
+    number above `latest` that no build has. ApiError 404 (with "status": "unknown") for a
+    number or a hash never there."""
     kind, value = asked
     if kind == "build":
-        return value
-    for build in project.builds:  # any build's hash counts, kept or not: once per data version
-        if build.sha256 == value:
-            return build.number
-    raise ApiError(
-        404, "unknown_artifact", f"no build of project {project.slug!r} has the sha256 {value}"
-    )
+        found = project.build(value) or project.yanked_build(value)
+        if found is None and value > latest.number:
+            return "ahead", value
+        named = [found] if found is not None else []
+    else:  # any build's hash counts, kept or not
+        named = [b for b in (*project.builds, *project.yanked) if b.sha256 == value]
+    if not named:
+        raise ApiError(
+            404,
+            "unknown_build" if kind == "build" else "unknown_artifact",
+            f"project {project.slug!r} never had build {value}"
+            if kind == "build"
+            else f"no build of project {project.slug!r} has the sha256 {value}",
+            fields={"status": "unknown"},
+        )
+    sha256s = {b.sha256 for b in named if b.sha256 is not msgspec.UNSET}
+    same = [b.number for b in project.builds if b in named or b.sha256 in sha256s]
+    status = "served" if any(not b.yanked for b in named) else "yanked"
+    return status, max(same, default=max(b.number for b in named))
 
 
 def javadoc_base(project: Project) -> str:
