@@ -421,6 +421,36 @@ def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
     assert (status, json.loads(body)["code"]) == (503, "artifact_unavailable")
 
 
+def test_through_nginx_a_yanked_build_is_410_never_cached_until_unyanked(behind_nginx):
+    """Yanked, unyanked, yanked and purged: nginx passes on each answer at once, caching none
+    of the 410s (Cache-Control: no-store)."""
+    port, path = behind_nginx.port, behind_nginx.path
+    data = os.path.dirname(os.path.dirname(os.path.dirname(behind_nginx.object)))
+
+    def answered(status, *methods):
+        deadline = time.monotonic() + 10  # the server's watcher sees the edit
+        while through(port, path, "HEAD")[0] != status and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for method in methods:
+            got, headers, body = through(port, path, method)
+            assert got == status, body
+            yield dict(headers), body
+
+    yank = ["yank", "alpha", "9", "--data", data, "--reason", "a bad build"]
+    assert cli.main(yank) == 0
+    (got, _), (head, _) = answered(410, "GET", "HEAD")
+    assert got["Cache-Control"] == head["Cache-Control"] == "no-store"
+    assert json.loads(through(port, path)[2])["code"] == "build_yanked"
+    assert cli.main(["unyank", "alpha", "9", "--data", data]) == 0
+    [(_, body)] = answered(200, "GET")
+    assert body == behind_nginx.content
+    assert cli.main(yank) == 0
+    assert cli.main(["purge", "alpha", "--older-than", "0", "--data", data]) == 0
+    assert not os.path.exists(behind_nginx.object)
+    [(headers, body)] = answered(410, "GET")
+    assert json.loads(body)["reason"] == "a bad build"
+
+
 # --- publishing through deploy/nginx.conf on real nginx ---
 
 UPLOAD_LIMIT_MB = 64  # --max-file-mb for these runs, nginx's limit moved with it
