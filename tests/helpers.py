@@ -209,3 +209,15 @@ class FakeCredentials:
                 raise Forbidden("this token may publish to 'alpha' only")
             return Publisher("token alpha1")
         raise Unauthorized("unknown credential")
+
+
+def objects(data_dir):
+    """The names of the objects in `data_dir`'s artifact store."""
+    store_dir = data_dir / "artifacts"
+    return sorted(p.name for p in store_dir.glob("??/*")) if store_dir.exists() else []
+
+
+def build_in_file(data_dir, number):
+    """Build `number` as alpha.json holds it."""
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    return next(b for b in doc["builds"] if b["buildNumber"] == number)

@@ -12,7 +12,7 @@ import webtest
 
 from buildshelf import cli, server, text
 from buildshelf import store as store_module
-from helpers import bump_mtime, write_file
+from helpers import build_in_file, bump_mtime, objects, write_file
 
 API = "/api/v2"
 
@@ -27,16 +27,6 @@ def jar(tmp_path):
 def publish(data_dir, number, *flags):
     return cli.main(["publish", "alpha", "--data", str(data_dir), "--build", str(number),
                      "--channel", "1.21", "--timestamp", "1700000000000", *flags])  # fmt: skip
-
-
-def objects(data_dir):
-    store_dir = data_dir / "artifacts"
-    return sorted(p.name for p in store_dir.glob("??/*")) if store_dir.exists() else []
-
-
-def build_in_file(data_dir, number):
-    doc = json.loads((data_dir / "alpha.json").read_text())
-    return next(b for b in doc["builds"] if b["buildNumber"] == number)
 
 
 def test_a_kept_file_is_stored_named_and_downloaded(data_dir, jar):

@@ -11,7 +11,7 @@ import webtest
 from buildshelf import cli, datafile, server
 from buildshelf import store as store_module
 from buildshelf.text import size
-from helpers import both_paths, make_build, make_project, write_file
+from helpers import both_paths, build_in_file, make_build, make_project, objects, write_file
 
 API = "/api/v2"
 YANKED_AT = 1700000500000
@@ -32,16 +32,6 @@ def publish(data_dir, number, jar, *flags):
 
 def run(data_dir, *argv):
     return cli.main([*argv, "--data", str(data_dir)])
-
-
-def objects(data_dir):
-    store_dir = data_dir / "artifacts"
-    return sorted(p.name for p in store_dir.glob("??/*")) if store_dir.exists() else []
-
-
-def build_in_file(data_dir, number):
-    doc = json.loads((data_dir / "alpha.json").read_text())
-    return next(b for b in doc["builds"] if b["buildNumber"] == number)
 
 
 def client_of(data_dir):
