@@ -7,6 +7,7 @@ Nothing here knows about HTTP or about reloading: `store.py` reads the directory
 """
 
 import difflib
+import hashlib
 import os
 import re
 from itertools import chain, compress, islice, repeat
@@ -355,7 +356,7 @@ def parse_project(path: str, slug: str, data: bytes, quick: bool = True) -> Proj
 
     `quick=False` skips the fast path: it decodes a file in one call that holds the
     interpreter lock throughout, which a server already answering requests should not do for
-    a large file (store.QUICK_RELOAD_BYTES).
+    a large file (store.QUICK_RELOAD_BYTES). It also parses bytes parsed before again.
     """
     if not SLUG_PATTERN.match(slug):
         raise DataError(
@@ -364,10 +365,27 @@ def parse_project(path: str, slug: str, data: bytes, quick: bool = True) -> Proj
             "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
             "with a-z or 0-9",
         )
+    # A write validates the bytes it is about to write, then the server's watcher reads the
+    # same bytes, and the next write reads them again: each time the same Project, which a
+    # publish over HTTP made three times while holding the interpreter lock (issue 24).
+    digest = hashlib.sha1(data, usedforsecurity=False).digest()
+    last = _LAST_VALID.get(slug)
+    if quick and last is not None and last[0] == digest:
+        return last[1]
     text = _text(path, data)
     # Nearly every file is valid: checked whole, fast. Any doubt (a problem, a legacy key, a
     # key possibly written twice) and the file is read again, build by build, for the message.
-    return (quick and _fast_project(slug, text)) or _checked_project(path, slug, _parse(path, text))
+    project = (quick and _fast_project(slug, text)) or _checked_project(
+        path, slug, _parse(path, text)
+    )
+    _LAST_VALID[slug] = digest, project
+    return project
+
+
+# slug -> (SHA-1 of the bytes, their Project): the last valid file of each project parsed in
+# this process. A Project is made of the slug and the bytes alone, and never changes; most
+# often it is the one the store serves, so this costs no memory of its own.
+_LAST_VALID: dict[str, tuple[bytes, Project]] = {}
 
 
 def _checked_project(path, slug, doc):
