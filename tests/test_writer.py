@@ -937,3 +937,49 @@ def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     ordered["builds"] = sorted(ordered["builds"], key=lambda b: b["buildNumber"])
     expected = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     assert writer.encode(doc) == expected.encode()
+
+
+# --- what a write remembers for the next (issue 24: a publish over HTTP decoded and parsed the
+# whole file three times, holding the interpreter lock) ------------------------------------------
+
+
+def test_the_document_a_write_remembers_is_the_one_its_bytes_decode_to(data_dir, capsys):
+    path = data_dir / "alpha.json"
+    target = os.path.realpath(path)
+    commits = ["--commit", "a" * 40, "fix: x", "--commit", "b" * 40, "feat: y"]
+    steps = [
+        publish_argv(data_dir, 200, *commits),
+        publish_argv(data_dir, 150, "--experimental"),  # not the highest: sorted in
+        ["yank", "alpha", "150", "--reason", "broken", "--data", str(data_dir)],
+        ["unyank", "alpha", "150", "--data", str(data_dir)],
+    ]
+    for argv in steps:
+        assert cli.main(argv) == 0, capsys.readouterr().err
+        digest, remembered = writer._DOCUMENTS[target]
+        decoded = json.loads(path.read_bytes())
+        # Equal, and in the same order: the next write encodes it to the same bytes.
+        assert json.dumps(remembered) == json.dumps(decoded)
+        assert writer.encode(remembered) == path.read_bytes()
+
+
+def test_a_file_changed_by_hand_is_read_again(data_dir, capsys):
+    assert cli.main(publish_argv(data_dir, 200)) == 0
+    path = data_dir / "alpha.json"
+    doc = json.loads(path.read_bytes())
+    doc["builds"][0]["channelVersion"] = "1.21.4"  # an edit the writer has not seen
+    write_file(path, json.dumps(doc, indent=2))
+    assert cli.main(publish_argv(data_dir, 201)) == 0
+    assert builds_in(path)[doc["builds"][0]["buildNumber"]]["channelVersion"] == "1.21.4"
+    assert 201 in builds_in(path)
+
+
+def test_a_project_is_parsed_once_for_the_same_bytes(data_dir):
+    data = (data_dir / "alpha.json").read_bytes()
+    first = datafile.parse_project("alpha.json", "alpha", data)
+    assert datafile.parse_project("alpha.json", "alpha", data) is first
+    # Other bytes are parsed, and so are the same bytes when the fast path is not wanted.
+    other = datafile.parse_project("alpha.json", "alpha", data.replace(b"\n", b"\n "))
+    assert other is not first and other.builds == first.builds
+    assert datafile.parse_project("alpha.json", "alpha", data, quick=False) is not first
+    # The same bytes under another slug are another project.
+    assert datafile.parse_project("beta.json", "beta", data).slug == "beta"
