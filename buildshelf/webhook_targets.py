@@ -114,7 +114,12 @@ def parse_targets(path, data: bytes) -> tuple[Target, ...]:
         text = strictjson.text_of(data)
         doc = strictjson.loads(text)
     except strictjson.Invalid as error:
-        raise TargetsError(path, error.message, error.line, error.column) from None
+        if error.line is not None:
+            raise TargetsError(path, error.message, error.line, error.column) from None
+        # A key written twice or a NaN: strictjson's hooks know no place; the text is
+        # otherwise JSON, so it is found here. A key is not quoted: it may be a pasted URL.
+        index, message = _unplaced(text)
+        raise TargetsError(path, message or error.message, *_position(text, index)) from None
     places = _places(text)
 
     def problem(message, *where):
@@ -239,10 +244,27 @@ _TOKEN = re.compile(r'\s*(?:("(?:[^"\\]+|\\.)*")|([][{}:,])|([^][{}:,"\s]+))')
 PLACED_DEPTH = 3  # places kept down to a target's keys: ("targets", 2, "url")
 
 
+def _unplaced(text) -> tuple[int, str | None]:
+    """Where in `text` (JSON but for them) the first key written twice in one object or the
+    first NaN or Infinity is, and what to say of it; (0, None) if there is neither."""
+    for match in _TOKEN.finditer(text):
+        if match.group(3) in ("NaN", "Infinity", "-Infinity"):
+            return match.start(3), f"{match.group(3)} is not valid JSON"
+    places = _places(text)
+    if _TWICE in places:
+        key = places[_TWICE + ("key",)]
+        return places[_TWICE], f"key {_shown(key)} appears twice in one object"
+    return 0, None
+
+
+_TWICE = ("twice",)  # in _places: where the first key written twice in an object is
+
+
 def _places(text) -> dict[tuple, int]:
     """Where values start in `text`, by path (("targets", 0, "url"): the index of its value),
-    and where a key's name starts (("targets", 0, "{url")), down to PLACED_DEPTH."""
-    places, frames = {(): 0}, []  # frames: [path, key or index, expecting a key] per container
+    and where a key's name starts (("targets", 0, "{url")), down to PLACED_DEPTH; and the
+    first key written twice in one object (_TWICE)."""
+    places, frames = {(): 0}, []  # frames: [path, key or index, expecting a key, keys seen]
     for match in _TOKEN.finditer(text):
         string, mark, _ = match.groups()
         start = match.start(match.lastindex)
@@ -259,6 +281,9 @@ def _places(text) -> dict[tuple, int]:
         elif frames and frames[-1][2]:  # an object's key
             frame = frames[-1]
             frame[1], frame[2] = json.loads(string), False
+            if frame[1] in frame[3] and _TWICE not in places:
+                places[_TWICE], places[_TWICE + ("key",)] = start, frame[1]
+            frame[3].add(frame[1])
             if len(frame[0]) < PLACED_DEPTH:
                 places[frame[0] + ("{" + frame[1],)] = start
         else:  # a value
@@ -266,7 +291,7 @@ def _places(text) -> dict[tuple, int]:
             if len(path) <= PLACED_DEPTH:
                 places[path] = start
             if mark == "{":
-                frames.append([path, None, True])
+                frames.append([path, None, True, set()])
             elif mark == "[":
-                frames.append([path, 0, None])
+                frames.append([path, 0, None, None])
     return places
