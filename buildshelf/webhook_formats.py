@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from buildshelf.model import file_name_in_url
+from buildshelf.model import SHA256_PATTERN, file_name_in_url
 from buildshelf.webhook_targets import EVENTS
 
 JSON_TYPE = "application/json"
@@ -207,17 +207,31 @@ def _commit_lines(build, escape, budget):
     lines, used = [], 0
     for index, commit in enumerate(commits):
         subject = (commit.get("message") or "").strip().split("\n", 1)[0].strip()
-        line = f"`{commit.get('hash', '')[:SHORT_HASH]}` " + cut(subject, COMMIT_LINE, escape)
+        # Hexadecimal in the data files; kept so here, or a backtick could end the code span.
+        short_hash = _NOT_HEX.sub("", str(commit.get("hash", "")))[:SHORT_HASH]
+        line = f"`{short_hash}` " + cut(subject, COMMIT_LINE, escape)
         if commit.get("author"):
             line += " — " + cut(commit["author"], 100, escape)
         rest = len(commits) - index - 1
-        more = f"\n… and {rest} more commits" if rest else ""
+        more = f"\n{_more(rest)}" if rest else ""
         if used + units(line) + 1 + units(more) > budget:
-            lines.append(f"… and {len(commits) - index} more commits")
+            lines.append(_more(len(commits) - index))
             break
         lines.append(line)
         used += units(line) + 1
     return "\n".join(lines) if lines else "No commits."
+
+
+_NOT_HEX = re.compile("[^0-9A-Fa-f]")
+
+
+def _more(count):
+    return f"… and {count} more commit{'s' if count > 1 else ''}"
+
+
+def _sha256(build) -> bool:
+    """Whether the build has a sha256 to show (as the data files have it: 64 hex digits)."""
+    return type(build.get("sha256")) is str and SHA256_PATTERN.match(build["sha256"]) is not None
 
 
 def _iso(seconds: float) -> str:
@@ -251,12 +265,14 @@ def discord_payload(event: Event) -> dict:
     ]
     download = build.get("downloadUrl")
     if download and event.type != "build.yanked":
-        name = file_name_in_url(download) or "download"
-        link = f"[{cut(name, 200, discord_escape)}]({_link_target(download)})"
-        if units(link) > DISCORD_FIELD_VALUE:  # a link cut short leads nowhere
-            link = f"[{cut(name, 200, discord_escape)}]({_link_target(event.project_url)})"
-        fields.append({"name": "Download", "value": link, "inline": False})
-    if build.get("sha256"):
+        name = cut(file_name_in_url(download) or "download", 200, discord_escape)
+        # A link cut short leads nowhere: too long, it is the project page's, or none.
+        for url in (download, event.project_url):
+            link = f"[{name}]({_link_target(url)})"
+            if units(link) <= DISCORD_FIELD_VALUE:
+                fields.append({"name": "Download", "value": link, "inline": False})
+                break
+    if _sha256(build):
         fields.append({"name": "SHA-256", "value": f"`{build['sha256']}`", "inline": False})
     embed = {
         "title": cut(_title(event), DISCORD_TITLE, discord_escape),
@@ -297,15 +313,17 @@ def slack_payload(event: Event) -> dict:
         link = f"*Download*\n<{slack_escape(_link_target(download))}|{name}>"
         if units(link) <= SLACK_SECTION_FIELD:  # a link cut short leads nowhere
             fields.append(_mrkdwn(link))
-    if build.get("sha256"):
+    if _sha256(build):
         fields.append(_mrkdwn(f"*SHA-256*\n`{build['sha256']}`"))
-    page = f"<{slack_escape(_link_target(event.project_url))}|{slack_escape(title)}>"
-    summary = cut(event.project, 500, slack_escape)
-    if units(page) <= SLACK_SECTION_TEXT - 100:
-        summary = page
-    summary = f"*{summary}*" + (" was yanked" if event.type == "build.yanked" else " was published")
-    if event.type == "build.yanked" and build.get("yankReason"):
-        summary += ": " + cut(build["yankReason"], 1000, slack_escape)
+    shown_title = cut(title, 500, slack_escape)
+    page = f"<{slack_escape(_link_target(event.project_url))}|{shown_title}>"
+    if units(page) > SLACK_SECTION_TEXT // 2:  # a link cut short leads nowhere
+        page = shown_title
+    yanked = event.type == "build.yanked"
+    summary = f"*{page}* was " + ("yanked" if yanked else "published")
+    if yanked and build.get("yankReason"):
+        room = SLACK_SECTION_TEXT - units(summary) - 2
+        summary += ": " + cut(build["yankReason"], room, slack_escape)
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": cut(title, SLACK_HEADER)}},
         {"type": "section", "text": _mrkdwn(summary), "fields": fields},
