@@ -32,6 +32,8 @@ SECRET_RULE = (
     "base64 (Standard Webhooks' form), e.g. the output of: python3 -c \"import base64, secrets; "
     f"print('{SECRET_PREFIX}' + base64.b64encode(secrets.token_bytes(32)).decode())\""
 )
+# A file this large is a mistake (a log or a data file named by --webhooks): not read whole.
+MAX_BYTES = 1024 * 1024
 # Group and other: any of their bits and the file is refused.
 NOT_OWNER_BITS = 0o077
 
@@ -102,9 +104,11 @@ def read_targets(path) -> tuple[Target, ...]:
                 "stricter: chmod 600)",
             )
         try:
-            data = file.read()
+            data = file.read(MAX_BYTES + 1)
         except OSError as error:
             raise TargetsError(path, f"cannot be read: {error.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise TargetsError(path, f"is over {MAX_BYTES // 1024} KiB: it cannot be a list of targets")
     return parse_targets(path, data)
 
 

@@ -377,6 +377,11 @@ def test_a_file_that_is_not_a_file_is_refused(tmp_path):
     assert raised.value.lines(located=True) == ["is a FIFO, not a file"]
 
 
+def test_a_file_too_large_to_be_targets_is_not_read_whole(tmp_path):
+    text = '{"targets": [' + " " * (1024 * 1024) + "]}"
+    assert problems(tmp_path, text) == ["is over 1024 KiB: it cannot be a list of targets"]
+
+
 def test_the_mode_is_that_of_the_file_a_link_names(tmp_path):
     path = write(tmp_path, {"targets": []}, 0o644, name="real.json")
     os.symlink(path, tmp_path / "webhooks.json")
