@@ -253,7 +253,7 @@ def discord_payload(event: Event) -> dict:
         {
             "name": "Channel",
             "value": cut(
-                str(build.get("channelVersion", "?")), DISCORD_FIELD_VALUE, discord_escape
+                str(build.get("channelVersion") or "?"), DISCORD_FIELD_VALUE, discord_escape
             ),
             "inline": True,
         },
@@ -303,7 +303,7 @@ def slack_payload(event: Event) -> dict:
     fields = [
         _mrkdwn(
             "*Channel*\n"
-            + cut(str(build.get("channelVersion", "?")), SLACK_SECTION_FIELD - 20, slack_escape)
+            + cut(str(build.get("channelVersion") or "?"), SLACK_SECTION_FIELD - 20, slack_escape)
         ),
         _mrkdwn("*Experimental*\n" + ("yes" if build.get("isExperimental") else "no")),
     ]
