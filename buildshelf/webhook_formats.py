@@ -209,7 +209,7 @@ def _commit_lines(build, escape, budget):
         subject = (commit.get("message") or "").strip().split("\n", 1)[0].strip()
         # Hexadecimal in the data files; kept so here, or a backtick could end the code span.
         short_hash = _NOT_HEX.sub("", str(commit.get("hash", "")))[:SHORT_HASH]
-        line = f"`{short_hash}` " + cut(subject, COMMIT_LINE, escape)
+        line = (f"`{short_hash}` " if short_hash else "") + cut(subject, COMMIT_LINE, escape)
         if commit.get("author"):
             line += " — " + cut(commit["author"], 100, escape)
         rest = len(commits) - index - 1

@@ -262,6 +262,8 @@ def test_nothing_but_a_hash_goes_in_a_code_span():
     embed = discord(event(commits=commits, sha256="`@everyone`"))["embeds"][0]
     assert embed["description"] == "`abeeecd` m"  # its hexadecimal digits only
     assert "SHA-256" not in [field["name"] for field in embed["fields"]]
+    no_hash = discord(event(commits=[{"message": "m", "hash": "`"}]))["embeds"][0]
+    assert no_hash["description"] == "m"
 
 
 def test_discord_shows_each_commit_s_first_line():
