@@ -7,8 +7,10 @@ from buildshelf.web.answers import JSON, iso_time
 from buildshelf.web.shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
 
 
-def install(app: bottle.Bottle, store) -> None:
-    """Add /healthz to `app` (made by server.make_app), reporting on `store`."""
+def install(app: bottle.Bottle, store, problems=()) -> None:
+    """Add /healthz to `app` (made by server.make_app), reporting on `store` and on the
+    `problems`: zero-argument callables, each returning the fields it adds to the report
+    (a problem of a part of the service, which makes it `degraded`) or {}."""
 
     @app.get("/healthz")
     def health():
@@ -21,6 +23,9 @@ def install(app: bottle.Bottle, store) -> None:
             UnavailableFile(slug, build.number, build.file, problem)
             for slug, build, problem in store.unavailable()
         ]
+        reported = {}
+        for problem in problems:
+            reported.update(problem())
         bottle.response.status = 200 if snapshot.projects else 503
         bottle.response.content_type = JSON
         return health_json(
@@ -30,7 +35,7 @@ def install(app: bottle.Bottle, store) -> None:
                 else "stalled"
                 if late
                 else "degraded"
-                if snapshot.errors or unavailable
+                if snapshot.errors or unavailable or reported
                 else "ok",
                 projects=len(snapshot.projects),
                 last_reload=iso_time(snapshot.loaded_at),
@@ -45,5 +50,6 @@ def install(app: bottle.Bottle, store) -> None:
                     StalledRead(name, round(seconds, 1))
                     for name, seconds in sorted(stalled.items())
                 ],
-            )
+            ),
+            reported,
         )

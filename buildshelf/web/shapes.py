@@ -159,7 +159,8 @@ class Health(msgspec.Struct, rename="camel"):
 
     status: _text(
         "`ok` when every data file and every kept file is served as it is on disk; "
-        "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves); "
+        "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves), "
+        "or when a part of the service reports a problem (`downloadCounting`); "
         "`stalled` when a file has been read for longer than a check waits, or a check takes "
         "too long: the data served may be out of date; `no_data` when no project at all is "
         "served (status 503).",
@@ -198,10 +199,20 @@ class Health(msgspec.Struct, rename="camel"):
             "its last good version meanwhile."
         ),
     ]
+    download_counting: typing.Annotated[
+        str,
+        Meta(
+            min_length=1,
+            description="Present only when download counts cannot be written to the state "
+            "directory's database (locked, full, read-only): why. The counts wait in memory "
+            "and downloads are served as ever.",
+        ),
+    ] = msgspec.UNSET
 
 
-def health_json(health: Health) -> bytes:
-    return encode(msgspec.to_builtins(health))
+def health_json(health: Health, problems: dict | None = None) -> bytes:
+    """The health report, with the fields the service's parts add (`problems`)."""
+    return encode({**msgspec.to_builtins(health), **(problems or {})})
 
 
 def schemas(mode: str | None = None) -> dict:
@@ -223,11 +234,12 @@ def schemas(mode: str | None = None) -> dict:
             prop.pop("default", None)
         if name == "Build" and mode:
             schema["properties"] = {**upstream.BUILD_FIELD_SCHEMAS, **schema["properties"]}
-        fields = msgspec.structs.fields(struct) if struct else ()
+        with_optional = struct or (Health if name == "Health" else None)
+        fields = msgspec.structs.fields(with_optional) if with_optional else ()
         optional = {f.encode_name for f in fields if f.default is msgspec.UNSET}
         optional &= schema["properties"].keys()
         schema["required"] = [key for key in schema["properties"] if key not in optional]
-        if optional:  # served together or not at all
+        if optional and struct:  # served together or not at all
             schema["dependentRequired"] = {
                 key: sorted(optional - {key}) for key in sorted(optional)
             }
