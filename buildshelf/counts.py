@@ -10,6 +10,7 @@ holds plus what waits to be written, replaced after each batch.
 
 import collections
 import logging
+import os
 import socket
 import sqlite3
 import threading
@@ -19,15 +20,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from buildshelf import state
+from buildshelf.model import Build
 from buildshelf.text import counted as counted_noun
 
 log = logging.getLogger(__name__)
 
 DEDUP_SECONDS = 24 * 3600  # the window: one count per network and build per 24 h
 FLUSH_SECONDS = 10  # counts reach SQLite (and the read routes) this often
-# Networks remembered at most, the oldest forgotten first: about 100 bytes each
-# (bench/count_flood.py measures it), so 25 MB at most, and room for a day of 250,000
-# distinct networks before one is forgotten early (and may count twice).
+# Networks remembered at most, the oldest forgotten first: 120 bytes each (measured with
+# tracemalloc over 200,000 of them; bench/count_flood.py measures the server's RSS), so 30 MB
+# at most, and room for a day of 250,000 distinct networks before one is forgotten early
+# (and may then count twice).
 MAX_REMEMBERED = 250_000
 # Rows (project, build, file, day) waiting in memory at most while the database cannot be
 # written; the count of a new row beyond them is lost (and logged). A row costs about 300
@@ -67,6 +70,12 @@ def network(address: str) -> int | None:
     if packed[:12] == b"\0" * 10 + b"\xff\xff":
         return _V4 | int.from_bytes(packed[12:15], "big")
     return int.from_bytes(packed[:8], "big")
+
+
+def file_key(build: Build) -> str:
+    """What a download's row names the file by: the kept file's SHA-256, else the build's
+    downloadUrl (a changed Jenkins URL moves no kept file's history)."""
+    return build.sha256 if build.hosted else build.download_url
 
 
 Row = tuple[str, int, str, str]  # (project slug, build number, file key, 'YYYY-MM-DD' UTC)
@@ -225,6 +234,13 @@ class Counter:
             self._thread.join()
             self._thread = None
         self.flush()
+        if self.lost:
+            log.error(
+                "download counts: %s lost while the database could not be written (more "
+                "than %d rows waited)",
+                counted_noun(self.lost, "download"),
+                self.max_pending_rows,
+            )
         if self.problem is not None:
             waiting = sum(self._pending.values())
             log.error(
@@ -256,7 +272,10 @@ class Counter:
                 for row, downloads in batch.items():
                     self._stored[row] = self._stored.get(row, 0) + downloads
                 if self.problem is not None:
-                    log.warning("download counts: written again (%s waited)", self.problem)
+                    log.warning(
+                        "download counts: the database is written again, the counts "
+                        "that waited in memory too"
+                    )
                     self.problem = None
             if batch or self._tally is EMPTY:
                 with self._lock:
@@ -267,6 +286,9 @@ class Counter:
 
     def _write(self, batch):
         if self._connection is None:
+            if not batch and not os.path.exists(self._path()):
+                self._loaded = True  # nothing stored, and nothing to store yet: no file
+                return
             self._connection = state.connect(self.state_dir, DATABASE)
             self._connection.execute(_SCHEMA)
         if not self._loaded:
@@ -279,6 +301,9 @@ class Counter:
         if batch:
             with self._connection:
                 self._connection.executemany(_ADD, [(*row, n) for row, n in batch.items()])
+
+    def _path(self):
+        return os.path.join(self.state_dir, DATABASE + ".sqlite3")
 
     def _wait_in_memory(self, batch, error):
         """Put `batch` back before what was counted since, up to max_pending_rows; say once

@@ -11,11 +11,12 @@ import bisect
 import logging
 import os
 import time
+import weakref
 from operator import attrgetter
 
 import bottle
 
-from buildshelf import artifacts, javadoc, settings
+from buildshelf import artifacts, counts, javadoc, settings
 from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
@@ -39,6 +40,7 @@ def make_app(
     public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
     credentials: Credentials | None = None,
     max_file_mb: int = settings.setting("max_file_mb").default,
+    counter: counts.Counter | None = None,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
@@ -51,6 +53,9 @@ def make_app(
     401), a kept file of `max_file_mb` MiB at most (publish.install). The server calls
     `app.screen(environ)` once a request's headers are in, and takes a body of
     `app.max_body_bytes` at most.
+
+    `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
+    /downloads/latest and of /api/v2/download; None (--count-downloads off) counts none.
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -126,11 +131,40 @@ def make_app(
             javadoc.javadoc_url(base, build.channel, page, project.javadoc_page_prefix), max_age
         )
 
+    def counted(project, build):
+        """Whether the request is a download of `build` counted (a GET, counting on)."""
+        environ = bottle.request.environ
+        if counter is None or environ["REQUEST_METHOD"] != "GET":
+            return False
+        counter.count(
+            project.slug, build.number, counts.file_key(build), environ.get("REMOTE_ADDR")
+        )
+        return True
+
     @app.get(DOWNLOADS + "/latest")
     def latest_download():
         """A redirect to the artifact of the build /builds/latest would answer with."""
         project, *_, build = query.latest(store.snapshot(), query.build_query())
-        return redirect(shapes.download_url(project, build), max_age)
+        location = shapes.download_url(project, build)
+        if not counted(project, build):
+            return redirect(location, max_age)
+        # Cached by the client alone (whose repeats count once anyway): a shared cache such
+        # as deploy/nginx.conf's would answer other networks' requests uncounted.
+        return redirect(
+            location,
+            max_age,
+            cache_control=f"private, max-age={min(max_age, answers.REDIRECT_MAX_AGE)}",
+        )
+
+    served_urls = downloads_by_url(shapes)
+
+    @app.get(API + "/download")
+    def counting_redirect():
+        """A redirect to URL, counted, when URL is the downloadUrl of a build served."""
+        project, build = query.download_url(served_urls(store.snapshot()))
+        counted(project, build)
+        # Never stored: each click reaches the server, to be counted.
+        return redirect(shapes.download_url(project, build), max_age, cache_control="no-store")
 
     openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
@@ -164,8 +198,9 @@ def make_app(
 
         return send_json(project, ("check", id(selected), asked), body, snapshot)
 
-    health.install(app, store)
-    hosted.install(app, store, shapes, accel_redirect)
+    problems = () if counter is None else (lambda: _counting_problem(counter),)
+    health.install(app, store, problems)
+    hosted.install(app, store, shapes, accel_redirect, counter)
     pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat))
     app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
@@ -189,6 +224,29 @@ def make_app(
     return app
 
 
+def downloads_by_url(shapes: Shapes):
+    """by_url(snapshot): {downloadUrl as served: (project, build)} of every build served in
+    `snapshot`, made once per snapshot."""
+    made = [lambda: None, {}]  # (a weak reference to the snapshot, its index)
+
+    def by_url(snapshot):
+        if made[0]() is not snapshot:
+            index = {
+                shapes.download_url(project, build): (project, build)
+                for project in snapshot.projects.values()
+                for build in project.builds
+            }
+            made[:] = weakref.ref(snapshot), index
+        return made[1]
+
+    return by_url
+
+
+def _counting_problem(counter):
+    problem = counter.problem
+    return {} if problem is None else {"downloadCounting": problem}
+
+
 def serve(args: argparse.Namespace) -> int:
     """Serve args.data as the settings in `args` say until SIGTERM or SIGINT, or only check
     it (--check): the exit status."""
@@ -208,6 +266,10 @@ def serve(args: argparse.Namespace) -> int:
     data.start()
     # What a server killed mid-upload was copying into the store: no writer holds it now.
     artifacts.remove_stale_temp_files(args.artifacts)
+    counter = None
+    if args.count_downloads == "on":
+        counter = counts.Counter(args.state)
+        counter.start()
     try:
         public_url = args.public_url or serving.base_url(args.host, args.port)
         app = make_app(
@@ -219,6 +281,7 @@ def serve(args: argparse.Namespace) -> int:
             public_url=public_url,
             credentials=Credentials(args.state, args.github_oidc_issuer, public_url),
             max_file_mb=args.max_file_mb,
+            counter=counter,
         )
 
         def listening(base_url):
@@ -247,6 +310,8 @@ def serve(args: argparse.Namespace) -> int:
             trusted_proxy=args.trusted_proxy,
         )
     finally:
+        if counter is not None:  # once the server has stopped: no request counts after it
+            counter.stop()
         data.stop()
 
 

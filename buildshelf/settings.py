@@ -59,6 +59,12 @@ def compat_mode(value: str) -> str | None:
     return value
 
 
+def on_or_off(value: str) -> str:
+    if value.strip().lower() not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"{value!r} is neither 'on' nor 'off'")
+    return value.strip().lower()
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting. A flag on the command line wins over its environment variable, which
@@ -222,6 +228,15 @@ SETTINGS = (
         ip_address,
         "ADDR",
         shown_default="off: the peer is the client",
+    ),
+    Setting(
+        "count_downloads",
+        "'off': count no downloads, and create no counts database; 'on': one per client "
+        "network and build a day, kept in the state directory",
+        "on",
+        on_or_off,
+        "{on,off}",
+        more="see [downloads.md](downloads.md)",
     ),
     Setting(
         "threads",

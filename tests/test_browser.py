@@ -54,16 +54,18 @@ def chromium_missing():
     return missing
 
 
-def serving(data):
+def serving(data, *flags):
     """The real server over `data`, on a free port: its base URL while the generator runs."""
-    with real_server(data, "--quiet") as (port, _):
+    with real_server(data, "--quiet", *flags) as (port, _):
         yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
-def sample_url():
-    """The real server over the sample data, as it ships (the server never writes to it)."""
-    yield from serving(os.path.join(ROOT, "data"))
+def sample_url(tmp_path_factory):
+    """The real server over the sample data, as it ships (its download counts kept outside
+    the checkout, so that the server never writes to it)."""
+    state = tmp_path_factory.mktemp("browser-state")
+    yield from serving(os.path.join(ROOT, "data"), "--state", str(state))
 
 
 @pytest.fixture(scope="module")

@@ -296,3 +296,18 @@ def test_a_read_only_state_directory_is_a_problem_not_a_failure(tmp_path, clock,
     assert counter.problem and counter.tally().total("alpha") == 1
     counter.stop()
     assert "could not be written at stop" in caplog.text
+
+
+def test_no_database_is_made_until_a_download_is_counted(tmp_path, clock):
+    """A server over a checkout's sample data that no one downloads from writes nothing."""
+    state_dir = tmp_path / "state"
+    counter = Counter(str(state_dir), clock=clock)
+    counter.start()
+    counter.flush()
+    counter.stop()
+    assert not state_dir.exists()
+    counter = Counter(str(state_dir), clock=clock)
+    counter.start()
+    counter.count("alpha", 9, SHA, "192.0.2.1")
+    counter.stop()
+    assert stored_rows(str(state_dir)) == {("alpha", 9, SHA, "2024-10-04"): 1}

@@ -115,15 +115,22 @@ def matches(expected, actual):
 
 
 @pytest.fixture(scope="module")
-def sample_server():
+def sample_server(tmp_path_factory):
     if shutil.which("curl") is None:
         message = "curl is not installed (apt-get install -y curl, as root)"
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail("CI must run the docs' curl examples: " + message)
         pytest.skip(message)
-    # The docs show the default listener, so the kept files' URLs are on it too.
+    # The docs show the default listener, so the kept files' URLs are on it too. The
+    # download counts go outside the checkout, which tests never write into.
+    state = str(tmp_path_factory.mktemp("docs-state"))
     with real_server(
-        os.path.join(ROOT, "data"), "--quiet", "--public-url", "http://127.0.0.1:8080"
+        os.path.join(ROOT, "data"),
+        "--quiet",
+        "--public-url",
+        "http://127.0.0.1:8080",
+        "--state",
+        state,
     ) as (
         port,
         _,

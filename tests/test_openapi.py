@@ -4,7 +4,7 @@ import json
 import re
 from datetime import datetime
 from typing import NamedTuple
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import jsonschema
 import pytest
@@ -253,6 +253,7 @@ class Case(NamedTuple):
 KEPT_BYTES = b"a kept file's bytes\n"
 KEPT_SHA = "2a52a118133c66a9de49c5aeb693d723b3b495e181f97df57a6747d3a4d8fdee"
 KEPT_URL = f"/downloads/alpha/3/{KEPT_SHA}/alpha-3.jar"
+ALPHA_1_URL = "https://ci.example.org/job/Alpha/1/artifact/alpha-1.jar"
 MISSING_URL = f"/downloads/alpha/4/{'1' * 64}/alpha-4.jar"
 YANKED_URL = f"/downloads/alpha/5/{'5' * 64}/alpha-5.jar"
 MANY_PARAMETERS = "&".join(f"p{i}=1" for i in range(60))
@@ -307,6 +308,12 @@ CASES = [
     Case("GET", "/downloads/latest?project=alpha", 302),
     Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1&experimental=true", 302),
     Case("HEAD", "/downloads/latest?project=alpha", 302),
+    Case("GET", "/api/v2/download?url=" + quote(ALPHA_1_URL, safe=""), 302),
+    Case("GET", "/api/v2/download?url=http://127.0.0.1:8080" + quote(KEPT_URL), 302, server="kept"),
+    Case("GET", "/api/v2/download", 400, "missing_parameter"),
+    Case("GET", "/api/v2/download?url=" + quote(ALPHA_1_URL, safe=""), 500, "internal_error",
+         server="failing"),
+    Case("GET", "/api/v2/download?url=https://evil.example/x.jar", 400, "invalid_download_url"),
     Case("GET", "/api/v2/openapi.json", 200),
     Case("GET", "/api/v2/feed?project=alpha&channel=1.21&experimental=true", 200),
     Case("GET", "/api/v2/feed?project=alpha&channel=9.9", 200),

@@ -68,14 +68,20 @@ def iso_time(seconds: float) -> str:
     return time.strftime(ISO_TIME, time.gmtime(seconds))
 
 
-def redirect(location: str, max_age: int, status: int = 302) -> bytes:
-    """A redirect (302 unless told) to `location`, which must come from validated data only."""
+def redirect(
+    location: str, max_age: int, status: int = 302, cache_control: str | None = None
+) -> bytes:
+    """A redirect (302 unless told) to `location`, which must come from validated data only;
+    cacheable for `max_age` seconds (REDIRECT_MAX_AGE at most), unless `cache_control` says
+    otherwise."""
     # Not bottle.redirect(): it joins the target to the request's URL, so a Host header that
     # does not parse (such as '[') made it fail with a 500.
     response = bottle.response
     response.status = status
     response.set_header("Location", location)
-    response.set_header("Cache-Control", f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}")
+    response.set_header(
+        "Cache-Control", cache_control or f"public, max-age={min(max_age, REDIRECT_MAX_AGE)}"
+    )
     return b""
 
 

@@ -99,6 +99,14 @@ def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list,
     return "200 OK", [("X-Accel-Redirect", uri), *headers], []
 
 
+def from_first_byte(download: Download, environ: dict) -> bool:
+    """Whether answer() (or nginx, handed_over) answers a GET of `download` with the file from
+    its first byte: a 200, or a 206 whose range starts at byte 0. A 304, a 412, a 416 and a
+    range starting later (a resume) do not."""
+    status, _, start, _ = _decided(download, environ)
+    return status[:3] in ("200", "206") and start == 0
+
+
 def checksum_answer(download: Download, environ: dict) -> tuple[str, list, bytes]:
     """(status line, headers, body) for a GET or HEAD of the download's checksum line. It is
     made from the data, so it answers while the file is missing; it has validators of its

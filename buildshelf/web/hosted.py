@@ -22,9 +22,13 @@ log = logging.getLogger(__name__)
 FROM_NGINX = "HTTP_X_BUILDSHELF_ACCEL"
 
 
-def install(app: bottle.Bottle, store, shapes, accel_redirect: str | None = None) -> None:
+def install(
+    app: bottle.Bottle, store, shapes, accel_redirect: str | None = None, counter=None
+) -> None:
     """Add the download routes to `app` (made by server.make_app), serving the objects of
     `store`'s artifact store; `shapes` (shapes.Shapes) makes the builds an answer shows.
+    `counter` (counts.Counter, or None: not counted) counts each GET answered with the file
+    from its first byte, by nginx too (downloads.from_first_byte).
 
     With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send
     (see downloads.handed_over), but only for a request that says it came through nginx
@@ -93,6 +97,12 @@ def install(app: bottle.Bottle, store, shapes, accel_redirect: str | None = None
         except downloads.Unavailable as problem:
             where = f"{wanted.path} (build {build.number} of {project.slug})"
             raise _Unavailable(project.slug, build.number, f"{where}: {problem}") from None
+        if (
+            counter is not None
+            and environ["REQUEST_METHOD"] == "GET"
+            and downloads.from_first_byte(wanted, environ)
+        ):
+            counter.count(project.slug, build.number, sha256, environ.get("REMOTE_ADDR"))
         return _sent(status, headers, body)
 
     def from_nginx(environ):

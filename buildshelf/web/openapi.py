@@ -192,8 +192,11 @@ HEADERS = {
                                   "`--max-age`.",
                                   {"type": "string", "pattern": "^public, max-age=[0-9]+$"}),
     "CacheControlRedirect": _header("The redirect moves when a build lands: cacheable 10 "
-                                    "seconds (less if the server's `--max-age` is lower).",
-                                    {"type": "string", "pattern": "^public, max-age=([0-9]|10)$"}),
+                                    "seconds (less if the server's `--max-age` is lower); "
+                                    "`private` where the redirect is a download counted, so "
+                                    "that no shared cache answers it.",
+                                    {"type": "string",
+                                     "pattern": "^(public|private), max-age=([0-9]|10)$"}),
     "CacheControlNoStore": _header("Never cached.", {"const": "no-store"}),
     "CacheControlGone": _header("Cacheable for a day.", {"const": "public, max-age=86400"}),
     "Vary": _header("Sent with bodies of 1 KiB or more, which are gzipped for clients that "
@@ -272,6 +275,11 @@ RESPONSES = {
         "`game_version`, `version` or `minecraft_version` given (`superseded_parameter`: use "
         "`channel`); `project`, `channel` or `experimental` given twice (`repeated_parameter`); "
         f"{QUERY_REFUSED}.", *BUILDS_REFUSED),
+    "BadDownloadUrl": _error(
+        "The query is refused: as for the builds endpoints (`url` missing or empty: "
+        "`missing_parameter`; given twice: `repeated_parameter`), or `url` is not the "
+        "`downloadUrl` of a build served now (`invalid_download_url`): never followed.",
+        *BUILDS_REFUSED, "invalid_download_url"),
     "BadJavadocQuery": _error(
         "The query is refused: as for the builds endpoints (`missing_parameter`, "
         "`superseded_parameter`, `repeated_parameter`, `invalid_query`; `redirect` too may be "
@@ -480,6 +488,22 @@ PATHS = {
         "`/api/v2/builds/latest` answers with, by the same rules and with the same errors. "
         "`curl -fL -o server.jar` follows it; clients that name the file after the URL name it "
         "`latest`."),
+    f"{API}/download": _operation(
+        "downloads", "redirectToDownload", "Redirect to a build's download, counted",
+        (_parameter("url", "query", "The `downloadUrl` of a build served now, as the API "
+                    "answers it (a kept file's too).", {"type": "string", "minLength": 1},
+                    required=True,
+                    example="https://ci.buildshelf.example/job/Tinplate/146/artifact/"
+                            "tinplate-1.21.3-146.jar"),),
+        {"302": {"description": "`url` itself. No body. Never cached, so that each download "
+                                "reaches the server to be counted.",
+                 "headers": {"Location": ref("headers", "Location"),
+                             "Cache-Control": ref("headers", "CacheControlNoStore")}},
+         "400": "BadDownloadUrl", "500": "InternalError"},
+        "The upstream's counting redirect, which its download buttons go through: the "
+        "download counts once per client network and build a day (see docs/downloads.md), "
+        "then the client is sent to `url`. Only the `downloadUrl` of a build served now is "
+        "answered (not a yanked build's): this is never an open redirect."),
     f"{API}/feed": _operation(
         "builds", "getBuildFeed", "An Atom feed of a project's newest builds passing the filters",
         FILTERS + CONDITIONAL,

@@ -104,6 +104,20 @@ def required(params, name):
     return value
 
 
+def download_url(served: dict) -> tuple:
+    """What /download?url= names: served[url], where `served` maps each downloadUrl served to
+    what it downloads. A URL not in it is refused (invalid_download_url), never followed."""
+    params = build_query(("url",))
+    url = required(params, "url")
+    if url not in served:
+        raise ApiError(
+            400,
+            "invalid_download_url",
+            f"{_shown(url)} is not the downloadUrl of a build served here: see {API}/builds",
+        )
+    return served[url]
+
+
 def flag(params, name):
     """True only for the value 'true' in any letter case: anything else means false."""
     return params.get(name, "").lower() == "true"
