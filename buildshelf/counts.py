@@ -233,7 +233,10 @@ class Counter:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self.flush()
+        try:
+            self.flush()
+        except Exception:  # a bug: say so, and let the server stop
+            log.exception("download counts: the last batch failed")
         if self.lost:
             log.error(
                 "download counts: %s lost while the database could not be written (more "
@@ -278,10 +281,11 @@ class Counter:
                     )
                     self.problem = None
             if batch or self._tally is EMPTY:
-                with self._lock:
-                    rows = dict(self._stored)
-                    for row, downloads in self._pending.items():
-                        rows[row] = rows.get(row, 0) + downloads
+                with self._lock:  # only the pending counts: requests wait on this lock
+                    pending = list(self._pending.items())
+                rows = dict(self._stored)  # the flushing side's alone (self._flush_lock)
+                for row, downloads in pending:
+                    rows[row] = rows.get(row, 0) + downloads
                 self._tally = Tally.of(rows)
 
     def _write(self, batch):

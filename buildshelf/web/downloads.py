@@ -103,8 +103,10 @@ def from_first_byte(download: Download, environ: dict) -> bool:
     """Whether answer() (or nginx, handed_over) answers a GET of `download` with the file from
     its first byte: a 200, or a 206 whose range starts at byte 0. A 304, a 412, a 416 and a
     range starting later (a resume) do not."""
-    status, _, start, _ = _decided(download, environ)
-    return status[:3] in ("200", "206") and start == 0
+    condition, byte_range = _judged(download, environ)
+    if condition is not None or byte_range == _UNSATISFIABLE:
+        return False
+    return byte_range is None or byte_range[0] == 0
 
 
 def checksum_answer(download: Download, environ: dict) -> tuple[str, list, bytes]:
@@ -158,18 +160,27 @@ def _nginx_agrees(download, environ, status):
     return status[:3] == "206" and _PLAIN_RANGE.fullmatch(range_value) is not None
 
 
-def _decided(download, environ):
-    """(status line, headers, first byte, byte count) of the answer, in RFC 9110's order
-    (13.2.2): the conditions (_condition), then If-Range, then Range."""
+def _judged(download, environ):
+    """What a GET or HEAD of `download` is answered with, in RFC 9110's order (13.2.2): the
+    conditions (_condition), then If-Range, then Range. (condition, byte range): the
+    condition PRECONDITION_FAILED, NOT_MODIFIED or None; the range None (the whole file),
+    _UNSATISFIABLE or (first, last), and None when a condition decided."""
     condition = _condition(_etag(download), download.modified, environ)
+    if condition is not None:
+        return condition, None
+    range_value = environ.get("HTTP_RANGE")
+    if range_value is not None and _if_range_holds(environ.get("HTTP_IF_RANGE"), download):
+        return None, _byte_range(range_value, download.size)
+    return None, None
+
+
+def _decided(download, environ):
+    """(status line, headers, first byte, byte count) of the answer (_judged)."""
+    condition, byte_range = _judged(download, environ)
     if condition == PRECONDITION_FAILED:
         return condition, [("Content-Length", "0")], 0, 0
     if condition == NOT_MODIFIED:
         return condition, _validators(download), 0, 0
-    byte_range = None
-    range_value = environ.get("HTTP_RANGE")
-    if range_value is not None and _if_range_holds(environ.get("HTTP_IF_RANGE"), download):
-        byte_range = _byte_range(range_value, download.size)
     if byte_range is None:
         return "200 OK", _headers(download, download.size), 0, download.size
     if byte_range == _UNSATISFIABLE:
