@@ -473,6 +473,8 @@ def scenario(port, prefix):
         answers.append(get(port, KEPT, source=source)[0])
         answers.append(get(port, KEPT, source=source)[0])  # a repeat
         answers.append(get(port, KEPT, headers={"Range": "bytes=100-"}, source=source)[0])
+        # A forged X-Forwarded-For: nginx replaces it, and Buildshelf trusts none but nginx's.
+        answers.append(get(port, KEPT, f"203.0.113.{net}", source=source)[0])
     source = "127.0.14.1"  # a client that never downloads the file whole
     for headers, method in (
         ({}, "HEAD"),
