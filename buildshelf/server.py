@@ -131,7 +131,7 @@ def make_app(
             javadoc.javadoc_url(base, build.channel, page, project.javadoc_page_prefix), max_age
         )
 
-    def counted(project, build):
+    def count_download(project, build):
         """Whether the request is a download of `build` counted (a GET, counting on)."""
         environ = bottle.request.environ
         if counter is None or environ["REQUEST_METHOD"] != "GET":
@@ -146,7 +146,7 @@ def make_app(
         """A redirect to the artifact of the build /builds/latest would answer with."""
         project, *_, build = query.latest(store.snapshot(), query.build_query())
         location = shapes.download_url(project, build)
-        if not counted(project, build):
+        if not count_download(project, build):
             return redirect(location, max_age)
         # Cached by the client alone (whose repeats count once anyway): a shared cache such
         # as deploy/nginx.conf's would answer other networks' requests uncounted.
@@ -162,7 +162,7 @@ def make_app(
     def counting_redirect():
         """A redirect to URL, counted, when URL is the downloadUrl of a build served."""
         project, build = query.download_url(served_urls(store.snapshot()))
-        counted(project, build)
+        count_download(project, build)
         # Never stored: each click reaches the server, to be counted.
         return redirect(shapes.download_url(project, build), max_age, cache_control="no-store")
 
@@ -227,17 +227,18 @@ def make_app(
 def downloads_by_url(shapes: Shapes):
     """by_url(snapshot): {downloadUrl as served: (project, build)} of every build served in
     `snapshot`, made once per snapshot."""
-    made = [lambda: None, {}]  # (a weak reference to the snapshot, its index)
+    made = [(lambda: None, {})]  # (a weak reference to the snapshot, its index)
 
     def by_url(snapshot):
-        if made[0]() is not snapshot:
+        made_for, index = made[0]
+        if made_for() is not snapshot:
             index = {
                 shapes.download_url(project, build): (project, build)
                 for project in snapshot.projects.values()
                 for build in project.builds
             }
-            made[:] = weakref.ref(snapshot), index
-        return made[1]
+            made[0] = weakref.ref(snapshot), index  # one assignment: readers see both or neither
+        return index
 
     return by_url
 
