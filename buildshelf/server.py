@@ -10,6 +10,7 @@ import argparse
 import bisect
 import logging
 import os
+import threading
 import time
 import weakref
 from operator import attrgetter
@@ -55,7 +56,8 @@ def make_app(
     `app.max_body_bytes` at most.
 
     `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
-    /downloads/latest and of /api/v2/download; None (--count-downloads off) counts none.
+    /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
+    them. None (--count-downloads off) counts none, and those routes answer 404.
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -166,6 +168,51 @@ def make_app(
         # Never stored: each click reaches the server, to be counted.
         return redirect(shapes.download_url(project, build), max_age, cache_control="no-store")
 
+    counted_now = _counted_versions(store, counter)
+    # Counts change every FLUSH_SECONDS while the data stays the same: answers are cached for
+    # the version they show, but not answered from memory by the loop thread, which knows
+    # only the data's version, and clients may keep them no longer than that.
+    counts_max_age = min(max_age, counts.FLUSH_SECONDS)
+
+    def send_counts(version, view, make_body):
+        """The JSON make_body() makes of the counts' `version`, made once (`view` names what
+        it shows)."""
+        representation = cache.get(
+            version, view, lambda: Representation.of(make_body(), version.loaded_at)
+        )
+        return send(representation, counts_max_age)
+
+    @app.get(API + "/downloads")
+    def downloads():
+        """The downloads counted of one project or all, for the builds passing the filters."""
+        params = query.build_query(query.DOWNLOADS_PARAMETERS)
+        day, (channel, experimental) = query.counted_day(params), query.filters(params)
+        date = params.get("date") or None
+        version = counted_now(query.counts_of(counter))
+        chosen = query.counted_projects(version.snapshot, params)
+
+        def body():
+            return shapes.downloads(chosen, version.tally, channel, experimental, day, date)
+
+        one = chosen[0].slug if params.get("project") else None
+        return send_counts(version, ("downloads", one, channel, experimental, date), body)
+
+    @app.get(API + "/downloads/stats")
+    def download_stats():
+        """A project's downloads counted: in all, by day, by game version and by build."""
+        params = query.build_query(query.STATS_PARAMETERS)
+        days = query.stats_days(params)
+        version = counted_now(query.counts_of(counter))
+        project, channel, experimental = query.build_filter(version.snapshot, params)
+        now = time.time()
+
+        def body():
+            return shapes.download_stats(project, version.tally, channel, experimental, days, now)
+
+        # The series ends today (UTC): a new day, a new body.
+        view = ("stats", project.slug, channel, experimental, days, int(now // 86400))
+        return send_counts(version, view, body)
+
     openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
 
     @app.get(API + "/openapi.json")
@@ -246,6 +293,33 @@ def downloads_by_url(shapes: Shapes):
 def _counting_problem(counter):
     problem = counter.problem
     return {} if problem is None else {"downloadCounting": problem}
+
+
+class CountedVersion:
+    """The downloads counted and the data they are counted against, as of one moment: the
+    count routes' answers are cached under it, and go with it once either is replaced."""
+
+    __slots__ = ("tally", "snapshot", "loaded_at", "__weakref__")
+
+    def __init__(self, tally, snapshot):
+        self.tally, self.snapshot, self.loaded_at = tally, snapshot, time.time()
+
+
+def _counted_versions(store: Store, counter):
+    """counted_now(tally): the CountedVersion of `tally` and the store's current snapshot,
+    the same object while neither changes."""
+    lock = threading.Lock()
+    current = [None]
+
+    def counted_now(tally):
+        snapshot = store.snapshot()
+        with lock:
+            version = current[0]
+            if version is None or version.tally is not tally or version.snapshot is not snapshot:
+                version = current[0] = CountedVersion(tally, snapshot)
+            return version
+
+    return counted_now
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -185,6 +185,16 @@ ALPHA_TOKEN = "bs_alpha1_" + "s" * 43  # FakeCredentials' token for alpha
 ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
 
 
+class FakeCounter:
+    """What the count routes read of a counts.Counter: tally(), the Tally a test sets."""
+
+    def __init__(self, tally):
+        self.current = tally
+
+    def tally(self):
+        return self.current
+
+
 class FakeCredentials:
     """Credentials' interface: ALPHA_TOKEN may write alpha, ANY_TOKEN any project, 'down'
     cannot be checked now; precheck() refuses only what authenticate() refuses for every

@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 from datetime import datetime
 from typing import NamedTuple
 from urllib.parse import parse_qsl, quote, urlsplit
@@ -14,8 +15,16 @@ import webtest
 
 from buildshelf import server, writer
 from buildshelf import store as store_module
+from buildshelf.counts import Tally
 from buildshelf.web import answers, openapi, pages
-from helpers import ALPHA_TOKEN, FakeCredentials, make_build, make_project, write_file
+from helpers import (
+    ALPHA_TOKEN,
+    FakeCounter,
+    FakeCredentials,
+    make_build,
+    make_project,
+    write_file,
+)
 
 DOCUMENT = openapi.document()  # the spec's shapes
 # The document is registered under a URI of its own so that "#/components/..." in any of its
@@ -147,8 +156,10 @@ def test_schema_examples_are_valid(name, example):
 
 
 @pytest.mark.parametrize(
-    "name", ["Project", "ProjectList", "Commit", "Build", "Error", "RejectedFile", "Health"]
-)
+    "name",
+    ["Project", "ProjectList", "Commit", "Build", "Error", "RejectedFile", "Health", "Downloads",
+     "ProjectDownloads", "DownloadStats", "DayDownloads", "VersionDownloads", "BuildDownloads"],
+)  # fmt: skip
 def test_object_schemas_are_strict(name):
     schema = DOCUMENT["components"]["schemas"][name]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
@@ -447,6 +458,33 @@ CASES = [
     Case("GET", "/api/v2/builds/check?project=alpha&build=99", 200),  # ahead
     Case("GET", "/api/v2/builds/check?project=alpha&build=5", 200, server="kept"),  # yanked
     Case("GET", "/api/v2/builds/check?project=alpha&build=0", 404, "unknown_build"),
+    # the downloads counted
+    Case("GET", "/api/v2/downloads", 200, server="counted"),
+    Case("GET", "/api/v2/downloads?project=alpha&channel=1.21&experimental=true&date=221126",
+         200, server="counted"),
+    Case("GET", "/api/v2/downloads?project=&channel=9.9&date=", 200, server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=alpha", 200, server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=ALPHA&channel=1.21&experimental=true&days=7",
+         200, server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=beta&days=", 200, server="counted"),
+    Case("HEAD", "/api/v2/downloads/stats?project=alpha", 200, server="counted"),
+    Case("GET", "/api/v2/downloads", 304, headers=ANY_ETAG, server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=alpha", 304, headers=ANY_ETAG, server="counted"),
+    Case("GET", "/api/v2/downloads?date=310226", 400, "invalid_date", server="counted"),
+    Case("GET", "/api/v2/downloads?date=1&date=2", 400, "repeated_parameter", server="counted"),
+    Case("GET", "/api/v2/downloads?version=1.21", 400, "superseded_parameter", server="counted"),
+    Case("GET", "/api/v2/downloads?x=%FF", 400, "invalid_query", server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=alpha&days=x", 400, "invalid_days",
+         server="counted"),
+    Case("GET", "/api/v2/downloads/stats", 400, "missing_parameter", server="counted"),
+    Case("GET", "/api/v2/downloads?project=nope", 404, "unknown_project", server="counted"),
+    Case("GET", "/api/v2/downloads/stats?project=nope", 404, "unknown_project",
+         server="counted"),
+    Case("GET", "/api/v2/downloads", 404, "downloads_not_counted"),
+    Case("GET", "/api/v2/downloads/stats?project=alpha", 404, "downloads_not_counted"),
+    Case("GET", "/api/v2/downloads", 500, "internal_error", server="failing"),
+    Case("GET", "/api/v2/downloads/stats?project=alpha", 500, "internal_error",
+         server="failing"),
     # the writes
     Case("PUT", WRITE, 201, headers=AS_FORM, body=KEPT_BUILD),
     Case("PUT", WRITE, 201, headers=AS_JSON, body=ELSEWHERE.encode()),
@@ -520,6 +558,13 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
         publishing = server.make_app(store, credentials=FakeCredentials(), max_file_mb=1)
         if kind == "sample":
             return webtest.TestApp(publishing)
+        if kind == "counted":  # downloads counted today and on 22 November 2026
+            rows = {
+                ("alpha", 5, "x", time.strftime("%Y-%m-%d", time.gmtime())): 3,
+                ("alpha", 7, "x", "2026-11-22"): 2,
+                ("beta", 10, "y", "2026-11-22"): 1,
+            }
+            return webtest.TestApp(server.make_app(store, counter=FakeCounter(Tally.of(rows))))
         if kind == "limited":  # ten failed authentications from the client's address
             for _ in range(10):
                 publishing.screen({"REQUEST_METHOD": "DELETE", "PATH_INFO": WRITE})
@@ -563,7 +608,13 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
             # /openapi.json reads no store: a bug in sending reaches it too.
             for module in (server, pages):
                 monkeypatch.setattr(module, "send", fail)
-            return webtest.TestApp(server.make_app(FailingStore(), credentials=FakeCredentials()))
+            return webtest.TestApp(
+                server.make_app(
+                    FailingStore(),
+                    credentials=FakeCredentials(),
+                    counter=FakeCounter(Tally.of({})),
+                )
+            )
         return client
 
     return make

@@ -6,12 +6,15 @@ declarations through shapes.py, and the error codes from the responses that carr
 `document(compat)` is the document of the mode served.
 """
 
+import calendar
 import copy
+import json
 
 import msgspec
 
+from buildshelf.counts import Tally
 from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
-from buildshelf.web import downloads, shapes
+from buildshelf.web import downloads, query, shapes
 from buildshelf.web.query import API
 from buildshelf.web.shapes import DOWNLOADS
 
@@ -108,6 +111,13 @@ def cacheable(description, schema, media_type="application/json"):
     }
 
 
+def _counts(description, schema):
+    """A success of the count routes: cacheable as briefly as counts change."""
+    response = cacheable(description, schema)
+    response["headers"]["Cache-Control"] = ref("headers", "CacheControlCounts")
+    return response
+
+
 def _parameter(name, where, description, schema, required=False, example=None):
     parameter = {"name": name, "in": where, "required": required, "description": description}
     parameter["schema"] = schema
@@ -156,6 +166,20 @@ PARAMETERS = {
         "`..`, empty segments, a scheme, backslashes, control characters or a second round of "
         "percent-encoding: `400 invalid_redirect`. Empty means the channel's root.",
         {"type": "string", "maxLength": 512}, example="org/example/Foo.html"),
+    "CountedProject": _parameter(
+        "project", "query", "One project's slug, in any letter case; missing or empty: every "
+        "project. No such project: `404 unknown_project`.", {"type": "string"},
+        example="tinplate"),
+    "Date": _parameter(
+        "date", "query", "Only the downloads of this UTC day, written `DDMMYY` (the upstream's "
+        "form; years 2000 to 2099), e.g. `221126` for 22 November 2026; empty means every day. "
+        "Anything else: `400 invalid_date`.", {"type": "string", "pattern": "^([0-9]{6})?$"},
+        example="221126"),
+    "Days": _parameter(
+        "days", "query", "How many days `dailyDownloads` covers, ending today (UTC): a whole "
+        f"number, brought into {query.STATS_DAYS.start}..{query.STATS_DAYS.stop - 1}; empty "
+        f"or missing: {query.DEFAULT_STATS_DAYS}. Anything else: `400 invalid_days`.",
+        {"type": "string", "pattern": "^[0-9]*$"}, example="30"),
     "Build": _parameter(
         "build", "query", "The build number to check; give it or `sha256`, once: else "
         "`400 invalid_check`.", {"type": "string", "pattern": "^[0-9]+$"}, example="146"),
@@ -197,6 +221,9 @@ HEADERS = {
                                     "that no shared cache answers it.",
                                     {"type": "string",
                                      "pattern": "^(public|private), max-age=([0-9]|10)$"}),
+    "CacheControlCounts": _header("Counts change every 10 seconds at most: cacheable 10 "
+                                  "seconds (less if the server's `--max-age` is lower).",
+                                  {"type": "string", "pattern": "^public, max-age=([0-9]|10)$"}),
     "CacheControlNoStore": _header("Never cached.", {"const": "no-store"}),
     "CacheControlGone": _header("Cacheable for a day.", {"const": "public, max-age=86400"}),
     "Vary": _header("Sent with bodies of 1 KiB or more, which are gzipped for clients that "
@@ -290,6 +317,26 @@ RESPONSES = {
         "or has more than 50 parameters (`invalid_query`). Every route checks this, even those "
         "that take no parameters.", "invalid_query"),
     "UnknownProject": _error("No project has that slug (`unknown_project`).", "unknown_project"),
+    "DownloadCounts": _counts("The downloads counted. `Last-Modified` is when this server "
+                              "first answered with these counts and data.", "Downloads"),
+    "DownloadStats": _counts("The downloads counted. `Last-Modified` is when this server first "
+                             "answered with these counts and data; `generatedAt` says the same "
+                             "to the millisecond.", "DownloadStats"),
+    "BadDownloadsQuery": _error(
+        "The query is refused: `date` not a day written `DDMMYY` (`invalid_date`); "
+        "`game_version`, `version` or `minecraft_version` given (`superseded_parameter`); "
+        "`project`, `channel`, `experimental` or `date` given twice (`repeated_parameter`); "
+        f"{QUERY_REFUSED}.", "invalid_date", "superseded_parameter", "repeated_parameter",
+        "invalid_query"),
+    "BadStatsQuery": _error(
+        "The query is refused: as for the builds endpoints (`missing_parameter`, "
+        "`superseded_parameter`, `repeated_parameter`, `invalid_query`; `days` too may be given "
+        "only once), or `days` is not a whole number (`invalid_days`).",
+        *BUILDS_REFUSED, "invalid_days"),
+    "NotCountedOrUnknownProject": _error(
+        "This server does not count downloads: it runs with `--count-downloads off` "
+        "(`downloads_not_counted`, whatever the project); or no project has that slug "
+        "(`unknown_project`).", "downloads_not_counted", "unknown_project"),
     "UnknownProjectNoBuildOrNoJavadoc": _error(
         "No project has that slug (`unknown_project`), the project has no javadoc: its "
         "`javadocBaseUrl` is `\"\"` (`no_javadoc`), or none of its builds passes the filters "
@@ -523,6 +570,26 @@ PATHS = {
          "503": _health("No project at all is served.", {"const": "no_data"}, {"const": 0}),
          "500": "InternalError"},
         "For load balancers and monitoring; never cached."),
+    f"{API}/downloads": _operation(
+        "counts", "getDownloadCounts", "The downloads counted, per project",
+        ("CountedProject", "Channel", "Experimental", "Date") + CONDITIONAL,
+        {"200": ref("responses", "DownloadCounts"), "304": "NotModified",
+         "400": "BadDownloadsQuery", "404": "NotCountedOrUnknownProject",
+         "500": "InternalError"},
+        "The upstream's totals: for one project or every project served (in slug order), the "
+        "downloads of the builds passing the filters (without `experimental=true`, experimental "
+        "builds are left out), ever or on one UTC day (`date`). A download is counted once per "
+        "client network and build in 24 hours; yanked builds no longer count. The same shape "
+        "with `--compat upstream`."),
+    f"{API}/downloads/stats": _operation(
+        "counts", "getDownloadStats", "A project's downloads counted: by day, game version "
+        "and build", FILTERS + ("Days",) + CONDITIONAL,
+        {"200": ref("responses", "DownloadStats"), "304": "NotModified",
+         "400": "BadStatsQuery", "404": "NotCountedOrUnknownProject", "500": "InternalError"},
+        "The upstream's statistics of one project's builds passing the filters: the total, a "
+        "daily series of the last `days` days (UTC, zeros included), the downloads per game "
+        "version (the first `N.N[.N]` of `channelVersion`) and, beyond the upstream, per build "
+        "(not served with `--compat upstream`)."),
     f"{API}/builds/check": _operation(
         "builds", "checkForUpdate", "Whether a build is the latest passing the filters",
         FILTERS + ("Build", "Sha256") + CONDITIONAL,
@@ -758,6 +825,8 @@ TAGS = {
     "builds": "A project's builds, filtered by channel and experimental flag.",
     "javadoc": "Redirects to a channel's javadoc.",
     "downloads": "Redirects to a build's artifact.",
+    "counts": "The downloads counted: one per client network (IPv4 /24, IPv6 /64) and build in "
+    "24 hours; `404 downloads_not_counted` when the server runs with `--count-downloads off`.",
     "service": "This document and the health check.",
     "publishing": "Publishing and yanking builds: a token (`buildshelf token create`) or a "
     "GitHub Actions OIDC token of a trusted publisher (`buildshelf trust`).",
@@ -775,6 +844,13 @@ EXAMPLE_BUILD = Build(
     channel="1.21.3", timestamp=1712494188349, is_experimental=False,
     commits=(Commit("Update upstream (bb441a3)", "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7",
                     "Jane Doe"),))
+EXAMPLE_COUNTED_PROJECT = Project.of((EXAMPLE_BUILD,), **{
+    field: getattr(EXAMPLE_PROJECT, field) for field in ("slug", "ci_job", "ci_job_url",
+                                                         "javadoc_base_url")})
+EXAMPLE_NOW = calendar.timegm((2026, 11, 22, 17, 31, 5)) + 0.125
+EXAMPLE_TALLY = Tally({("tinplate", 146, EXAMPLE_BUILD.download_url, day): downloads
+                       for day, downloads in (("2026-11-18", 40), ("2026-11-19", 3),
+                                              ("2026-11-22", 12))}, "2026-04-06")
 EXAMPLE_HEALTH = shapes.Health(
     "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
     [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
@@ -792,6 +868,14 @@ def document(compat: str | None = None) -> dict:
         shapes.Shapes(compat).build_json(EXAMPLE_PROJECT, EXAMPLE_BUILD)
     ]
     schemas["Health"]["examples"] = [msgspec.to_builtins(EXAMPLE_HEALTH)]
+    counted = shapes.Shapes(compat)
+    schemas["Downloads"]["examples"] = [
+        json.loads(
+            counted.downloads([EXAMPLE_COUNTED_PROJECT], EXAMPLE_TALLY, None, False, None, None)
+        )
+    ]
+    schemas["DownloadStats"]["examples"] = [json.loads(counted.download_stats(
+        EXAMPLE_COUNTED_PROJECT, EXAMPLE_TALLY, None, False, 7, EXAMPLE_NOW))]  # fmt: skip
     info = {"title": "Buildshelf", "version": "2",
              "summary": "Projects and their builds as JSON over HTTP, published by CI.",
              "description": DESCRIPTION + (UPSTREAM_DESCRIPTION if compat else ""),

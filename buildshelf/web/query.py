@@ -5,6 +5,7 @@ The JSON routes (server.py) and the pages and feed (pages.py) read their paramet
 that both refuse and accept the same queries.
 """
 
+import calendar
 from urllib.parse import unquote_to_bytes
 
 import bottle
@@ -17,6 +18,11 @@ API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
 JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
 CHECK_PARAMETERS = BUILD_PARAMETERS + ("build", "sha256")
+DOWNLOADS_PARAMETERS = BUILD_PARAMETERS + ("date",)
+STATS_PARAMETERS = BUILD_PARAMETERS + ("days",)
+# /downloads/stats: the days of its daily series, as the upstream bounds them.
+STATS_DAYS = range(7, 731)
+DEFAULT_STATS_DAYS = 90
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 MAX_QUERY_FIELDS = 50
 
@@ -228,3 +234,58 @@ def javadoc_page(params: dict[str, str]) -> str | None:
             f"path relative to the javadoc root, e.g. {javadoc.EXAMPLE}",
         )
     return page or None
+
+
+def counts_of(counter):
+    """What `counter` has counted (its `tally()`); 404 when downloads are not counted
+    (`--count-downloads off`: None)."""
+    if counter is None:
+        raise ApiError(
+            404,
+            "downloads_not_counted",
+            "this server does not count downloads (it runs with --count-downloads off)",
+        )
+    return counter.tally()
+
+
+def counted_day(params: dict[str, str]) -> str | None:
+    """The UTC day `date` names as DDMMYY (the upstream's form, years 2000 to 2099), as
+    'YYYY-MM-DD'; None without one."""
+    text = params.get("date", "")
+    if not text:
+        return None
+    if len(text) == 6 and (whole_number(text) is not None):
+        day, month, year = int(text[:2]), int(text[2:4]), 2000 + int(text[4:])
+        if 1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]:
+            return f"{year:04d}-{month:02d}-{day:02d}"
+    raise ApiError(
+        400,
+        "invalid_date",
+        f"parameter 'date' {_shown(text)} is not a day written DDMMYY (UTC), e.g. 260426 "
+        "for 26 April 2026",
+    )
+
+
+def stats_days(params: dict[str, str]) -> int:
+    """How many days the daily series covers: `days`, a whole number, brought into
+    STATS_DAYS; DEFAULT_STATS_DAYS without one."""
+    text = params.get("days", "")
+    if not text:
+        return DEFAULT_STATS_DAYS
+    days = whole_number(text)
+    if days is None:
+        raise ApiError(
+            400,
+            "invalid_days",
+            f"parameter 'days' {_shown(text)} is not a whole number (it is brought into "
+            f"{STATS_DAYS.start}..{STATS_DAYS.stop - 1})",
+        )
+    return min(max(days, STATS_DAYS.start), STATS_DAYS.stop - 1)
+
+
+def counted_projects(snapshot, params: dict[str, str]) -> tuple[Project, ...]:
+    """The projects a /downloads request names: `project`'s (404 when unknown), or every
+    project served when it names none (or an empty one)."""
+    if not params.get("project"):
+        return tuple(snapshot.projects.values())
+    return (build_filter(snapshot, params)[0],)

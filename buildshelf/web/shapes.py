@@ -1,16 +1,22 @@
 """The API's JSON shapes, made from the model's declaration (model.py): the fields served,
-under their JSON names, in their order, in the spec's shapes or the upstream's. The OpenAPI
-document's schemas come from the same declaration (`schemas`).
+under their JSON names, in their order, in the spec's shapes or the upstream's; and the
+downloads counted (counts.Tally) of the builds served, in the upstream's shapes. The OpenAPI
+document's schemas come from the same declarations (`schemas`).
 """
 
+import datetime
+import functools
 import io
+import re
+import time
 import typing
 from operator import attrgetter
 
 import msgspec
 from msgspec import Meta
 
-from buildshelf.model import Build, Commit, Project, served_fields
+from buildshelf.counts import Tally
+from buildshelf.model import HTTP_URL, Build, Commit, Project, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
 
@@ -106,6 +112,67 @@ class Shapes:
             out.write(encode(chunk)[1:-1])
         out.write(b"]")
         return out.getvalue()
+
+    def downloads(self, projects, tally: Tally, channel, experimental, day, date) -> bytes:
+        """/downloads: the downloads of `projects`' builds passing the filters, counted on
+        `day` ('YYYY-MM-DD', which the client gave as `date`) or ever (None)."""
+        summaries = []
+        for project in projects:
+            selected = project.select(channel, experimental)
+            latest = selected[-1] if selected else None
+            summaries.append(
+                ProjectDownloads(
+                    project.slug, project.ci_job, channel, date, experimental,
+                    sum(_build_downloads(tally, project, selected, day).values()),
+                    len(selected), len(selected),  # every build served has a downloadUrl
+                    self.download_url(project, latest) if latest else None,
+                    latest.number if latest else None,
+                    False, False,
+                )
+            )  # fmt: skip
+        total = sum(summary.total_downloads for summary in summaries)
+        return encode(msgspec.to_builtins(Downloads(channel, date, experimental, total, summaries)))
+
+    def download_stats(
+        self, project: Project, tally: Tally, channel, experimental, days, now
+    ) -> bytes:
+        """/downloads/stats: the downloads of `project`'s builds passing the filters, in all,
+        by day over the `days` days ending with `now`'s (UTC), by game version and by build."""
+        selected = project.select(channel, experimental)
+        counted = tally.builds(project.slug)
+        today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
+        daily = {
+            (today - datetime.timedelta(days=back)).isoformat(): 0
+            for back in range(days - 1, -1, -1)
+        }
+        by_build = _build_downloads(tally, project, selected)
+        versions = {}  # version -> [downloads, builds, newest build's number]
+        for build in selected:
+            downloads = by_build.get(build.number, 0)
+            version = versions.setdefault(game_version(build.channel), [0, 0, 0])
+            version[0] += downloads
+            version[1] += 1
+            version[2] = build.number  # ascending: the last is the newest
+            for day, count in counted.get(build.number, {}).items():
+                if day in daily:
+                    daily[day] += count
+        # The most downloaded first; a tie as the upstream orders it, the newest build's first.
+        ranked = sorted(versions.items(), key=lambda item: (-item[1][0], -item[1][2]))
+        stats = DownloadStats(
+            project.slug, channel, experimental, days, _iso_milliseconds(now),
+            sum(by_build.values()),
+            [DayDownloads(day, count) for day, count in daily.items()],
+            [VersionDownloads(name, downloads, builds) for name, (downloads, builds, _) in ranked],
+            tally.started, 0, len(selected),
+            len({self.download_url(project, build) for build in selected}),
+            False, False,
+            [BuildDownloads(build.number, by_build.get(build.number, 0)) for build in selected],
+        )  # fmt: skip
+        body = msgspec.to_builtins(stats)
+        if self.mode:  # exactly the upstream's fields
+            for key in SPEC_ONLY_STATS:
+                del body[key]
+        return encode(body)
 
 
 # /healthz: what the server serves, and what it does not serve as it is on disk.
@@ -217,10 +284,10 @@ def health_json(health: Health, problems: dict | None = None) -> bytes:
 
 def schemas(mode: str | None = None) -> dict:
     """The OpenAPI schemas of what the API serves, as `mode` serves it: Project, Build and
-    Commit with the fields served in `mode`, and the health report. Every field is required,
-    no other field allowed."""
+    Commit with the fields served in `mode`, the health report and the downloads counted.
+    Every field is required, no other field allowed."""
     _, components = msgspec.json.schema_components(
-        (Project, Build, Health), ref_template=SCHEMA_REF
+        (Project, Build, Health, Downloads, DownloadStats), ref_template=SCHEMA_REF
     )
     for name, schema in components.items():
         schema.pop("title", None)
@@ -234,6 +301,9 @@ def schemas(mode: str | None = None) -> dict:
             prop.pop("default", None)
         if name == "Build" and mode:
             schema["properties"] = {**upstream.BUILD_FIELD_SCHEMAS, **schema["properties"]}
+        if name == "DownloadStats" and mode:
+            for key in SPEC_ONLY_STATS:
+                del schema["properties"][key]
         with_optional = struct or (Health if name == "Health" else None)
         fields = msgspec.structs.fields(with_optional) if with_optional else ()
         optional = {f.encode_name for f in fields if f.default is msgspec.UNSET}
@@ -245,3 +315,179 @@ def schemas(mode: str | None = None) -> dict:
             }
         schema["additionalProperties"] = False
     return components
+
+
+# The downloads counted (/downloads and /downloads/stats): the upstream's fields in its order,
+# in both modes; the spec's adds what SPEC_ONLY_STATS names.
+_VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+(?:\.[0-9]+)?")
+UNKNOWN_VERSION = "Unknown"  # the upstream's, for a channel without one
+SPEC_ONLY_STATS = ("downloadsByBuild",)
+
+
+@functools.lru_cache(maxsize=1024)  # a project has few channels, and each has many builds
+def game_version(channel: str) -> str:
+    """The game version of a channel: its first N.N or N.N.N (UNKNOWN_VERSION without one)."""
+    found = _VERSION.search(channel)
+    return found[0] if found else UNKNOWN_VERSION
+
+
+def _build_downloads(tally: Tally, project: Project, builds, day=None) -> dict[int, int]:
+    """{number: downloads} of those of `builds` counted, ever or on `day` ('YYYY-MM-DD')."""
+    counted = tally.builds(project.slug)
+    if not counted:
+        return {}
+    found = {}
+    for build in builds:
+        days = counted.get(build.number)
+        if days:
+            found[build.number] = days.get(day, 0) if day else sum(days.values())
+    return found
+
+
+def _iso_milliseconds(seconds: float) -> str:
+    """A UTC time as the upstream writes it (JavaScript's toISOString)."""
+    whole = int(seconds)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + (
+        f".{int((seconds - whole) * 1000):03d}Z"
+    )
+
+
+def _count(description):
+    return typing.Annotated[int, Meta(ge=0, description=description)]
+
+
+def _upstream_constant(description):
+    return typing.Annotated[bool, Meta(description=description, extra_json_schema={"const": False})]
+
+
+_CHANNEL = typing.Annotated[
+    str | None,
+    Meta(description="The `channel` asked for; null when none (every channel)."),
+]
+_INCLUDE_EXPERIMENTAL = typing.Annotated[
+    bool, Meta(description="Whether `experimental=true` was asked: experimental builds count.")
+]
+_DAY_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+_DAY = Meta(pattern=_DAY_PATTERN, extra_json_schema={"format": "date"})
+_DATE = typing.Annotated[
+    typing.Annotated[str, Meta(pattern="^[0-9]{6}$")] | None,
+    Meta(description="The `date` asked for, as given (DDMMYY); null when none: counts of "
+         "every day."),
+]  # fmt: skip
+_CACHED = _upstream_constant(
+    "Always `false`: the counts are read from memory, never from a fallback cache."
+)
+_JENKINS_DOWN = _upstream_constant("Always `false`: there is no Jenkins to be down.")
+
+
+class ProjectDownloads(msgspec.Struct, rename="camel"):
+    """One project's downloads, counted for its builds that pass the filters."""
+
+    project: typing.Annotated[str, Meta(description="The project's slug.")]
+    ci_job: typing.Annotated[str, Meta(description="The name of the project's CI job.")]
+    channel: _CHANNEL
+    date: _DATE
+    include_experimental: _INCLUDE_EXPERIMENTAL
+    total_downloads: _count(
+        "The downloads of the builds passing the filters: on `date` if given, else ever."
+    )
+    total_builds: _count("How many builds pass the filters.")
+    downloadable_builds: _count(
+        "How many of them have a `downloadUrl`: all of them (every build served has one)."
+    )
+    latest_download_url: typing.Annotated[
+        typing.Annotated[str, Meta(extra_json_schema=HTTP_URL)] | None,
+        Meta(description="The `downloadUrl` of the latest build passing the filters; null "
+             "when none does."),
+    ]  # fmt: skip
+    latest_build_number: typing.Annotated[
+        int | None, Meta(description="Its `buildNumber`; null when no build passes the filters.")
+    ]
+    cached: _CACHED
+    jenkins_down: _JENKINS_DOWN
+
+
+class Downloads(msgspec.Struct, rename="camel"):
+    """The downloads of every project asked for (one, or all in slug order)."""
+
+    channel: _CHANNEL
+    date: _DATE
+    include_experimental: _INCLUDE_EXPERIMENTAL
+    total_downloads: _count("The sum of the projects' `totalDownloads`.")
+    projects: list[ProjectDownloads]
+
+
+class DayDownloads(msgspec.Struct):
+    """The downloads of one UTC day."""
+
+    day: typing.Annotated[str, _DAY]
+    downloads: _count("The downloads counted that day.")
+
+
+class VersionDownloads(msgspec.Struct, rename="camel"):
+    """The downloads of the builds of one game version."""
+
+    version: typing.Annotated[
+        str,
+        Meta(description="The first `N.N` or `N.N.N` in the builds' `channelVersion`; "
+             "`Unknown` for channels without one (as the upstream)."),
+    ]  # fmt: skip
+    downloads: _count("The downloads of those builds, ever.")
+    build_count: _count("How many builds of that version pass the filters.")
+
+
+class BuildDownloads(msgspec.Struct, rename="camel"):
+    """The downloads of one build."""
+
+    build_number: typing.Annotated[int, Meta(ge=0)]
+    downloads: _count("The downloads of the build, ever (its files summed).")
+
+
+class DownloadStats(msgspec.Struct, rename="camel"):
+    """One project's downloads for its builds that pass the filters: in all, by day, by game
+    version and by build."""
+
+    project: typing.Annotated[str, Meta(description="The project's slug.")]
+    channel: _CHANNEL
+    include_experimental: _INCLUDE_EXPERIMENTAL
+    days: typing.Annotated[
+        int,
+        Meta(ge=7, le=730, description="How many days `dailyDownloads` covers: `days` asked "
+             "for (90 by default), brought into 7..730."),
+    ]  # fmt: skip
+    generated_at: typing.Annotated[
+        str,
+        Meta(description="When this answer was made, UTC, in milliseconds.",
+             extra_json_schema={"format": "date-time", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}"
+                                "T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$"}),
+    ]  # fmt: skip
+    total_downloads: _count("The downloads of the builds passing the filters, ever.")
+    daily_downloads: typing.Annotated[
+        list[DayDownloads],
+        Meta(description="One entry per UTC day of the last `days` days, the oldest first and "
+             "today last, days without a download included (0)."),
+    ]  # fmt: skip
+    downloads_by_minecraft_version: typing.Annotated[
+        list[VersionDownloads],
+        Meta(description="The most downloaded version first; a tie, the version of the newer "
+             "build first."),
+    ]  # fmt: skip
+    tracking_started_day: typing.Annotated[
+        typing.Annotated[str, _DAY] | None,
+        Meta(description="The first UTC day on which this server counted a download (of any "
+             "project); null before the first."),
+    ]  # fmt: skip
+    backfilled_downloads: typing.Annotated[
+        int,
+        Meta(description="Always 0: no download is backfilled (the upstream adds downloads "
+             "counted before its daily series began).", extra_json_schema={"const": 0}),
+    ]  # fmt: skip
+    tracked_builds: _count("How many builds pass the filters (every one has a `downloadUrl`).")
+    tracked_urls: _count("How many distinct `downloadUrl`s those builds have.")
+    cached: _CACHED
+    jenkins_down: _JENKINS_DOWN
+    downloads_by_build: typing.Annotated[
+        list[BuildDownloads],
+        Meta(description="Every build passing the filters, ascending by `buildNumber`, with "
+             "its downloads (0 included). Not served with `--compat upstream`."),
+    ]  # fmt: skip
