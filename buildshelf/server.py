@@ -202,6 +202,7 @@ def make_app(
         """A project's downloads counted: in all, by day, by game version and by build."""
         params = query.build_query(query.STATS_PARAMETERS)
         days = query.stats_days(params)
+        query.required(params, "project")  # a bad query is said before counting off is
         version = counted_now(query.counts_of(counter))
         project, channel, experimental = query.build_filter(version.snapshot, params)
         now = time.time()

@@ -444,6 +444,10 @@ def test_bad_values_are_refused_before_counting_off_is_said(store):
     assert client.get("/api/v2/downloads?date=x", status=400).json["code"] == "invalid_date"
     resp = client.get("/api/v2/downloads/stats?project=alpha&days=x", status=400)
     assert resp.json["code"] == "invalid_days"
+    resp = client.get("/api/v2/downloads/stats?days=30", status=400)
+    assert resp.json["code"] == "missing_parameter"
+    resp = client.get("/api/v2/downloads?channel=1&channel=2", status=400)
+    assert resp.json["code"] == "repeated_parameter"
 
 
 # --- caching: fresh counts, fresh data, a new day ---------------------------------------------
