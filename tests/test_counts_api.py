@@ -5,12 +5,15 @@ answers that follow the counts and the data."""
 import calendar
 import time
 
+import jsonschema
 import pytest
+import referencing
+import referencing.jsonschema
 import webtest
 
 from buildshelf import server
 from buildshelf.counts import Tally
-from buildshelf.web import shapes
+from buildshelf.web import openapi, shapes
 from helpers import ALPHA_BUILDS, FakeCounter, make_build, make_project, write_file
 
 # Requests are made at NOW: 2026-11-26 12:00:00.250 UTC.
@@ -367,6 +370,29 @@ def test_stats_in_the_upstream_mode_have_its_fields_in_its_order(counted, upstre
     assert list(resp.json) == UPSTREAM_STATS_KEYS
     del spec["downloadsByBuild"]
     assert resp.json == spec
+
+
+@pytest.mark.parametrize("mode, extra", [(None, ["downloadsByBuild"]), ("upstream", [])])
+def test_the_document_of_each_mode_is_its_answers(store, counter, now, mode, extra):
+    document = openapi.document(mode)
+    schemas = document["components"]["schemas"]
+    assert list(schemas["DownloadStats"]["properties"]) == UPSTREAM_STATS_KEYS + extra
+    assert schemas["DownloadStats"]["required"] == UPSTREAM_STATS_KEYS + extra
+    assert list(schemas["ProjectDownloads"]["properties"]) == UPSTREAM_PROJECT_KEYS
+    registry = referencing.Registry().with_resource(
+        "urn:doc", referencing.jsonschema.DRAFT202012.create_resource(document)
+    )
+    client = client_of(store, counter=counter, compat=mode)
+    for target, schema in (
+        ("/api/v2/downloads/stats?project=alpha&experimental=true", "DownloadStats"),
+        ("/api/v2/downloads?channel=1.21", "Downloads"),
+    ):
+        validator = jsonschema.Draft202012Validator(
+            {"$ref": f"urn:doc#/components/schemas/{schema}"}, registry=registry
+        )
+        validator.validate(client.get(target).json)
+        with pytest.raises(jsonschema.ValidationError):  # and nothing else
+            validator.validate({**client.get(target).json, "error": "Internal server error"})
 
 
 # --- refusals ---------------------------------------------------------------------------------
