@@ -12,7 +12,7 @@ import referencing.jsonschema
 import webtest
 
 from buildshelf import server
-from buildshelf.counts import Tally
+from buildshelf.counts import Counter, Tally
 from buildshelf.web import openapi, shapes
 from helpers import ALPHA_BUILDS, FakeCounter, make_build, make_project, write_file
 
@@ -536,6 +536,26 @@ def test_a_new_day_ends_the_series(counted, now):
     now[0] += 12 * 3600  # midnight, UTC
     daily = counted.get("/api/v2/downloads/stats?project=alpha").json["dailyDownloads"]
     assert daily == series(90, {TODAY: 3, YESTERDAY: 5}, end="2026-11-27")
+
+
+def test_a_real_counter_is_read_after_its_batch(store, tmp_path, now):
+    counter = Counter(str(tmp_path / "state"), clock=lambda: now[0])
+    client = client_of(store, counter=counter)
+    counter.flush()  # as start() does: the tally of what the database holds (nothing)
+    assert client.get("/api/v2/downloads?project=alpha").json["totalDownloads"] == 0
+    for address in ("203.0.113.9", "203.0.113.10", "2001:db8::1"):  # two networks
+        counter.count("alpha", 5, url(5), address)
+    counter.count("alpha", 2, url(2), "203.0.113.9")  # experimental
+    assert client.get("/api/v2/downloads?project=alpha").json["totalDownloads"] == 0
+    counter.flush()  # the batch: the routes see it at once
+    try:
+        assert client.get("/api/v2/downloads?project=alpha").json["totalDownloads"] == 2
+        body = client.get("/api/v2/downloads/stats?project=alpha&experimental=true").json
+        assert body["totalDownloads"] == 3
+        assert body["dailyDownloads"][-1] == {"day": TODAY, "downloads": 3}
+        assert body["trackingStartedDay"] == TODAY
+    finally:
+        counter.stop()
 
 
 def test_head_and_the_cors_preflight(counted):
