@@ -186,13 +186,17 @@ ANY_TOKEN = "bs_every1_" + "t" * 43  # ... and for every project ('*')
 
 
 class FakeCounter:
-    """What the count routes read of a counts.Counter: tally(), the Tally a test sets."""
+    """A counts.Counter whose tally() is the Tally a test sets (`current`): what the count
+    routes read. It counts nothing (a download served by an app given it is not counted)."""
 
     def __init__(self, tally):
         self.current = tally
 
     def tally(self):
         return self.current
+
+    def count(self, slug, number, file_key, address):
+        return False
 
 
 class FakeCredentials:
