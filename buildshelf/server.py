@@ -208,7 +208,16 @@ def make_app(
         now = time.time()
 
         def body():
-            return shapes.download_stats(project, version.tally, channel, experimental, days, now)
+            # Summed once per selection and version, whatever the days asked for: a client
+            # asking for each of 7..730 costs the rows' reading once.
+            selected = project.select(channel, experimental)
+            key = (project.slug, id(selected))  # the version holds the project, so its id
+            sums = version.sums.get(key)
+            if sums is None:  # threads may race to make it: both agree
+                sums = version.sums[key] = shapes.selection_counts(project, version.tally, selected)
+            return shapes.download_stats(
+                project, sums, version.tally.started, channel, experimental, days, now
+            )
 
         # The series ends today (UTC): a new day, a new body.
         view = ("stats", project.slug, channel, experimental, days, int(now // 86400))
@@ -300,10 +309,11 @@ class CountedVersion:
     """The downloads counted and the data they are counted against, as of one moment: the
     count routes' answers are cached under it, and go with it once either is replaced."""
 
-    __slots__ = ("tally", "snapshot", "loaded_at", "__weakref__")
+    __slots__ = ("tally", "snapshot", "loaded_at", "sums", "__weakref__")
 
     def __init__(self, tally, snapshot):
         self.tally, self.snapshot, self.loaded_at = tally, snapshot, time.time()
+        self.sums = {}  # (slug, id(selection)) -> shapes.SelectionCounts, made on first use
 
 
 def _counted_versions(store: Store, counter):

@@ -528,6 +528,25 @@ def test_a_yanked_build_counts_no_more(counted, data_dir):
     assert counted.get("/api/v2/downloads?project=alpha").json["totalDownloads"] == 5
 
 
+def test_the_rows_are_summed_once_per_selection_and_counts(counted, counter, monkeypatch):
+    made = []
+    real = shapes.Shapes.selection_counts
+    monkeypatch.setattr(
+        shapes.Shapes, "selection_counts", lambda *args: made.append(args[1].slug) or real(*args)
+    )
+    for days in (7, 30, 90, 730):  # every days a client may ask: the rows read once
+        counted.get(f"/api/v2/downloads/stats?project=alpha&days={days}")
+    assert made == ["alpha"]
+    counted.get(
+        "/api/v2/downloads/stats?project=alpha&channel=1.21"
+    )  # another selection, summed once
+    counted.get("/api/v2/downloads/stats?project=alpha&channel=9.9")  # none: one more
+    assert made == ["alpha"] * 3
+    counter.current = Tally(dict(ROWS), STARTED)  # the next batch
+    counted.get("/api/v2/downloads/stats?project=alpha&days=7")
+    assert made == ["alpha"] * 4
+
+
 def test_a_new_day_ends_the_series(counted, now):
     assert counted.get("/api/v2/downloads/stats?project=alpha").json["dailyDownloads"][-1] == {
         "day": TODAY,

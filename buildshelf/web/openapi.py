@@ -874,8 +874,11 @@ def document(compat: str | None = None) -> dict:
             counted.downloads([EXAMPLE_COUNTED_PROJECT], EXAMPLE_TALLY, None, False, None, None)
         )
     ]
+    sums = counted.selection_counts(
+        EXAMPLE_COUNTED_PROJECT, EXAMPLE_TALLY, EXAMPLE_COUNTED_PROJECT.select()
+    )
     schemas["DownloadStats"]["examples"] = [json.loads(counted.download_stats(
-        EXAMPLE_COUNTED_PROJECT, EXAMPLE_TALLY, None, False, 7, EXAMPLE_NOW))]  # fmt: skip
+        EXAMPLE_COUNTED_PROJECT, sums, EXAMPLE_TALLY.started, None, False, 7, EXAMPLE_NOW))]  # fmt: skip
     info = {"title": "Buildshelf", "version": "2",
              "summary": "Projects and their builds as JSON over HTTP, published by CI.",
              "description": DESCRIPTION + (UPSTREAM_DESCRIPTION if compat else ""),

@@ -133,46 +133,65 @@ class Shapes:
         total = sum(summary.total_downloads for summary in summaries)
         return encode(msgspec.to_builtins(Downloads(channel, date, experimental, total, summaries)))
 
-    def download_stats(
-        self, project: Project, tally: Tally, channel, experimental, days, now
-    ) -> bytes:
-        """/downloads/stats: the downloads of `project`'s builds passing the filters, in all,
-        by day over the `days` days ending with `now`'s (UTC), by game version and by build."""
-        selected = project.select(channel, experimental)
+    def selection_counts(self, project: Project, tally: Tally, selected) -> "SelectionCounts":
+        """The downloads of `selected`, builds of `project`, summed once: every row of theirs
+        is read here, and /downloads/stats then answers any `days` from the sums."""
         counted = tally.builds(project.slug)
-        today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
-        daily = {
-            (today - datetime.timedelta(days=back)).isoformat(): 0
-            for back in range(days - 1, -1, -1)
-        }
-        by_build = _build_downloads(tally, project, selected)
-        versions = {}  # version -> [downloads, builds, newest build's number]
+        by_build, by_day = {}, {}
+        versions = {}  # version -> [downloads, builds, the newest build's number]
         for build in selected:
-            downloads = by_build.get(build.number, 0)
+            days = counted.get(build.number)
+            downloads = 0
+            if days:
+                downloads = by_build[build.number] = sum(days.values())
+                for day, count in days.items():
+                    by_day[day] = by_day.get(day, 0) + count
             version = versions.setdefault(game_version(build.channel), [0, 0, 0])
             version[0] += downloads
             version[1] += 1
             version[2] = build.number  # ascending: the last is the newest
-            for day, count in counted.get(build.number, {}).items():
-                if day in daily:
-                    daily[day] += count
         # The most downloaded first; a tie as the upstream orders it, the newest build's first.
         ranked = sorted(versions.items(), key=lambda item: (-item[1][0], -item[1][2]))
+        return SelectionCounts(
+            by_build,
+            by_day,
+            [VersionDownloads(name, downloads, builds) for name, (downloads, builds, _) in ranked],
+            len({self.download_url(project, build) for build in selected}),
+        )
+
+    def download_stats(
+        self, project: Project, sums: "SelectionCounts", started, channel, experimental, days, now
+    ) -> bytes:
+        """/downloads/stats: the downloads of `project`'s builds passing the filters (their
+        `sums`, counted since the day `started`), in all, by day over the `days` days ending
+        with `now`'s (UTC), by game version and by build."""
+        selected = project.select(channel, experimental)
+        today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
+        daily = [
+            (today - datetime.timedelta(days=back)).isoformat() for back in range(days - 1, -1, -1)
+        ]
         stats = DownloadStats(
             project.slug, channel, experimental, days, _iso_milliseconds(now),
-            sum(by_build.values()),
-            [DayDownloads(day, count) for day, count in daily.items()],
-            [VersionDownloads(name, downloads, builds) for name, (downloads, builds, _) in ranked],
-            tally.started, 0, len(selected),
-            len({self.download_url(project, build) for build in selected}),
-            False, False,
-            [BuildDownloads(build.number, by_build.get(build.number, 0)) for build in selected],
+            sum(sums.by_build.values()),
+            [DayDownloads(day, sums.by_day.get(day, 0)) for day in daily],
+            sums.versions, started, 0, len(selected), sums.tracked_urls, False, False,
+            [BuildDownloads(build.number, sums.by_build.get(build.number, 0))
+             for build in selected],
         )  # fmt: skip
         body = msgspec.to_builtins(stats)
         if self.mode:  # exactly the upstream's fields
             for key in SPEC_ONLY_STATS:
                 del body[key]
         return encode(body)
+
+
+class SelectionCounts(typing.NamedTuple):
+    """The downloads of a selection of a project's builds, as of one tally."""
+
+    by_build: dict[int, int]  # build number -> downloads ever, of the builds counted
+    by_day: dict[str, int]  # 'YYYY-MM-DD' -> downloads, of every day counted
+    versions: list  # VersionDownloads, the most downloaded first
+    tracked_urls: int  # distinct downloadUrls of the selection
 
 
 # /healthz: what the server serves, and what it does not serve as it is on disk.
