@@ -57,7 +57,8 @@ def make_app(
 
     `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
     /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
-    them. None (--count-downloads off) counts none, and those routes answer 404.
+    them, and the pages show them. None (--count-downloads off) counts none, and those routes
+    answer 404.
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -258,7 +259,7 @@ def make_app(
     problems = () if counter is None else (lambda: _counting_problem(counter),)
     health.install(app, store, problems)
     hosted.install(app, store, shapes, accel_redirect, counter)
-    pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat))
+    pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter)
     app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
 

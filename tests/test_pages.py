@@ -1,19 +1,24 @@
 """The HTML pages and the Atom feed, through webtest; the feed read by a real feed parser."""
 
 import calendar
+import datetime
+import gc
 import gzip
 import html
 import re
 import shutil
 import subprocess
 import sys
+import weakref
 import xml.etree.ElementTree as ET
+from urllib.parse import parse_qs
 
 import feedparser
 import pytest
 import webob
+import webtest
 
-from buildshelf import model
+from buildshelf import counts, model, server
 from buildshelf.web import pages
 from helpers import make_build, make_project, recalled, write_file
 
@@ -783,3 +788,245 @@ def test_the_api_page_is_cached_like_the_pages(client):
     resp = client.get(API_PAGE)
     assert resp.headers["Cache-Control"] == "public, max-age=60"
     client.get(API_PAGE, headers={"If-None-Match": resp.headers["ETag"]}, status=304)
+
+
+# --- issue 26: download counts --------------------------------------------------------------------
+
+TODAY = datetime.date(2026, 11, 26)  # the window's last day: 2026-08-29 is its first
+
+
+def alpha_url(number):
+    return f"https://ci.example.org/job/Alpha/{number}/artifact/alpha-{number}.jar"
+
+
+COUNTED_ROWS = {
+    ("alpha", 5, alpha_url(5), "2026-11-26"): 7,
+    ("alpha", 5, "ab" * 32, "2026-11-26"): 3,  # the same build under another file key: summed
+    ("alpha", 5, alpha_url(5), "2026-08-29"): 2,  # the window's first day
+    ("alpha", 5, alpha_url(5), "2026-08-28"): 100,  # before the window: in the totals only
+    ("alpha", 8, alpha_url(8), "2026-11-20"): 1,
+    ("alpha", 99, "gone", "2026-11-25"): 50,  # a build no longer served: shown nowhere
+    ("beta", 10, alpha_url(10), "2026-11-01"): 1234,
+}
+
+
+class FakeCounter:
+    """What the pages read of a counts.Counter: tally(), a new Tally when the counts change."""
+
+    def __init__(self, rows):
+        self.current = counts.Tally.of(rows)
+
+    def tally(self):
+        return self.current
+
+
+@pytest.fixture
+def counter(monkeypatch):
+    monkeypatch.setattr(pages, "utc_today", lambda: TODAY)
+    return FakeCounter(COUNTED_ROWS)
+
+
+@pytest.fixture
+def counted_app(store, counter):
+    return server.make_app(store, counter=counter)
+
+
+@pytest.fixture
+def counted(counted_app, store):
+    """A client of the app with counting on."""
+
+    def checked_first(environ, start_response):
+        store.refresh()
+        return counted_app(environ, start_response)
+
+    return webtest.TestApp(checked_first)
+
+
+def chart_of(page):
+    """The page's one chart, parsed as XML (so it is well-formed), and the table of its days."""
+    [svg] = re.findall(r"<svg.*?</svg>", page, re.S)
+    days = re.findall(r"<th scope=\"row\">(\d{4}-\d\d-\d\d)</th>\s*<td>([\d,]+)</td>", page)
+    return ET.fromstring(svg), [(day, int(n.replace(",", ""))) for day, n in days]
+
+
+def summary_of(page):
+    """The words above the chart, as a browser shows them."""
+    [summary] = re.findall(r'<p class="downloads-summary">(.*?)</p>', page, re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", summary)).split())
+
+
+def test_every_build_card_shows_its_downloads(counted):
+    text = text_of(counted.get("/projects/alpha?experimental=true").text)
+    for card in [
+        "Build #8 1.21.1-pre1 Experimental 1 download 2023-11-14 22:13 UTC",
+        "Build #7 1.21 Experimental 0 downloads 2023-11-14 22:13 UTC",
+        # every day and every file of build 5: 7 + 3 + 2 + 100
+        "Build #5 1.21 112 downloads 2023-11-14 22:13 UTC",
+        "Build #3 1.20 0 downloads 2023-11-14 22:13 UTC",
+        "Build #1 1.20 0 downloads",
+    ]:
+        assert card in text
+
+
+def test_the_index_shows_each_projects_total(counted):
+    text = text_of(counted.get("/").text)
+    # build 99 is not served: its 50 are in no total
+    for card in [
+        "Alpha 113 downloads Latest stable build #5 1.21 2023-11-14 22:13 UTC 112 downloads",
+        "Newer experimental build #8 1.21.1-pre1 Experimental 2023-11-14 22:13 UTC 1 download",
+        "Beta 1,234 downloads Latest stable build #10 2.0 2023-11-14 22:13 UTC 1,234 downloads",
+    ]:
+        assert card in text
+
+
+def test_a_project_page_shows_its_total_and_a_chart_of_the_last_90_days(counted):
+    page = counted.get("/projects/alpha").text
+    assert "Alpha Atom feed of this list Javadoc CI job JSON Downloads 113 downloads" in (
+        text_of(page)
+    )
+    assert summary_of(page) == (
+        "113 downloads in all; 13 in the last 90 days, 2026-08-29 to 2026-11-26 (UTC). "
+        "The most in one day: 10, on 2026-11-26."
+    )
+    svg, days = chart_of(page)
+    # every day of the window, oldest first, zeros included: the numbers as text
+    assert len(days) == 90 and days[0] == ("2026-08-29", 2) and days[-1] == ("2026-11-26", 10)
+    assert days[-2] == ("2026-11-25", 0) and days[-7] == ("2026-11-20", 1)
+    assert sum(n for _, n in days) == 13
+    # drawn on the server, for people who see it; named and described for those who do not
+    ns = {"svg": "http://www.w3.org/2000/svg"}
+    assert svg.get("role") == "img"
+    title, desc = svg.find("svg:title", ns), svg.find("svg:desc", ns)
+    assert svg.get("aria-labelledby") == title.get("id") and title.get("id")
+    assert svg.get("aria-describedby") == desc.get("id") and desc.get("id")
+    assert title.text == "Alpha: downloads per day, the last 90 days"
+    assert "13 downloads from 2026-08-29 to 2026-11-26" in desc.text
+    bars = svg.findall("svg:rect[@class='bar']", ns)
+    assert [bar.find("svg:title", ns).text for bar in bars] == [
+        "2026-08-29: 2 downloads",
+        "2026-11-20: 1 download",
+        "2026-11-26: 10 downloads",
+    ]
+    heights = [float(bar.get("height")) for bar in bars]
+    assert heights[2] == pytest.approx(5 * heights[0]) == pytest.approx(10 * heights[1])
+    lefts = [float(bar.get("x").rstrip("%")) for bar in bars]
+    assert lefts[0] < 1.2 and lefts[2] > 98.8 - float(bars[2].get("width").rstrip("%"))
+    labels = [t.text for t in svg.findall("svg:text", ns)]
+    assert labels == ["10", "2026-08-29", "2026-10-13", "2026-11-26"]
+
+
+def test_the_chart_ends_today_whatever_the_tally(counted, monkeypatch):
+    before = counted.get("/projects/alpha")
+    monkeypatch.setattr(pages, "utc_today", lambda: TODAY + datetime.timedelta(days=1))
+    after = counted.get("/projects/alpha", headers={"If-None-Match": before.headers["ETag"]})
+    assert after.status_int == 200
+    _, days = chart_of(after.text)
+    assert days[0] == ("2026-08-30", 0) and days[-2:] == [("2026-11-26", 10), ("2026-11-27", 0)]
+
+
+def test_a_project_without_downloads_has_a_chart_of_zeros(counted, data_dir):
+    write_file(data_dir / "gamma.json", make_project([make_build(4)], ciJob="Gamma"))
+    page = counted.get("/projects/gamma").text
+    assert summary_of(page) == (
+        "0 downloads in all; none in the last 90 days, 2026-08-29 to 2026-11-26 (UTC)."
+    )
+    svg, days = chart_of(page)
+    assert [n for _, n in days] == [0] * 90
+    assert svg.findall("{http://www.w3.org/2000/svg}rect") == []
+    assert "Gamma 0 downloads Latest stable build" in text_of(counted.get("/").text)
+
+
+def test_files_kept_elsewhere_are_downloaded_through_the_counting_redirect(kept_dir, counted):
+    for path in ("/", "/projects/kept", "/projects/alpha?experimental=true"):
+        hrefs = re.findall(r'<a class="download" href="([^"]+)"', counted.get(path).text)
+        assert hrefs, path
+        for href in (html.unescape(href) for href in hrefs):
+            if href.startswith(KEPT_URL.partition("/downloads/")[0]):
+                assert href == KEPT_URL  # a kept file is counted where it is served
+                continue
+            route, _, query = href.partition("?")
+            assert route == "/api/v2/download"
+            [url] = parse_qs(query, strict_parsing=True)["url"]
+            assert url in (alpha_url(n) for n in range(1, 11))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ci.example.org/a%20b/x.jar?x=1&y=2&url=z#frag",
+        "https://ci.example.org/%E2%9C%93/+plus+/x%2By.jar;v=1",
+    ],
+)
+def test_the_counting_redirect_names_the_download_url_exactly(data_dir, counted, url):
+    write_file(data_dir / "alpha.json", make_project([make_build(9, downloadUrl=url)]))
+    [href] = re.findall(r'<a class="download" href="([^"]+)"', counted.get("/projects/alpha").text)
+    route, _, query = html.unescape(href).partition("?")
+    assert route == "/api/v2/download" and parse_qs(query, strict_parsing=True) == {"url": [url]}
+
+
+@pytest.mark.parametrize("path", PAGE_PATHS)
+def test_without_counting_pages_show_no_counts_and_link_the_files(big_data_dir, kept_dir, client,
+                                                                   path):  # fmt: skip
+    page = client.get(path).text
+    assert not re.search(r"\d downloads?\b", text_of(page)) and 'class="count"' not in page
+    assert "<svg" not in page and "/api/v2/download?" not in page
+    for href in re.findall(r'<a class="download" href="([^"]+)"', page):
+        assert href.startswith(("https://ci.example.org/", "http://127.0.0.1:8080/downloads/"))
+
+
+def test_counted_pages_are_made_once_per_tally(counted, counter, monkeypatch):
+    calls = []
+    real_render = pages.render
+    monkeypatch.setattr(pages, "render", lambda *a, **k: calls.append(a) or real_render(*a, **k))
+    paths = ["/", "/projects/alpha", "/projects/alpha?experimental=true"]
+    first = [counted.get(path) for path in paths]
+    again = [counted.get(path) for path in paths]
+    assert len(calls) == len(paths) and [r.body for r in again] == [r.body for r in first]
+    counter.current = counts.Tally.of({**COUNTED_ROWS, ("alpha", 3, alpha_url(3), "2026-11-26"): 5})
+    later = [
+        counted.get(path, headers={"If-None-Match": resp.headers["ETag"]})
+        for path, resp in zip(paths, first)
+    ]
+    assert [r.status_int for r in later] == [200, 200, 200] and len(calls) == 2 * len(paths)
+    assert "Alpha 118 downloads" in text_of(later[0].text)
+    assert "Build #3 1.20 5 downloads" in text_of(later[1].text)
+
+
+def test_counted_pages_are_cached_like_json(counted_app, counted):
+    for path in PAGE_PATHS[:3]:
+        resp = counted.get(path)
+        assert resp.headers["Cache-Control"] == "public, max-age=60"
+        counted.get(path, headers={"If-None-Match": resp.headers["ETag"]}, status=304)
+        zipped = raw(counted_app, path, Accept_Encoding="gzip")
+        assert zipped.headers["Content-Encoding"] == "gzip"
+        assert gzip.decompress(zipped.body) == resp.body
+
+
+def test_pages_keep_no_tally_that_is_not_current(counted, counter):
+    old = weakref.ref(counter.current)
+    for n in range(1, 6):  # each tally shown, then replaced
+        for path in PAGE_PATHS[:3]:
+            counted.get(path)
+        counter.current = counts.Tally.of({("alpha", 5, alpha_url(5), "2026-11-26"): n})
+    gc.collect()
+    assert old() is None
+    assert "Alpha 5 downloads" in text_of(counted.get("/").text)
+
+
+@pytest.mark.parametrize("path", PAGE_PATHS[:3])
+def test_counted_pages_keep_the_strict_content_security_policy(counted, path):
+    resp = counted.get(path)
+    assert resp.headers["Content-Security-Policy"] == CSP
+    assert "<script" not in resp.text and " style=" not in resp.text
+
+
+def test_the_chart_is_styled_by_the_stylesheet_in_both_schemes():
+    with open(f"{pages.VIEWS}/style.css") as f:
+        css = f.read()
+    for selector in (".chart .bar", ".chart .grid", ".chart text"):
+        assert selector in css
+    # a bar is a graphic: WCAG asks 3:1 against what it is drawn on
+    light, dark = css.split("@media (prefers-color-scheme: dark)")
+    for part in (light, dark[: dark.index("}\n}")]):
+        colours = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", part))
+        assert contrast(colours["accent"], colours["surface"]) >= 3

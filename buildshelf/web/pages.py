@@ -2,7 +2,9 @@
 
 Rendered from the store's queries with bottle's SimpleTemplate (templates in views/) and kept
 in the app's representation cache under the data they show, like the JSON bodies: a repeated
-request renders nothing.
+request renders nothing. With downloads counted, the data shown is also the counter's tally
+and the UTC day (a `Showing`): a page is made again when the counts change, at most once
+per tally.
 They read the query with query.py and answer with answers.py, as the JSON API does, so that
 both answer by the same rules.
 """
@@ -13,6 +15,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
@@ -20,6 +23,7 @@ from urllib.parse import urlencode
 
 import bottle
 
+from buildshelf import counts
 from buildshelf.model import epoch_seconds
 from buildshelf.text import counted
 from buildshelf.web import answers, query
@@ -51,6 +55,13 @@ MAX_PAGE_DIGITS = 6
 # Pages kept per filter: people read the newest builds; a crawler walking a 2,000-build
 # history would otherwise keep every page of every channel (docs/pages.md: what a render costs).
 KEPT_PAGES = 4
+CHART_DAYS = 90  # a project page's chart: the last 90 days, UTC, today included
+# The chart's height and where it draws, in CSS pixels: its width is the page's, so that the
+# labels keep their size at 375 px; the bars' x and width are percentages of it.
+CHART_HEIGHT = 168
+CHART_TOP = 24  # the top gridline; its label above it
+CHART_BASE = 140  # the baseline; the dates below it
+CHART_BAR = 0.8  # a bar's share of its day's width: the rest is the gap between bars
 
 
 # The templates, stylesheet and icon: package data beside this module (setup.cfg). Bottle's
@@ -90,15 +101,26 @@ def size_text(size):
     return None
 
 
-def build_view(project, build, shapes):
+def counting_link(download_url):
+    """The counting redirect to a file kept elsewhere (the upstream's buttons go through it
+    too): the route answers 302 to the URL, once it has counted the download."""
+    return link(API + "/download", url=download_url)
+
+
+def build_view(project, build, shapes, downloads=None):
+    """What a build card shows; `downloads` (build number -> downloads) when counted."""
     when = utc_time(build.timestamp)
     download_url = shapes.download_url(project, build)
+    counts_shown = downloads is not None
+    counted_here = counts_shown and not build.hosted  # a kept file is counted where it is sent
     return SimpleNamespace(
         number=build.number,
         channel=build.channel,
         experimental=build.is_experimental,
         url=build.url,
         download_url=download_url,
+        button_url=counting_link(download_url) if counted_here else download_url,
+        downloads=counted(downloads.get(build.number, 0), "download") if counts_shown else None,
         # A kept file's sha256sum -c line is served beside it (hosted.py).
         checksum_url=download_url + SIDECAR if build.hosted else None,
         file=build.file_name or UNNAMED_FILE,
@@ -127,7 +149,7 @@ def feed_link(project, channel=None, experimental=False):
     )
 
 
-def project_view(project, shapes):
+def project_view(project, shapes, downloads=None):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
     page = f"/projects/{project.slug}"
@@ -149,9 +171,12 @@ def project_view(project, shapes):
         if stable and project.javadoc_base_url
         else None,
         json=link(API + "/builds", project=project.slug),
-        stable=build_view(project, stable, shapes) if stable else None,
+        total=None if downloads is None else counted(sum(downloads.values()), "download"),
+        stable=build_view(project, stable, shapes, downloads) if stable else None,
         experimental=(
-            build_view(project, newest, shapes) if newest and newest is not stable else None
+            build_view(project, newest, shapes, downloads)
+            if newest and newest is not stable
+            else None
         ),
     )
 
@@ -164,8 +189,11 @@ def channels(project):
     return sorted(newest, key=newest.get, reverse=True)
 
 
-def index_page(snapshot, shapes):
-    views = [project_view(p, shapes) for p in snapshot.projects.values()]
+def index_page(snapshot, shapes, showing=None):
+    views = [
+        project_view(p, shapes, showing and build_downloads(showing.tally, p))
+        for p in snapshot.projects.values()
+    ]
     return render(
         "index",
         title="Buildshelf: downloads",
@@ -178,8 +206,9 @@ def page_count(builds):
     return max(1, -(-len(builds) // PAGE_SIZE))
 
 
-def project_page(project, channel, experimental, page, shapes):
+def project_page(project, channel, experimental, page, shapes, showing=None):
     builds = project.select(channel, experimental)
+    downloads = showing and build_downloads(showing.tally, project)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     here = f"/projects/{project.slug}"
@@ -190,8 +219,9 @@ def project_page(project, channel, experimental, page, shapes):
     return render(
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
-        project=project_view(project, shapes),
-        builds=[build_view(project, b, shapes) for b in newest_first],
+        project=project_view(project, shapes, downloads),
+        chart=showing and chart_view(project, showing, downloads),
+        builds=[build_view(project, b, shapes, downloads) for b in newest_first],
         total=len(builds),
         channels=channels(project),
         channel=channel,
@@ -205,6 +235,140 @@ def project_page(project, channel, experimental, page, shapes):
         last=(page - 1) * PAGE_SIZE + len(newest_first),
         newer=link(here, **filters, page=page - 1 if page > 2 else None) if page > 1 else None,
         older=link(here, **filters, page=page + 1) if page < pages else None,
+    )
+
+
+# --- download counts ----------------------------------------------------------------------------
+
+
+def utc_today():
+    return datetime.datetime.now(datetime.UTC).date()
+
+
+class Showing:
+    """What a page shows when downloads are counted: one snapshot, one tally, one UTC day.
+    The representation cache keeps such pages under it, so they go with it."""
+
+    __slots__ = ("snapshot", "tally", "today", "since", "__weakref__")
+
+    def __init__(self, snapshot, tally: counts.Tally, today: datetime.date):
+        self.snapshot, self.tally, self.today = snapshot, tally, today
+        # Last-Modified: later than the data and the counts it shows (Representation.of).
+        self.since = time.time()
+
+
+class Showings:
+    """The current Showing of a counter's tallies: a new one when the snapshot, the tally or
+    the day changes. Only the current one is held, so the cache drops the pages of the
+    others, and the tallies they showed, as soon as no request uses them."""
+
+    def __init__(self, counter):
+        self.counter = counter
+        self._current = None
+        self._lock = threading.Lock()
+
+    def current(self, snapshot):
+        tally, today = self.counter.tally(), utc_today()
+        showing = self._current
+        if not _shows(showing, snapshot, tally, today):
+            with self._lock:  # one Showing per version, however many threads see it first
+                showing = self._current
+                if not _shows(showing, snapshot, tally, today):
+                    showing = self._current = Showing(snapshot, tally, today)
+        return showing
+
+
+def _shows(showing, snapshot, tally, today):
+    return (
+        showing is not None
+        and showing.snapshot is snapshot
+        and showing.tally is tally
+        and showing.today == today
+    )
+
+
+def served_days(tally, project):
+    """(build number, {day: downloads}) of the project's builds served and counted: a build
+    no longer served, or yanked, is in no count shown, as in the API's totals."""
+    return [
+        (number, days)
+        for number, days in tally.builds(project.slug).items()
+        if project.build(number) is not None
+    ]
+
+
+def build_downloads(tally, project):
+    """Build number -> its downloads (every file, every day), for the builds served."""
+    return {number: sum(days.values()) for number, days in served_days(tally, project)}
+
+
+def daily_downloads(project, tally, today):
+    """[(day, downloads)] of the served builds, one per day of the last CHART_DAYS days
+    ending `today` (UTC), oldest first, zeros included."""
+    first = today - datetime.timedelta(days=CHART_DAYS - 1)
+    window = {(first + datetime.timedelta(days=i)).isoformat(): 0 for i in range(CHART_DAYS)}
+    for _, days in served_days(tally, project):
+        for day, downloads in days.items():
+            if day in window:
+                window[day] += downloads
+    return list(window.items())
+
+
+def nice_ceiling(number):
+    """The scale's top: the least round number not below `number` (1 to 6, 8 or 10 times a
+    power of ten), so that the tallest bar fills more than half of the chart's height."""
+    power = 10 ** (len(str(number)) - 1)
+    return next(step * power for step in (1, 2, 3, 4, 5, 6, 8, 10) if step * power >= number)
+
+
+def chart_view(project, showing, downloads):
+    """The project's total, and the chart of its downloads per day (geometry and words)."""
+    series = daily_downloads(project, showing.tally, showing.today)
+    total = sum(downloads.values())
+    recent = sum(n for _, n in series)
+    peak_day, peak = max(reversed(series), key=lambda day: day[1])  # the latest of the most
+    first, last = series[0][0], series[-1][0]
+    top = nice_ceiling(peak) if peak else 1
+    slot = 100 / len(series)
+    height = CHART_BASE - CHART_TOP
+    bars = [
+        SimpleNamespace(
+            x=f"{(i + (1 - CHART_BAR) / 2) * slot:.3f}",
+            width=f"{slot * CHART_BAR:.3f}",
+            # at least a pixel: one download on a busy chart still shows
+            y=f"{CHART_BASE - max(n / top * height, 1):.2f}",
+            height=f"{max(n / top * height, 1):.2f}",
+            title=f"{day}: {counted(n, 'download')}",
+        )
+        for i, (day, n) in enumerate(series)
+        if n
+    ]
+    # (text, is a day): a day is never broken at its hyphens on a narrow screen
+    summary = [
+        (f"{counted(total, 'download')} in all; {f'{recent:,}' if recent else 'none'} "
+         f"in the last {CHART_DAYS} days, ", False),
+        (first, True), (" to ", False), (last, True), (" (UTC).", False),
+    ]  # fmt: skip
+    if recent:
+        summary += [(f" The most in one day: {peak:,}, on ", False), (peak_day, True), (".", False)]
+    return SimpleNamespace(
+        summary=summary,
+        title=f"{project.ci_job}: downloads per day, the last {CHART_DAYS} days",
+        description=(
+            f"A bar for each day: {counted(recent, 'download')} from {first} to {last}"
+            + (f", the most on {peak_day} ({peak:,})." if recent else ".")
+        ),
+        days=[(day, f"{n:,}") for day, n in series],
+        bars=bars,
+        height=CHART_HEIGHT,
+        top=CHART_TOP,
+        base=CHART_BASE,
+        top_label=f"{top:,}" if peak else None,
+        labels=[
+            (first, "0", "start"),
+            (series[len(series) // 2][0], "50%", "middle"),
+            (last, "100%", "end"),
+        ],
     )
 
 
@@ -398,13 +562,18 @@ def feed_xml(project, channel, experimental, shapes):
 # --- the routes ---------------------------------------------------------------------------------
 
 
-def install(app, store, max_age: int, cache, shapes, api_document) -> None:
+def install(
+    app, store, max_age: int, cache, shapes, api_document, counter: counts.Counter | None = None
+) -> None:
     """Add the pages, the feed and their static files to `app` (made by server.make_app);
     `api_document()` gives the OpenAPI document served, which API_PAGE shows to people.
 
     The feed takes the parameters of /builds, gives the same JSON errors and is cached like
-    it, in `cache`; the pages read `channel` and `experimental` as the API does.
+    it, in `cache`; the pages read `channel` and `experimental` as the API does. With a
+    `counter`, the pages show the downloads of its tally() and link the files kept elsewhere
+    through the counting redirect; with None, no count and the files' own addresses.
     """
+    showings = Showings(counter) if counter is not None else None
     static = {}
     for name in STATIC:
         with open(os.path.join(VIEWS, name), "rb") as f:
@@ -415,6 +584,18 @@ def install(app, store, max_age: int, cache, shapes, api_document) -> None:
         bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         return send(representation, max_age, HTML, shown=shown)
 
+    def kept_page(snapshot, data, view, make):
+        """The page make(showing, loaded_at) makes, kept under `data` (or under the Showing
+        when counted) and sent. A counted page is not answered from memory (recall knows only
+        the snapshot, and the counts change without it): it is routed, and made once per
+        tally."""
+        if showings is None:
+            page = cache.get(data, view, lambda: make(None, data.loaded_at))
+            return send_page(page, snapshot)
+        showing = showings.current(snapshot)
+        page = cache.get(showing, view, lambda: make(showing, showing.since))
+        return send_page(page, None)
+
     @app.get("/")
     def index():
         """Every project with its latest builds, for people."""
@@ -423,13 +604,13 @@ def install(app, store, max_age: int, cache, shapes, api_document) -> None:
         except bottle.HTTPError as error:
             return fail_page(error)
         snapshot = store.snapshot()
-        return send_page(
-            cache.get(
-                snapshot,
-                "page:index",
-                lambda: Representation.of(index_page(snapshot, shapes), snapshot.loaded_at),
-            ),
+        return kept_page(
             snapshot,
+            snapshot,
+            "page:index",
+            lambda showing, loaded_at: Representation.of(
+                index_page(snapshot, shapes, showing), loaded_at
+            ),
         )
 
     @app.get(API_PAGE)
@@ -452,15 +633,20 @@ def install(app, store, max_age: int, cache, shapes, api_document) -> None:
         except bottle.HTTPError as error:
             return fail_page(error)
 
-        def make():
+        def make(showing, loaded_at):
             return Representation.of(
-                project_page(project, channel, experimental, page, shapes), project.loaded_at
+                project_page(project, channel, experimental, page, shapes, showing), loaded_at
             )
 
         # Any client may send any channel: keep only those that select builds.
         if page > KEPT_PAGES or not project.select(channel, experimental):
-            return send_page(make(), snapshot)
-        return send_page(cache.get(project, ("page", channel, experimental, page), make), snapshot)
+            showing = showings and showings.current(snapshot)
+            return send_page(
+                make(showing, showing.since if showing else project.loaded_at),
+                None if showing else snapshot,
+            )
+        view = ("page", project.slug, channel, experimental, page)
+        return kept_page(snapshot, project, view, make)
 
     @app.get("/projects/<slug>/")
     def project_builds_slash(slug):

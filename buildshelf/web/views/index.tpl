@@ -10,11 +10,15 @@ history, or follow its Atom feed.</p>
   <li>
     <article class="card" aria-labelledby="project-{{p.slug}}">
       <h2 id="project-{{p.slug}}"><a href="{{p.page}}">{{p.name}}</a></h2>
+      % if p.total:
+      <p class="total">{{p.total}}</p>
+      % end
       % if p.stable:
       <h3>Latest stable build</h3>
       <p class="meta"><span class="number">#{{p.stable.number}}</span>
         <span class="channel">{{p.stable.channel}}</span>
         % include('_when.tpl', b=p.stable)
+        % include('_count.tpl', b=p.stable)
       </p>
       % include('_download.tpl', b=p.stable)
       % include('_integrity.tpl', b=p.stable)
@@ -29,6 +33,7 @@ history, or follow its Atom feed.</p>
         <span class="channel">{{p.experimental.channel}}</span>
         <span class="badge">Experimental</span>
         % include('_when.tpl', b=p.experimental)
+        % include('_count.tpl', b=p.experimental)
       </p>
       % include('_download.tpl', b=p.experimental)
       % include('_integrity.tpl', b=p.experimental)

@@ -8,6 +8,9 @@
   <li><a href="{{project.ci_job_url}}">CI job</a></li>
   <li><a href="{{project.json}}">JSON</a></li>
 </ul>
+% if chart:
+% include('_chart.tpl', chart=chart)
+% end
 <form class="filters" method="get" action="{{project.page}}">
   <div class="field">
     <label for="channel">Channel</label>
@@ -57,6 +60,7 @@ Try including experimental builds.
         % if b.experimental:
         <span class="badge">Experimental</span>
         % end
+        % include('_count.tpl', b=b)
         % include('_when.tpl', b=b)
       </div>
       % if b.commits:

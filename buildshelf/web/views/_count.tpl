@@ -1,0 +1,3 @@
+% if b.downloads:
+<span class="count">{{b.downloads}}</span>
+% end
