@@ -10,15 +10,20 @@ Without Chromium these tests are skipped, naming the command that installs it, s
 `pip install -e '.[test]' && pytest` works on any machine; in CI (CI=true) they fail instead.
 """
 
+import datetime
 import json
 import os
+import random
 import re
 import shutil
+import socket
+import time
 import urllib.request
 
 import pytest
 
-from helpers import ROOT, make_build, make_project, real_server, write_file
+from buildshelf import counts, server, store
+from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -95,6 +100,60 @@ def base_url(tmp_path_factory):
     yield from serving(data)
 
 
+def sample_counts(directory, today):
+    """Rows of downloads for the sample's builds over 120 days ending `today`: a weekly
+    rhythm, growing, most of each day's on the newest builds; the same every run."""
+    snapshot = store.Store(directory, check_interval=0).snapshot()
+    pick, rows = random.Random(26), {}
+    for age in range(120):
+        day = (today - datetime.timedelta(days=age)).isoformat()
+        for slug, project in snapshot.projects.items():
+            weekday = (today.toordinal() - age) % 7
+            wanted = int((30 - age / 6) * (1.3 if weekday in (5, 6) else 1) * pick.random())
+            for build in project.builds[-3:] if age < 30 else project.builds[-8:-3]:
+                share = pick.randint(0, wanted)
+                wanted -= share
+                key = build.sha256 or build.download_url
+                rows[slug, build.number, key, day] = (
+                    rows.get((slug, build.number, key, day), 0) + share
+                )
+    return {row: n for row, n in rows.items() if n}
+
+
+class StandInCounter:
+    """The counter's read side, all the pages use: one tally."""
+
+    def __init__(self, rows):
+        self.counted = counts.Tally.of(rows)
+
+    def tally(self):
+        return self.counted
+
+
+@pytest.fixture(scope="module")
+def counted_url():
+    """The app over the sample data with downloads counted (by a stand-in counter holding
+    sample_counts), served by waitress in this process: its base URL and the rows."""
+    from webtest.http import StopableWSGIServer
+
+    directory, port = os.path.join(ROOT, "data"), free_port()
+    base = f"http://127.0.0.1:{port}"
+    rows = sample_counts(directory, datetime.datetime.now(datetime.UTC).date())
+    app = server.make_app(
+        store.Store(directory, check_interval=0), public_url=base, counter=StandInCounter(rows)
+    )
+    serving = StopableWSGIServer.create(app, host="127.0.0.1", port=port)
+    # Not serving.wait(): it leaves its connection open (a ResourceWarning, an error here).
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield base, rows
+    serving.shutdown()
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     missing = chromium_missing()
@@ -160,6 +219,11 @@ def page(browser, base_url):
 @pytest.fixture
 def sample_page(browser, sample_url):
     yield from opener(browser, sample_url)
+
+
+@pytest.fixture
+def counted_page(browser, counted_url):
+    yield from opener(browser, counted_url[0])
 
 
 def texts(driver, selector):
@@ -339,6 +403,105 @@ def test_the_api_page_renders_the_document(sample_page, sample_url):
     assert "GET /api/v2/builds/latest" in operations and len(operations) >= 10
 
 
+# --- issue 26: download counts ------------------------------------------------------------------
+
+# The chart as the browser lays it out: its box, its bars' and its labels'.
+CHART_LAYOUT = """
+const svg = document.querySelector('.chart svg'), box = svg.getBoundingClientRect();
+const rect = r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: r.width});
+return {
+  svg: rect(box), parent: svg.parentElement.clientWidth,
+  bars: [...svg.querySelectorAll('.bar')].map(b => rect(b.getBoundingClientRect())),
+  labels: [...svg.querySelectorAll('text')].map(t => ({
+    ...rect(t.getBoundingClientRect()), text: t.textContent,
+    size: parseFloat(getComputedStyle(t).fontSize)})),
+  scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+};
+"""
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_chart_fits_and_reads_at_a_phones_and_a_desktops_width(counted_page, browser,
+                                                                    width):  # fmt: skip
+    viewport(browser, width, 900)
+    driver = counted_page("/projects/tinplate")
+    layout = driver.execute_script(CHART_LAYOUT)
+    assert layout["innerWidth"] == width and layout["scrollWidth"] <= width  # no sideways scroll
+    svg = layout["svg"]
+    # as wide as the page's column (343 px at 375, 992 at 1280, less the box's padding)
+    assert svg["width"] == layout["parent"] and svg["width"] >= {375: 300, 1280: 950}[width]
+    assert 0 <= svg["left"] and svg["right"] <= width
+    assert svg["bottom"] - svg["top"] == 168
+    bars = layout["bars"]
+    assert len(bars) >= 80  # the sample has downloads on most of the 90 days
+    for bar, after in zip(bars, bars[1:]):
+        assert bar["right"] <= after["left"]  # apart, in order of days
+    assert all(bar["width"] >= 2 for bar in bars), min(bar["width"] for bar in bars)
+    assert svg["left"] <= bars[0]["left"] and bars[-1]["right"] <= svg["right"]
+    assert len({round(bar["bottom"], 1) for bar in bars}) == 1  # one baseline
+    labels = layout["labels"]
+    assert [label["text"] for label in labels][1:] == [
+        (datetime.datetime.now(datetime.UTC).date() - datetime.timedelta(days=ago)).isoformat()
+        for ago in (89, 44, 0)
+    ]
+    for label in labels:
+        assert label["size"] >= 12, label  # the text keeps its size on a phone
+        assert svg["left"] <= label["left"] and label["right"] <= svg["right"], label
+        assert svg["top"] <= label["top"] and label["bottom"] <= svg["bottom"], label
+    for i, one in enumerate(labels):
+        for other in labels[i + 1 :]:
+            assert (
+                one["right"] <= other["left"]
+                or other["right"] <= one["left"]
+                or one["bottom"] <= other["top"]
+                or other["bottom"] <= one["top"]
+            ), (one, other)
+
+
+def test_a_screen_reader_gets_the_chart_as_an_image_named_and_described(counted_page, browser):
+    driver = counted_page("/projects/tinplate")
+    tree = browser.execute_cdp_cmd("Accessibility.getFullAXTree", {})["nodes"]
+    images = [
+        node
+        for node in tree
+        if node.get("role", {}).get("value") == "image" and not node.get("ignored")
+    ]
+    [chart] = [n for n in images if "downloads per day" in n.get("name", {}).get("value", "")]
+    assert chart["name"]["value"] == "Tinplate: downloads per day, the last 90 days"
+    assert chart["description"]["value"].startswith("A bar for each day: ")
+    # and the numbers as text: the summary, and a table of the 90 days
+    [summary] = texts(driver, ".downloads-summary")
+    assert re.fullmatch(r"[\d,]+ downloads in all; [\d,]+ in the last 90 days, .*", summary)
+    assert len(driver.find_elements("css selector", ".days tbody tr")) == 90
+
+
+def test_the_totals_show_on_the_front_page_and_the_project_pages(counted_page, counted_url):
+    rows = counted_url[1]
+    totals = {}
+    for (slug, *_), n in rows.items():
+        totals[slug] = totals.get(slug, 0) + n
+    driver = counted_page("/")
+    names = {"Tinplate": "tinplate", "TinplateProxy": "tinplate-proxy", "Waystone": "waystone"}
+    assert texts(driver, ".card h2") == list(names)
+    assert texts(driver, ".card .total") == [
+        f"{totals[slug]:,} downloads" for slug in names.values()
+    ]
+    for slug in names.values():
+        driver = counted_page(f"/projects/{slug}")
+        [summary] = texts(driver, ".downloads-summary")
+        assert summary.startswith(f"{totals[slug]:,} downloads in all; ")
+        by_build = {}
+        for (row_slug, number, *_), n in rows.items():
+            if row_slug == slug:
+                by_build[number] = by_build.get(number, 0) + n
+        shown = texts(driver, ".build-head")
+        assert shown
+        for head in shown:
+            number = int(re.match(r"Build #(\d+)", head).group(1))
+            n = by_build.get(number, 0)
+            assert f"{n:,} download{'' if n == 1 else 's'}" in head.splitlines(), head
+
+
 SCREENSHOTS = [
     ("index", "/"),
     ("project", "/projects/tinplate?experimental=true"),
@@ -348,12 +511,14 @@ SCREENSHOTS = [
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width, height", [(375, 812), (1280, 900)])
-def test_screenshots(sample_page, browser, width, height, scheme, tmp_path):
+def test_screenshots(counted_page, browser, width, height, scheme, tmp_path):
+    from selenium.webdriver.common.by import By
+
     # Only when asked: the test command writes nothing into the checkout.
     screenshots = os.environ.get("BUILDSHELF_SCREENSHOTS") or str(tmp_path)
     os.makedirs(screenshots, exist_ok=True)
     for name, path in SCREENSHOTS:
-        sample_page(path)
+        counted_page(path)
         viewport(browser, width, height, scheme)
         background = browser.execute_script(
             "return getComputedStyle(document.body).backgroundColor"
@@ -362,3 +527,7 @@ def test_screenshots(sample_page, browser, width, height, scheme, tmp_path):
         file = os.path.join(screenshots, f"{name}-{width}-{scheme}.png")
         assert browser.save_screenshot(file)
         assert os.path.getsize(file) > 1000
+        if name == "project":  # the chart alone, as the docs show it
+            file = os.path.join(screenshots, f"chart-{width}-{scheme}.png")
+            assert browser.find_element(By.CSS_SELECTOR, ".downloads").screenshot(file)
+            assert os.path.getsize(file) > 1000
