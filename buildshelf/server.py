@@ -259,7 +259,9 @@ def make_app(
     problems = () if counter is None else (lambda: _counting_problem(counter),)
     health.install(app, store, problems)
     hosted.install(app, store, shapes, accel_redirect, counter)
-    pages.install(app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter)
+    counting = pages.install(
+        app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
+    )
     app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
 
@@ -277,7 +279,7 @@ def make_app(
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
         app.route(rule, "OPTIONS", answers.preflight)
     # Bottle.__call__ calls self.wsgi: the app stays a Bottle, with its routes and config.
-    app.recall = answers.from_memory(store, cache)
+    app.recall = counting(answers.from_memory(store, cache))
     app.wsgi = answers.repeats_remembered(app.wsgi, app.recall, cache)
     return app
 

@@ -1030,3 +1030,17 @@ def test_the_chart_is_styled_by_the_stylesheet_in_both_schemes():
     for part in (light, dark[: dark.index("}\n}")]):
         colours = dict(re.findall(r"--([\w-]+): (#[0-9a-f]{6})", part))
         assert contrast(colours["accent"], colours["surface"]) >= 3
+
+
+def test_counted_pages_are_answered_from_memory_while_the_counts_stand(
+    counted_app, counted, counter, monkeypatch
+):
+    for path in PAGE_PATHS[:3]:
+        counted.get(path)
+        assert recalled(counted_app, path)
+    counter.current = counts.Tally.of({("alpha", 5, alpha_url(5), "2026-11-26"): 4})
+    assert not any(recalled(counted_app, path) for path in PAGE_PATHS[:3])
+    assert "Alpha 4 downloads" in text_of(counted.get("/").text)
+    assert recalled(counted_app, "/")
+    monkeypatch.setattr(pages, "utc_today", lambda: TODAY + datetime.timedelta(days=1))
+    assert not recalled(counted_app, "/")  # the chart's window moved

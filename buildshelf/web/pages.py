@@ -191,7 +191,7 @@ def channels(project):
 
 def index_page(snapshot, shapes, showing=None):
     views = [
-        project_view(p, shapes, showing and build_downloads(showing.tally, p))
+        project_view(p, shapes, showing and showing.downloads(p))
         for p in snapshot.projects.values()
     ]
     return render(
@@ -208,7 +208,7 @@ def page_count(builds):
 
 def project_page(project, channel, experimental, page, shapes, showing=None):
     builds = project.select(channel, experimental)
-    downloads = showing and build_downloads(showing.tally, project)
+    downloads = showing and showing.downloads(project)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     here = f"/projects/{project.slug}"
@@ -220,7 +220,7 @@ def project_page(project, channel, experimental, page, shapes, showing=None):
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
         project=project_view(project, shapes, downloads),
-        chart=showing and chart_view(project, showing, downloads),
+        chart=showing and showing.chart(project),
         builds=[build_view(project, b, shapes, downloads) for b in newest_first],
         total=len(builds),
         channels=channels(project),
@@ -247,14 +247,30 @@ def utc_today():
 
 class Showing:
     """What a page shows when downloads are counted: one snapshot, one tally, one UTC day.
-    The representation cache keeps such pages under it, so they go with it."""
+    The representation cache keeps such pages under it, so they go with it. What each
+    project's pages show of the counts is worked out once (all its pages and filters show
+    the same), when first asked for."""
 
-    __slots__ = ("snapshot", "tally", "today", "since", "__weakref__")
+    __slots__ = ("snapshot", "tally", "today", "since", "_downloads", "_charts", "__weakref__")
 
     def __init__(self, snapshot, tally: counts.Tally, today: datetime.date):
         self.snapshot, self.tally, self.today = snapshot, tally, today
         # Last-Modified: later than the data and the counts it shows (Representation.of).
         self.since = time.time()
+        self._downloads, self._charts = {}, {}  # by slug; threads may race: both agree
+
+    def downloads(self, project):
+        """Build number -> its downloads, for the builds served (build_downloads)."""
+        found = self._downloads.get(project.slug)
+        if found is None:
+            found = self._downloads[project.slug] = build_downloads(self.tally, project)
+        return found
+
+    def chart(self, project):
+        found = self._charts.get(project.slug)
+        if found is None:
+            found = self._charts[project.slug] = chart_view(project, self, self.downloads(project))
+        return found
 
 
 class Showings:
@@ -564,7 +580,7 @@ def feed_xml(project, channel, experimental, shapes):
 
 def install(
     app, store, max_age: int, cache, shapes, api_document, counter: counts.Counter | None = None
-) -> None:
+):
     """Add the pages, the feed and their static files to `app` (made by server.make_app);
     `api_document()` gives the OpenAPI document served, which API_PAGE shows to people.
 
@@ -572,6 +588,8 @@ def install(
     it, in `cache`; the pages read `channel` and `experimental` as the API does. With a
     `counter`, the pages show the downloads of its tally() and link the files kept elsewhere
     through the counting redirect; with None, no count and the files' own addresses.
+
+    It returns what the app's `recall` must be wrapped in (the identity without a counter).
     """
     showings = Showings(counter) if counter is not None else None
     static = {}
@@ -585,16 +603,17 @@ def install(
         return send(representation, max_age, HTML, shown=shown)
 
     def kept_page(snapshot, data, view, make):
-        """The page make(showing, loaded_at) makes, kept under `data` (or under the Showing
-        when counted) and sent. A counted page is not answered from memory (recall knows only
-        the snapshot, and the counts change without it): it is routed, and made once per
-        tally."""
+        """The page make(showing, loaded_at) makes, kept under `data` (under the Showing
+        when counted: made once per tally) and sent."""
         if showings is None:
             page = cache.get(data, view, lambda: make(None, data.loaded_at))
-            return send_page(page, snapshot)
-        showing = showings.current(snapshot)
-        page = cache.get(showing, view, lambda: make(showing, showing.since))
-        return send_page(page, None)
+        else:
+            showing = showings.current(snapshot)
+            page = cache.get(showing, view, lambda: make(showing, showing.since))
+        # Answered from memory while the snapshot is current: a counted page too, since a
+        # new tally or day drops the old Showing, its pages, and what was remembered of
+        # them (see the end of install).
+        return send_page(page, snapshot)
 
     @app.get("/")
     def index():
@@ -642,8 +661,7 @@ def install(
         if page > KEPT_PAGES or not project.select(channel, experimental):
             showing = showings and showings.current(snapshot)
             return send_page(
-                make(showing, showing.since if showing else project.loaded_at),
-                None if showing else snapshot,
+                make(showing, showing.since if showing else project.loaded_at), snapshot
             )
         view = ("page", project.slug, channel, experimental, page)
         return kept_page(snapshot, project, view, make)
@@ -682,6 +700,23 @@ def install(
         if name not in static:
             raise bottle.HTTPError(404)
         return send(static[name], max_age, STATIC[name])
+
+    if showings is None:
+        return lambda recall: recall
+
+    def counting(recall):
+        """`recall` (answers.from_memory), first making the counts' Showing current: a new
+        tally or a new day replaces it, and the old one, no longer held, takes its pages out
+        of the cache, and with them every answer remembered, so that no page showing old
+        counts is answered from memory. A few identity checks: what the loop thread may do."""
+
+        def counted_recall(environ):
+            showings.current(store.snapshot())
+            return recall(environ)
+
+        return counted_recall
+
+    return counting
 
 
 def not_found(error: bottle.HTTPError) -> bytes:
