@@ -17,6 +17,7 @@ import os
 import re
 import threading
 import time
+import weakref
 import xml.etree.ElementTree as ET
 from types import SimpleNamespace
 from urllib.parse import urlencode
@@ -189,9 +190,9 @@ def channels(project):
     return sorted(newest, key=newest.get, reverse=True)
 
 
-def index_page(snapshot, shapes, showing=None):
+def index_page(snapshot, shapes, counted=None):
     views = [
-        project_view(p, shapes, showing and showing.downloads(p))
+        project_view(p, shapes, counted and counted.downloads(p))
         for p in snapshot.projects.values()
     ]
     return render(
@@ -206,9 +207,9 @@ def page_count(builds):
     return max(1, -(-len(builds) // PAGE_SIZE))
 
 
-def project_page(project, channel, experimental, page, shapes, showing=None):
+def project_page(project, channel, experimental, page, shapes, counted=None):
     builds = project.select(channel, experimental)
-    downloads = showing and showing.downloads(project)
+    downloads = counted and counted.downloads(project)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     here = f"/projects/{project.slug}"
@@ -220,7 +221,7 @@ def project_page(project, channel, experimental, page, shapes, showing=None):
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
         project=project_view(project, shapes, downloads),
-        chart=showing and showing.chart(project),
+        chart=counted and counted.chart(project),
         builds=[build_view(project, b, shapes, downloads) for b in newest_first],
         total=len(builds),
         channels=channels(project),
@@ -249,58 +250,70 @@ class Showing:
     """What a page shows when downloads are counted: one snapshot, one tally, one UTC day.
     The representation cache keeps such pages under it, so they go with it. What each
     project's pages show of the counts is worked out once (all its pages and filters show
-    the same), when first asked for."""
+    the same), when first asked for.
+
+    The tally is held weakly: the counter's thread that replaces it frees it (a large one
+    takes milliseconds to free), never the loop thread that finds this Showing out of date.
+    """
 
     __slots__ = ("snapshot", "tally", "today", "since", "_downloads", "_charts", "__weakref__")
 
     def __init__(self, snapshot, tally: counts.Tally, today: datetime.date):
-        self.snapshot, self.tally, self.today = snapshot, tally, today
+        self.snapshot, self.tally, self.today = snapshot, weakref.ref(tally), today
         # Last-Modified: later than the data and the counts it shows (Representation.of).
         self.since = time.time()
         self._downloads, self._charts = {}, {}  # by slug; threads may race: both agree
 
+    def shows(self, snapshot, tally, today):
+        return self.snapshot is snapshot and self.tally() is tally and self.today == today
+
+
+class Counted:
+    """The counts a request's page shows: its Showing, and the tally, held while the page is
+    made."""
+
+    __slots__ = ("showing", "tally")
+
+    def __init__(self, showing: Showing, tally: counts.Tally):
+        self.showing, self.tally = showing, tally
+
     def downloads(self, project):
         """Build number -> its downloads, for the builds served (build_downloads)."""
-        found = self._downloads.get(project.slug)
+        memo = self.showing._downloads
+        found = memo.get(project.slug)
         if found is None:
-            found = self._downloads[project.slug] = build_downloads(self.tally, project)
+            found = memo[project.slug] = build_downloads(self.tally, project)
         return found
 
     def chart(self, project):
-        found = self._charts.get(project.slug)
+        memo = self.showing._charts
+        found = memo.get(project.slug)
         if found is None:
-            found = self._charts[project.slug] = chart_view(project, self, self.downloads(project))
+            found = memo[project.slug] = chart_view(
+                project, self.tally, self.showing.today, self.downloads(project)
+            )
         return found
 
 
 class Showings:
     """The current Showing of a counter's tallies: a new one when the snapshot, the tally or
     the day changes. Only the current one is held, so the cache drops the pages of the
-    others, and the tallies they showed, as soon as no request uses them."""
+    others as soon as no request uses them."""
 
     def __init__(self, counter):
         self.counter = counter
         self._current = None
         self._lock = threading.Lock()
 
-    def current(self, snapshot):
+    def current(self, snapshot) -> Counted:
         tally, today = self.counter.tally(), utc_today()
         showing = self._current
-        if not _shows(showing, snapshot, tally, today):
+        if showing is None or not showing.shows(snapshot, tally, today):
             with self._lock:  # one Showing per version, however many threads see it first
                 showing = self._current
-                if not _shows(showing, snapshot, tally, today):
+                if showing is None or not showing.shows(snapshot, tally, today):
                     showing = self._current = Showing(snapshot, tally, today)
-        return showing
-
-
-def _shows(showing, snapshot, tally, today):
-    return (
-        showing is not None
-        and showing.snapshot is snapshot
-        and showing.tally is tally
-        and showing.today == today
-    )
+        return Counted(showing, tally)
 
 
 def served_days(tally, project):
@@ -337,9 +350,9 @@ def nice_ceiling(number):
     return next(step * power for step in (1, 2, 3, 4, 5, 6, 8, 10) if step * power >= number)
 
 
-def chart_view(project, showing, downloads):
+def chart_view(project, tally, today, downloads):
     """The project's total, and the chart of its downloads per day (geometry and words)."""
-    series = daily_downloads(project, showing.tally, showing.today)
+    series = daily_downloads(project, tally, today)
     total = sum(downloads.values())
     recent = sum(n for _, n in series)
     peak_day, peak = max(reversed(series), key=lambda day: day[1])  # the latest of the most
@@ -603,13 +616,14 @@ def install(
         return send(representation, max_age, HTML, shown=shown)
 
     def kept_page(snapshot, data, view, make):
-        """The page make(showing, loaded_at) makes, kept under `data` (under the Showing
+        """The page make(counted, loaded_at) makes, kept under `data` (under the Showing
         when counted: made once per tally) and sent."""
         if showings is None:
             page = cache.get(data, view, lambda: make(None, data.loaded_at))
         else:
-            showing = showings.current(snapshot)
-            page = cache.get(showing, view, lambda: make(showing, showing.since))
+            counted = showings.current(snapshot)
+            showing = counted.showing
+            page = cache.get(showing, view, lambda: make(counted, showing.since))
         # Answered from memory while the snapshot is current: a counted page too, since a
         # new tally or day drops the old Showing, its pages, and what was remembered of
         # them (see the end of install).
@@ -627,8 +641,8 @@ def install(
             snapshot,
             snapshot,
             "page:index",
-            lambda showing, loaded_at: Representation.of(
-                index_page(snapshot, shapes, showing), loaded_at
+            lambda counted, loaded_at: Representation.of(
+                index_page(snapshot, shapes, counted), loaded_at
             ),
         )
 
@@ -652,16 +666,16 @@ def install(
         except bottle.HTTPError as error:
             return fail_page(error)
 
-        def make(showing, loaded_at):
+        def make(counted, loaded_at):
             return Representation.of(
-                project_page(project, channel, experimental, page, shapes, showing), loaded_at
+                project_page(project, channel, experimental, page, shapes, counted), loaded_at
             )
 
         # Any client may send any channel: keep only those that select builds.
         if page > KEPT_PAGES or not project.select(channel, experimental):
-            showing = showings and showings.current(snapshot)
+            counted = showings and showings.current(snapshot)
             return send_page(
-                make(showing, showing.since if showing else project.loaded_at), snapshot
+                make(counted, counted.showing.since if counted else project.loaded_at), snapshot
             )
         view = ("page", project.slug, channel, experimental, page)
         return kept_page(snapshot, project, view, make)
