@@ -18,7 +18,9 @@ history, or follow its Atom feed.</p>
       <p class="meta"><span class="number">#{{p.stable.number}}</span>
         <span class="channel">{{p.stable.channel}}</span>
         % include('_when.tpl', b=p.stable)
-        % include('_count.tpl', b=p.stable)
+        % if p.stable.downloads:
+        <span class="count">{{p.stable.downloads}}</span>
+        % end
       </p>
       % include('_download.tpl', b=p.stable)
       % include('_integrity.tpl', b=p.stable)
@@ -33,7 +35,9 @@ history, or follow its Atom feed.</p>
         <span class="channel">{{p.experimental.channel}}</span>
         <span class="badge">Experimental</span>
         % include('_when.tpl', b=p.experimental)
-        % include('_count.tpl', b=p.experimental)
+        % if p.experimental.downloads:
+        <span class="count">{{p.experimental.downloads}}</span>
+        % end
       </p>
       % include('_download.tpl', b=p.experimental)
       % include('_integrity.tpl', b=p.experimental)

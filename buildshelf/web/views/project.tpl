@@ -60,7 +60,9 @@ Try including experimental builds.
         % if b.experimental:
         <span class="badge">Experimental</span>
         % end
-        % include('_count.tpl', b=b)
+        % if b.downloads:
+        <span class="count">{{b.downloads}}</span>
+        % end
         % include('_when.tpl', b=b)
       </div>
       % if b.commits:

@@ -1,3 +1,0 @@
-% if b.downloads:
-<span class="count">{{b.downloads}}</span>
-% end
