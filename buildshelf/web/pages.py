@@ -190,9 +190,9 @@ def channels(project):
     return sorted(newest, key=newest.get, reverse=True)
 
 
-def index_page(snapshot, shapes, counted=None):
+def index_page(snapshot, shapes, shown_counts=None):
     views = [
-        project_view(p, shapes, counted and counted.downloads(p))
+        project_view(p, shapes, shown_counts and shown_counts.downloads(p))
         for p in snapshot.projects.values()
     ]
     return render(
@@ -207,9 +207,9 @@ def page_count(builds):
     return max(1, -(-len(builds) // PAGE_SIZE))
 
 
-def project_page(project, channel, experimental, page, shapes, counted=None):
+def project_page(project, channel, experimental, page, shapes, shown_counts=None):
     builds = project.select(channel, experimental)
-    downloads = counted and counted.downloads(project)
+    downloads = shown_counts and shown_counts.downloads(project)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
     here = f"/projects/{project.slug}"
@@ -221,7 +221,7 @@ def project_page(project, channel, experimental, page, shapes, counted=None):
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
         project=project_view(project, shapes, downloads),
-        chart=counted and counted.chart(project),
+        chart=shown_counts and shown_counts.chart(project),
         builds=[build_view(project, b, shapes, downloads) for b in newest_first],
         total=len(builds),
         channels=channels(project),
@@ -280,7 +280,7 @@ class Showing:
         self._downloads, self._charts = {}, {}  # by slug; threads may race: both agree
 
 
-class Counted:
+class ShownCounts:
     """The counts a request's page shows: its Showing, and the tally, held while the page is
     made."""
 
@@ -317,9 +317,9 @@ class Showings:
         self._current = None
         self._lock = threading.Lock()
 
-    def current(self, snapshot) -> Counted:
+    def current(self, snapshot) -> ShownCounts:
         tally = self.counter.tally()
-        return Counted(self.showing(snapshot, tally), tally)
+        return ShownCounts(self.showing(snapshot, tally), tally)
 
     def showing(self, snapshot, tally) -> Showing:
         """The current Showing, made current: on the loop thread before every answer from
@@ -642,14 +642,14 @@ def install(
         return send(representation, max_age, HTML, shown=shown)
 
     def kept_page(snapshot, data, view, make):
-        """The page make(counted, loaded_at) makes, kept under `data` (under the Showing
+        """The page make(shown_counts, loaded_at) makes, kept under `data` (under the Showing
         when counted: made once per tally) and sent."""
         if showings is None:
             page = cache.get(data, view, lambda: make(None, data.loaded_at))
         else:
-            counted = showings.current(snapshot)
-            showing = counted.showing
-            page = cache.get(showing, view, lambda: make(counted, showing.since))
+            shown_counts = showings.current(snapshot)
+            showing = shown_counts.showing
+            page = cache.get(showing, view, lambda: make(shown_counts, showing.since))
         # Answered from memory while the snapshot is current: a counted page too, since a
         # new tally or day drops the old Showing, its pages, and what was remembered of
         # them (see the end of install).
@@ -667,8 +667,8 @@ def install(
             snapshot,
             snapshot,
             "page:index",
-            lambda counted, loaded_at: Representation.of(
-                index_page(snapshot, shapes, counted), loaded_at
+            lambda shown_counts, loaded_at: Representation.of(
+                index_page(snapshot, shapes, shown_counts), loaded_at
             ),
         )
 
@@ -692,17 +692,17 @@ def install(
         except bottle.HTTPError as error:
             return fail_page(error)
 
-        def make(counted, loaded_at):
+        def make(shown_counts, loaded_at):
             return Representation.of(
-                project_page(project, channel, experimental, page, shapes, counted), loaded_at
+                project_page(project, channel, experimental, page, shapes, shown_counts),
+                loaded_at,
             )
 
         # Any client may send any channel: keep only those that select builds.
         if page > KEPT_PAGES or not project.select(channel, experimental):
-            counted = showings and showings.current(snapshot)
-            return send_page(
-                make(counted, counted.showing.since if counted else project.loaded_at), snapshot
-            )
+            shown_counts = showings and showings.current(snapshot)
+            since = shown_counts.showing.since if shown_counts else project.loaded_at
+            return send_page(make(shown_counts, since), snapshot)
         view = ("page", project.slug, channel, experimental, page)
         return kept_page(snapshot, project, view, make)
 
