@@ -421,8 +421,7 @@ return {
 
 
 @pytest.mark.parametrize("width", [375, 1280])
-def test_the_chart_fits_and_reads_at_a_phones_and_a_desktops_width(counted_page, browser,
-                                                                    width):  # fmt: skip
+def test_the_chart_fits_and_reads_at_a_phones_and_a_desktops_width(counted_page, browser, width):
     viewport(browser, width, 900)
     driver = counted_page("/projects/tinplate")
     layout = driver.execute_script(CHART_LAYOUT)

@@ -964,8 +964,7 @@ def test_the_counting_redirect_names_the_download_url_exactly(data_dir, counted,
 
 
 @pytest.mark.parametrize("path", PAGE_PATHS)
-def test_without_counting_pages_show_no_counts_and_link_the_files(big_data_dir, kept_dir, client,
-                                                                   path):  # fmt: skip
+def test_without_counting_no_count_shows_and_files_are_linked(big_data_dir, kept_dir, client, path):
     page = client.get(path).text
     assert not re.search(r"\d downloads?\b", text_of(page)) and 'class="count"' not in page
     assert "<svg" not in page and "/api/v2/download?" not in page
