@@ -263,6 +263,7 @@ class Store:
         self._check_started = None  # monotonic time of the check under way, if any
         self._last_check_began = None  # monotonic time the latest check began
         self.last_check = None  # wall-clock time the last check ended
+        self.reloads = 0  # snapshots that replaced another while serving (for /metrics)
         self._serving = False  # once requests may come: big files are parsed politely then
         self._stopping = threading.Event()
         self._watcher = None
@@ -465,6 +466,8 @@ class Store:
         if self._directory_error:
             errors["."] = self._directory_error
         self._snapshot = Snapshot(projects, errors, time.time())
+        if self._serving:  # not the first load
+            self.reloads += 1
 
     @staticmethod
     def _load(slug, path, known, serving):
