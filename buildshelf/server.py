@@ -18,6 +18,7 @@ from operator import attrgetter
 import bottle
 
 from buildshelf import artifacts, counts, javadoc, settings
+from buildshelf import metrics as prometheus
 from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
@@ -42,6 +43,8 @@ def make_app(
     credentials: Credentials | None = None,
     max_file_mb: int = settings.setting("max_file_mb").default,
     counter: counts.Counter | None = None,
+    notifier=None,
+    metrics: bool = True,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
@@ -59,6 +62,10 @@ def make_app(
     /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
     them, and the pages show them. None (--count-downloads off) counts none, and those routes
     answer 404.
+
+    With `metrics`, GET /metrics tells what the server did, from `counter` (a counts.Counter,
+    None when downloads are not counted) and `notifier` (a webhooks.Notifier, or None) too;
+    the server hands `app.observe_requests` its access records (metrics.install).
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -258,6 +265,8 @@ def make_app(
 
     problems = () if counter is None else (lambda: _counting_problem(counter),)
     health.install(app, store, problems)
+    if metrics:
+        app.observe_requests = prometheus.install(app, store, counter, notifier)
     hosted.install(app, store, shapes, accel_redirect, counter)
     counting = pages.install(
         app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
@@ -371,6 +380,7 @@ def serve(args: argparse.Namespace) -> int:
             credentials=Credentials(args.state, args.github_oidc_issuer, public_url),
             max_file_mb=args.max_file_mb,
             counter=counter,
+            metrics=args.metrics == "on",
         )
 
         def listening(base_url):

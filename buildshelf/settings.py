@@ -270,6 +270,15 @@ SETTINGS = (
         shown_default="the spec's shapes",
         more="see [upstream.md](upstream.md)",
     ),
+    Setting(
+        "metrics",
+        "'off': no /metrics, and nothing tallied for it; 'on': GET /metrics answers the "
+        "Prometheus text format (keep it off the public site: deploy/nginx.conf does)",
+        "on",
+        on_or_off,
+        "on|off",
+        more="see [metrics.md](metrics.md)",
+    ),
     Setting("quiet", "no access log line per request", False, from_environment=False),
     Setting(
         "check",

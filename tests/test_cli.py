@@ -131,11 +131,23 @@ def test_help_explains_every_flag(capsys):
 
 
 def test_quiet_serves_without_the_access_log(monkeypatch, data_dir):
-    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
+    argv = ["--data", str(data_dir), "--quiet", "--metrics", "off"]
+    app, kwargs = serve_args(monkeypatch, argv)
     assert isinstance(app, bottle.Bottle) and kwargs["access_log"] is None
     app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir)])
     assert isinstance(kwargs["access_log"], accesslog.LineWriter)
+    assert kwargs["access_log"].to_line == accesslog.access_line
+    assert kwargs["access_log"].observe == app.observe_requests
     assert kwargs["recall"] == app.recall  # repeats are answered from memory either way
+
+
+def test_quiet_with_metrics_hands_the_records_over_and_writes_no_line(monkeypatch, data_dir):
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"])
+    assert kwargs["access_log"].to_line is None
+    assert kwargs["access_log"].observe == app.observe_requests
+    environ = {"BUILDSHELF_METRICS": "off"}
+    app, kwargs = serve_args(monkeypatch, ["--data", str(data_dir), "--quiet"], environ)
+    assert kwargs["access_log"] is None and not hasattr(app, "observe_requests")
 
 
 def test_max_age_flag(monkeypatch, data_dir):

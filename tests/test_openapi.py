@@ -331,6 +331,9 @@ CASES = [
     Case("GET", "/healthz", 200),
     Case("GET", "/healthz", 200, server="with_a_broken_file"),
     Case("GET", "/healthz", 503, server="no_data"),
+    Case("GET", "/metrics", 200),
+    Case("GET", "/metrics", 200, headers=(("Accept", "application/openmetrics-text"),)),
+    Case("HEAD", "/metrics", 200),
     Case("HEAD", "/api/v2/builds?project=alpha", 200),
     Case("HEAD", "/api/v2/jd?project=alpha", 302),
     # 304
@@ -380,6 +383,7 @@ CASES = [
     Case("GET", "/api/v2/projects?x=%FF", 400, "invalid_query"),
     Case("GET", "/api/v2/openapi.json?x=%00", 400, "invalid_query"),
     Case("GET", "/healthz?x=%0A", 400, "invalid_query"),
+    Case("GET", "/metrics?x=%0A", 400, "invalid_query"),
     # 404
     Case("GET", "/api/v2/builds?project=nope", 404, "unknown_project"),
     Case("GET", "/api/v2/builds/all?project=nope", 404, "unknown_project"),
@@ -420,6 +424,7 @@ CASES = [
     Case("GET", "/api/v2/openapi.json", 500, "internal_error", server="failing"),
     Case("GET", "/api/v2/feed?project=alpha", 500, "internal_error", server="failing"),
     Case("GET", "/healthz", 500, "internal_error", server="failing"),
+    Case("GET", "/metrics", 500, "internal_error", server="failing"),
     Case(
         "GET", "/api/v2/builds/check?project=alpha&build=1", 500, "internal_error", server="failing"
     ),

@@ -15,6 +15,7 @@ import threading
 import time
 from urllib.parse import quote
 
+log = logging.getLogger(__name__)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOGGED_URL_CHARACTERS = "/:@!$&'()*+,;=-._~%?"  # the rest is percent-escaped: no log forging
 # What quote() leaves alone: a target made only of these is logged as it is, at less cost.
@@ -76,7 +77,9 @@ def _log_time(second):
 
 class LineWriter:
     """Writes what it is given to stderr from a thread of its own, a batch at a time, each
-    item made a line (bytes) by `to_line` there.
+    item made a line (bytes) by `to_line` there; `observe`, if given, is called with each
+    batch (a list) on that thread first (the app's metrics), and with `to_line` None it is
+    all that is done (--quiet).
 
     The thread that answered a request only appends its item. Through the logging module,
     each waited for the handler's lock, and with one os.write each, for a system call that
@@ -86,8 +89,8 @@ class LineWriter:
     formatting holds the interpreter lock for as long as the batch takes.
     """
 
-    def __init__(self, fd=STDERR, interval=0.01, to_line=bytes):
-        self.fd, self.interval, self.to_line = fd, interval, to_line
+    def __init__(self, fd=STDERR, interval=0.01, to_line=bytes, observe=None):
+        self.fd, self.interval, self.to_line, self.observe = fd, interval, to_line, observe
         self._pending = collections.deque()  # appends and pops are atomic: no lock
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="buildshelf-log", daemon=True)
@@ -104,6 +107,13 @@ class LineWriter:
         items = []
         while self._pending:
             items.append(self._pending.popleft())
+        if self.observe is not None and items:
+            try:
+                self.observe(items)
+            except Exception:  # a bug there must not stop the log
+                log.exception("observing %d access records failed", len(items))
+        if self.to_line is None:
+            return
         data = memoryview(b"".join(map(self.to_line, items)))
         try:
             while data:

@@ -59,7 +59,7 @@ DOCUMENTED = (
     (
         "bottle",
         "BaseResponse",
-        ("content_type", "set_header", "status", "status_code"),
+        ("content_type", "headers", "set_header", "status", "status_code"),
         "api.rst: the Response object",
     ),
     ("bottle", "Route", ("method", "rule"), "api.rst: request routing"),
@@ -317,6 +317,14 @@ PRIVATE_NAMES = (
         "server.make_app routes OPTIONS for every GET rule (routes, an undocumented "
         "attribute) and wraps the instance's wsgi, which Bottle.__call__ calls: the app stays "
         "a Bottle, and repeats are answered from memory",
+    ),
+    (
+        "bottle",
+        "Bottle",
+        ("router",),
+        "metrics.Requests asks the app's router (its match(environ), undocumented too) for "
+        "the rule of each request's route, those answered from memory, which never reach "
+        "bottle, included",
     ),
     (
         "bottle",

@@ -377,8 +377,14 @@ def run(
     exit status: 0 once stopped, 1 if it cannot listen. `on_listening(base_url)` is called
     when it accepts connections. The app's `screen` and `max_body_bytes`, if it has them, are
     serve()'s; bodies are held in `body_directory`, and `trusted_proxy` is trusted (see
-    serve)."""
-    access_log = None if quiet else LineWriter(to_line=access_line)
+    serve). The app's `observe_requests`, if it has one, is given the access records, a batch
+    at a time, on the access log's thread, `quiet` or not (its metrics)."""
+    observe = getattr(app, "observe_requests", None)
+    access_log = (
+        None
+        if quiet and observe is None
+        else LineWriter(to_line=None if quiet else access_line, observe=observe)
+    )
     try:
         serve(
             app,

@@ -590,6 +590,17 @@ PATHS = {
         "daily series of the last `days` days (UTC, zeros included), the downloads per game "
         "version (the first `N.N[.N]` of `channelVersion`) and, beyond the upstream, per build "
         "(not served with `--compat upstream`)."),
+    "/metrics": _operation(
+        "service", "getMetrics", "What the server did and serves, for Prometheus", (),
+        {"400": "InvalidQuery",
+         "200": {"description": "The metrics, listed in docs/metrics.md.",
+                 "headers": {"Cache-Control": ref("headers", "CacheControlNoStore")},
+                 "content": {media_type: {"schema": {"type": "string"}} for media_type in
+                             ("text/plain", "application/openmetrics-text")}},
+         "500": "InternalError"},
+        "The Prometheus text format (`text/plain; version=0.0.4`), or OpenMetrics when `Accept` "
+        "asks for it. For a scraper on the server's own machine: `deploy/nginx.conf` answers "
+        "`404` for it on the public site; with `--metrics off`, so does Buildshelf."),
     f"{API}/builds/check": _operation(
         "builds", "checkForUpdate", "Whether a build is the latest passing the filters",
         FILTERS + ("Build", "Sha256") + CONDITIONAL,
