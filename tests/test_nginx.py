@@ -421,6 +421,18 @@ def test_through_nginx_buildshelf_still_says_what_exists(behind_nginx):
     assert (status, json.loads(body)["code"]) == (503, "artifact_unavailable")
 
 
+def test_nginx_keeps_the_metrics_off_the_public_site(behind_nginx):
+    """However the path is spelt: Buildshelf decodes and routes only /metrics itself."""
+    for method in ("GET", "HEAD"):
+        for target in ("/metrics", "/metrics?x=1", "//metrics", "/%6detrics", "/%2Fmetrics",
+                       "/api/../metrics", "/./metrics", "/metrics/", "/Metrics"):  # fmt: skip
+            status, _, body = through(behind_nginx.port, target, method)
+            assert (target, status) == (target, 404) and b"buildshelf_" not in body
+    # Straight to Buildshelf, on 127.0.0.1, as the scraper asks for them.
+    status, _, body = through(behind_nginx.upstream, "/metrics")
+    assert status == 200 and b"buildshelf_http_requests_total" in body
+
+
 def test_through_nginx_a_yanked_build_is_410_never_cached_until_unyanked(behind_nginx):
     """Yanked, unyanked, yanked and purged: nginx passes on each answer at once, caching none
     of the 410s (Cache-Control: no-store)."""
