@@ -384,5 +384,7 @@ def docs_table() -> str:
         variable = f"`{setting.variable}`" if setting.variable else ""
         default = f"`{setting.default_text}`" if setting.from_environment else ""
         more = f"; {setting.more}" if setting.more else ""
+        # A '|' ends a table's cell even in backquotes (on|off): escaped, it is shown.
+        flag = flag.replace("|", "\\|")
         rows.append(f"| {flag} | {variable} | {default} | {setting.help}{more} |")
     return "\n".join(rows) + "\n"

@@ -89,7 +89,7 @@ def observed(store, fakes):
 def test_metrics_answer_the_prometheus_text_format_with_every_metric(observed):
     app, client = observed
     resp = client.get(metrics.PATH)
-    assert resp.headers["Content-Type"] == prometheus_client.CONTENT_TYPE_PLAIN_0_0_4
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     families = {f.name: f.type for f in text_string_to_metric_families(resp.text)}
     assert families.items() >= {**ALWAYS, **WITH_COUNTER, **WITH_NOTIFIER}.items()
     # And what every Prometheus client exports about its process.
