@@ -9,7 +9,6 @@ the webhook notifier keep anyway. docs/metrics.md lists each metric and its labe
 """
 
 import bisect
-import logging
 import threading
 
 import bottle
@@ -19,8 +18,6 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from buildshelf.web import query
-
-log = logging.getLogger(__name__)
 
 PATH = "/metrics"
 # The route label of a request no route matches (or that the server could not read): any
