@@ -267,6 +267,7 @@ class Store:
         self._serving = False  # once requests may come: big files are parsed politely then
         self._stopping = threading.Event()
         self._watcher = None
+        self._listeners = []  # on_change's callbacks
         with self._reload_lock:
             self._refresh_locked(startup_wait)
         self._serving = True
@@ -304,6 +305,12 @@ class Store:
         with self._reload_lock:
             self._refresh_locked(self.read_wait)
         return self._snapshot
+
+    def on_change(self, callback) -> None:
+        """Call `callback(snapshot)` with each new snapshot once it is served, on the thread
+        that made it (the watcher's, or a request's that refreshed): so it must only take
+        note and return at once."""
+        self._listeners.append(callback)
 
     def start(self) -> None:
         """Check the files every `check_interval` seconds on a thread of its own."""
@@ -465,9 +472,14 @@ class Store:
         errors = {loaded.error.name: loaded.error for loaded in files.values() if loaded.error}
         if self._directory_error:
             errors["."] = self._directory_error
-        self._snapshot = Snapshot(projects, errors, time.time())
+        self._snapshot = snapshot = Snapshot(projects, errors, time.time())
         if self._serving:  # not the first load
             self.reloads += 1
+        for callback in self._listeners:
+            try:
+                callback(snapshot)
+            except Exception:  # a listener's bug must not stop reloading
+                log.exception("a listener of new snapshots failed")
 
     @staticmethod
     def _load(slug, path, known, serving):
