@@ -28,6 +28,8 @@ from buildshelf import (
     store,
     tokens,
     trust,
+    webhook_targets,
+    webhooks,
     writer,
 )
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
@@ -475,6 +477,30 @@ def make_parser():
         metavar="NAME",
         help="with --github: only the jobs in this deployment environment",
     )
+
+    webhook = commands.add_parser(
+        "webhook",
+        help="try the webhook targets",
+        description="Try the webhook targets of the webhooks file (--webhooks; see "
+        "docs/webhooks.md).",
+    )
+    parser.commands["webhook"] = webhook
+    webhook_commands = webhook.add_subparsers(title="commands", metavar="ACTION", required=True)
+    sub = command(
+        "test",
+        webhook_test,
+        "send a sample event to each target, one after the other, and print each answer "
+        "(index, host, status or error; never a URL or secret): exit 1 unless all are 2xx",
+        [settings.options(serve=False, only=("data", "state", "webhooks"))],
+        under=webhook_commands,
+        prefix="webhook ",
+    )
+    sub.add_argument(
+        "--target",
+        type=settings.number_in(0, 1 << 20),
+        metavar="N",
+        help="only the target of index N (from 0, in the file's order)",
+    )
     return parser
 
 
@@ -554,6 +580,13 @@ def main(argv=None):
 def check(args):
     accesslog.log_to_stderr()
     status = store.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+    try:
+        webhook_targets.read_targets(args.webhooks)
+    except webhook_targets.NoTargetsFile:
+        pass
+    except webhook_targets.TargetsError as error:
+        print("\n".join(error.lines()))
+        status = 1
     if args.prune:
         say = _would_delete if args.dry_run else _deleted
         writer.prune(args.data, args.artifacts, args.dry_run, say)
@@ -919,3 +952,30 @@ def token_revoke(args):
         else f"token {token.id} was already revoked, {utc_minute(token.revoked)}: nothing changed"
     )
     return 0
+
+
+def webhook_test(args):
+    accesslog.log_to_stderr()
+    try:
+        targets = webhook_targets.read_targets(args.webhooks)
+    except webhook_targets.TargetsError as error:
+        print("\n".join(error.lines()), file=sys.stderr)
+        return 1
+    if args.target is not None and not any(t.index == args.target for t in targets):
+        print(
+            f"buildshelf webhook test: no target {args.target}: the file has "
+            f"{counted(len(targets), 'target')} (numbered from 0)",
+            file=sys.stderr,
+        )
+        return 1
+    if not targets:
+        print(
+            f"buildshelf webhook test: {printable(args.webhooks)} has no targets", file=sys.stderr
+        )
+        return 1
+    status = 0
+    for target, code, said in webhooks.send_samples(targets, args.target):
+        print(f"target {target.index} ({target.host}, {target.format}): {said}", flush=True)
+        if code is None or not 200 <= code < 300:
+            status = 1
+    return status

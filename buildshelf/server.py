@@ -10,6 +10,7 @@ import argparse
 import bisect
 import logging
 import os
+import sqlite3
 import threading
 import time
 import weakref
@@ -17,7 +18,7 @@ from operator import attrgetter
 
 import bottle
 
-from buildshelf import artifacts, counts, javadoc, settings
+from buildshelf import artifacts, counts, javadoc, settings, webhooks
 from buildshelf import metrics as prometheus
 from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
@@ -43,7 +44,7 @@ def make_app(
     credentials: Credentials | None = None,
     max_file_mb: int = settings.setting("max_file_mb").default,
     counter: counts.Counter | None = None,
-    notifier=None,
+    notifier: webhooks.Notifier | None = None,
     metrics: bool = True,
 ) -> bottle.Bottle:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
@@ -62,6 +63,8 @@ def make_app(
     /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
     them, and the pages show them. None (--count-downloads off) counts none, and those routes
     answer 404.
+
+    `notifier` sends the webhooks: /healthz reports its problems.
 
     With `metrics`, GET /metrics tells what the server did, from `counter` (a counts.Counter,
     None when downloads are not counted) and `notifier` (a webhooks.Notifier, or None) too;
@@ -263,7 +266,9 @@ def make_app(
 
         return send_json(project, ("check", id(selected), asked), body, snapshot)
 
-    problems = () if counter is None else (lambda: _counting_problem(counter),)
+    problems = [notifier.problems] if notifier else []
+    if counter is not None:
+        problems.append(lambda: _counting_problem(counter))
     health.install(app, store, problems)
     if metrics:
         app.observe_requests = prometheus.install(app, store, counter, notifier)
@@ -361,6 +366,8 @@ def serve(args: argparse.Namespace) -> int:
             serving.base_url(args.host, args.port),
         )
     data = Store(args.data, artifacts_dir=args.artifacts)
+    public_url = args.public_url or serving.base_url(args.host, args.port)
+    notifier = _notifier(data, args, public_url)
     data.start()
     # What a server killed mid-upload was copying into the store: no writer holds it now.
     artifacts.remove_stale_temp_files(args.artifacts)
@@ -369,7 +376,6 @@ def serve(args: argparse.Namespace) -> int:
         counter = counts.Counter(args.state)
         counter.start()
     try:
-        public_url = args.public_url or serving.base_url(args.host, args.port)
         app = make_app(
             data,
             max_age=args.max_age,
@@ -381,6 +387,7 @@ def serve(args: argparse.Namespace) -> int:
             max_file_mb=args.max_file_mb,
             counter=counter,
             metrics=args.metrics == "on",
+            notifier=notifier,
         )
 
         def listening(base_url):
@@ -412,6 +419,27 @@ def serve(args: argparse.Namespace) -> int:
         if counter is not None:  # once the server has stopped: no request counts after it
             counter.stop()
         data.stop()
+        if notifier is not None:
+            notifier.stop()
+
+
+def _notifier(data: Store, args: argparse.Namespace, public_url: str):
+    """The webhooks' notifier, started; None (and said) if its outbox cannot be opened."""
+    try:
+        notifier = webhooks.Notifier(
+            data,
+            args.state,
+            args.webhooks,
+            build_json=Shapes(args.compat, public_url).build_json,
+            public_url=public_url,
+        )
+    except (OSError, sqlite3.Error) as error:
+        log.error(
+            "webhooks are off: their outbox cannot be opened in the state directory (%s)", error
+        )
+        return None
+    notifier.start()
+    return notifier
 
 
 def make_parser() -> argparse.ArgumentParser:

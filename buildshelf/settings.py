@@ -110,6 +110,7 @@ class Setting:
         )
 
 
+WEBHOOKS_FILE = "webhooks.json"
 # With more clients than threads, 8 cost less CPU a request than 4, and the same as 16
 # (docs/performance.md).
 DEFAULT_THREADS = 8
@@ -189,6 +190,17 @@ SETTINGS = (
         str,  # made when first needed
         "DIR",
         shown_default=f"{state.IN_DATA_DIRECTORY}/ inside the data directory",
+        serve_only=False,
+    ),
+    Setting(
+        "webhooks",
+        "the file of webhook targets (see docs/webhooks.md; mode 0600: it holds credentials), "
+        "read on start and again when it changes",
+        None,
+        str,  # a missing file is no targets
+        "FILE",
+        shown_default=f"{WEBHOOKS_FILE} in the state directory",
+        more="see [webhooks.md](webhooks.md)",
         serve_only=False,
     ),
     Setting(
@@ -374,6 +386,8 @@ def settle(
         args.artifacts = artifacts.default_store(args.data)
     if getattr(args, "state", False) is None:
         args.state = state.default_state(args.data)
+    if getattr(args, "webhooks", False) is None:
+        args.webhooks = os.path.join(args.state, WEBHOOKS_FILE)
 
 
 def docs_table() -> str:

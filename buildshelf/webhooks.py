@@ -1,0 +1,587 @@
+"""Webhook delivery: events made from the store's snapshot changes, written to the outbox, and
+sent to each target on threads of their own, with retries.
+
+The store tells the `Notifier` of each new snapshot on whatever thread made it; the notifier
+only notes it and wakes its own thread, which compares the last snapshot it saw with the
+newest (a build new to a project is `build.published`, one whose content changed too, with
+`replaced`, one gone from a project still served `build.yanked`), renders each event for each
+target that wants it, and writes them to the outbox before any is sent. Each target has one
+delivery thread, which sends its deliveries one at a time in the order they happened, so a
+receiver that hangs or fails holds up no one but itself, and never a request.
+
+A target is named in logs and health by its index and host only: its URL is a credential.
+"""
+
+import http.client
+import logging
+import os
+import random
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+import msgspec
+
+from buildshelf import webhook_formats
+from buildshelf.outbox import Delivery, Outbox, Owed, target_key
+from buildshelf.store import Snapshot
+from buildshelf.webhook_formats import Event
+from buildshelf.webhook_targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
+
+log = logging.getLogger(__name__)
+
+ATTEMPT_SECONDS = 10  # an attempt's whole time: connecting, sending, the answer's head and body
+FIRST_RETRY = (5, 10)  # seconds: the first retry comes within 10 s
+GROWTH = (1.5, 2.0)  # each delay is the last times this (jittered): at most double
+MAX_DELAY = 3600  # seconds: an hour at most between attempts
+GIVE_UP = 24 * 3600  # an event is dropped once it is this old and its last attempt failed
+FAILING = 15 * 60  # a target failing for longer is reported by /healthz
+BATCH = 50  # deliveries read from the outbox at a time, per target: memory stays bounded
+ANSWER_BYTES = 64 << 10  # of an answer's body, read for Discord's retry_after and no more
+STAMP_SECONDS = 1.0  # how often the notifier looks at webhooks.json's stamp
+EXPIRE_SECONDS = 3600  # how often the outbox is swept of removed targets' old deliveries
+USER_AGENT = "Buildshelf-Webhooks (+https://github.com/buildshelf)"
+
+# Outcomes of an attempt, as /metrics counts them.
+DELIVERED = "delivered"  # answered 2xx
+FAILED = "failed"  # to be tried again (connection, timeout, 5xx, 429)
+REJECTED = "rejected"  # a 3xx or another 4xx: not tried again
+DROPPED = "dropped"  # failed for GIVE_UP: given up
+OUTCOMES = (DELIVERED, FAILED, REJECTED, DROPPED)
+PUBLISHED, YANKED = EVENTS
+
+
+# --- one attempt ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict  # names in lower case
+    body: bytes  # its first ANSWER_BYTES
+
+
+class Timeout(OSError):
+    """No whole answer within the attempt's time."""
+
+
+def post(url: str, body: bytes, headers: dict, seconds: float = ATTEMPT_SECONDS) -> Answer:
+    """POST `body` to `url` and read the answer, all within `seconds` however slowly the
+    receiver drips it; a redirect is an answer like any other, never followed."""
+    parts = urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=seconds)
+    cut = threading.Event()
+
+    def cut_off():  # a socket timeout bounds one read, not a drip of them: this bounds all
+        cut.set()
+        if connection.sock is not None:
+            try:
+                connection.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    timer = threading.Timer(seconds, cut_off)
+    timer.daemon = True
+    timer.start()
+    try:
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        connection.request(
+            "POST", path, body, {**headers, "User-Agent": USER_AGENT, "Connection": "close"}
+        )
+        response = connection.getresponse()
+        data = response.read(ANSWER_BYTES)
+        if cut.is_set():
+            raise Timeout()
+        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+    except (OSError, http.client.HTTPException):
+        if cut.is_set():
+            raise Timeout() from None
+        raise
+    finally:
+        timer.cancel()
+        connection.close()
+
+
+def describe(error: BaseException, seconds: float = ATTEMPT_SECONDS) -> str:
+    """An attempt's failure for a log line or a command's output: never str(error), which
+    may quote the URL (http.client's InvalidURL does)."""
+    if isinstance(error, (Timeout, TimeoutError, socket.timeout)):
+        return f"no answer within {seconds:g} s"
+    if isinstance(error, socket.gaierror):
+        return "host name not found"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS failed ({error.reason or type(error).__name__})"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.lower()
+    return type(error).__name__
+
+
+def signed_now(target: Target, body: bytes, headers: dict, now: float) -> dict:
+    """`headers` with a signature of this moment, for a signed request: the same webhook-id
+    and body on every attempt, but receivers refuse a webhook-timestamp more than a few
+    minutes old (Standard Webhooks' libraries: five), which a retry's would be."""
+    if "webhook-signature" not in headers or target.secret is None:
+        return headers
+    stamp = str(int(now))
+    signature = webhook_formats.sign(target.secret, headers["webhook-id"], stamp, body)
+    return {**headers, "webhook-timestamp": stamp, "webhook-signature": signature}
+
+
+def wait_asked(answer: Answer, now: float) -> float | None:
+    """Seconds the receiver asked us to wait before the next request: Retry-After (seconds or
+    a date), Discord's JSON `retry_after` and X-RateLimit-Reset-After; None if none."""
+    asked = []
+    value = answer.headers.get("retry-after", "").strip()
+    if value:
+        try:
+            asked.append(float(value))
+        except ValueError:
+            try:
+                asked.append(parsedate_to_datetime(value).timestamp() - now)
+            except (TypeError, ValueError, IndexError):
+                pass
+    if answer.status == 429 or answer.headers.get("x-ratelimit-remaining") == "0":
+        try:
+            asked.append(float(answer.headers.get("x-ratelimit-reset-after", "")))
+        except ValueError:
+            pass
+    if answer.status == 429 and answer.body[:1] == b"{":
+        try:
+            retry_after = msgspec.json.decode(answer.body).get("retry_after")
+        except (msgspec.DecodeError, AttributeError):
+            retry_after = None
+        if type(retry_after) in (int, float):
+            asked.append(float(retry_after))
+    asked = [min(max(seconds, 0.0), MAX_DELAY) for seconds in asked if seconds == seconds]
+    return max(asked) if asked else None
+
+
+def next_delay(last: float | None, rng: random.Random) -> float:
+    """The wait before the next attempt after one that failed, `last` the wait before it (None
+    after the first attempt): within FIRST_RETRY, then growing with jitter, at most doubling,
+    at most MAX_DELAY."""
+    if last is None:
+        return rng.uniform(*FIRST_RETRY)
+    return min(last * rng.uniform(*GROWTH), MAX_DELAY * rng.uniform(0.9, 1.0))
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+def events_between(
+    old: Snapshot, new: Snapshot, build_json: Callable, project_url: Callable, now: float
+) -> list[Event]:
+    """The events that turn `old` into `new`: per project in slug order, its builds in number
+    order. A project no longer served (its file removed) yanks nothing."""
+    events = []
+    for slug, project in new.projects.items():
+        before = old.projects.get(slug)
+        then = {b.number: b for b in before.builds} if before is not None else {}
+        served = {b.number: b for b in project.builds}
+        for number in sorted(then.keys() | served.keys()):
+            build, was = served.get(number), then.get(number)
+            if build == was:
+                continue
+            kind = PUBLISHED if build is not None else YANKED
+            shown, in_project = (build, project) if build is not None else (was, before)
+            events.append(
+                Event(
+                    id=f"msg_{uuid.uuid4().hex}",
+                    type=kind,
+                    timestamp=now,
+                    project=slug,
+                    project_url=project_url(slug),
+                    build=build_json(in_project, shown),
+                    replaced=build is not None and was is not None,
+                )
+            )
+    return events
+
+
+# --- the notifier ------------------------------------------------------------------------------
+
+
+class _Worker:
+    """The delivery thread of one target, and what it knows of the target's state."""
+
+    def __init__(self, key: str, target: Target):
+        self.key, self.target = key, target
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.not_before = 0.0  # the receiver's rate limit: no request before this time
+        self.failing_since = None  # the first failure since the last success
+        self.thread = None
+
+
+def real_sleep(stopping: threading.Event, seconds: float) -> bool:
+    """Wait `seconds` unless `stopping` is set first: whether it is."""
+    return stopping.wait(seconds)
+
+
+class Notifier:
+    """Turns the store's snapshot changes into webhook deliveries (see the module's text).
+
+    `deliveries` counts the attempts by (target index, outcome); `problems()` is what
+    /healthz adds. `clock`, `sleep(stopping, seconds)`, `rng` and `post` are for tests.
+    """
+
+    def __init__(
+        self,
+        store,
+        state_dir: str,
+        path: str,
+        *,
+        build_json: Callable,
+        public_url: str,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[threading.Event, float], bool] = real_sleep,
+        rng: random.Random | None = None,
+        post: Callable[..., Answer] = post,
+        attempt_seconds: float = ATTEMPT_SECONDS,
+    ):
+        self.store, self.path = store, path
+        self._build_json, self._public_url = build_json, public_url
+        self._clock, self._sleep, self._post = clock, sleep, post
+        self._rng = rng or random.Random()
+        self.attempt_seconds = attempt_seconds
+        self.outbox = Outbox(state_dir)
+        self.targets: tuple[Target, ...] = ()
+        self.file_problem: TargetsError | None = None
+        self._stamp = False  # webhooks.json's stamp when last read (None: no file)
+        self._workers: dict[str, _Worker] = {}
+        self._counts = Counter()
+        self._lock = threading.Lock()  # of _counts and _workers
+        self._newest = self._seen = store.snapshot()  # the first announces nothing
+        self._changed = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = None
+        self._last_expiry = 0.0
+        self.reload_targets()
+        store.on_change(self._noted)
+
+    # -- what others read
+
+    @property
+    def deliveries(self) -> dict[tuple[int, str], int]:
+        """(target index, outcome) -> attempts, since start: for /metrics."""
+        with self._lock:
+            return dict(self._counts)
+
+    def problems(self) -> dict:
+        """What /healthz adds: the file refused, the targets failing for over FAILING
+        seconds (index and host only); {} when all is well."""
+        now, found = self._clock(), {}
+        if self.file_problem is not None:
+            found["file"] = {  # as /healthz reports a data file rejected
+                "file": self.file_problem.name,
+                "error": self.file_problem.located(),
+                "errors": self.file_problem.lines(located=True),
+            }
+        with self._lock:
+            workers = list(self._workers.values())
+        failing = [
+            {"target": w.target.index, "host": w.target.host, "failingFor": int(now - since)}
+            for w in sorted(workers, key=lambda w: w.target.index)
+            if (since := w.failing_since) is not None and now - since > FAILING
+        ]
+        if failing:
+            found["failing"] = failing
+        return {"webhooks": found} if found else {}
+
+    # -- the notifier's thread
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="buildshelf-webhooks", daemon=True)
+        self._thread.start()
+        with self._lock:
+            for worker in self._workers.values():
+                self._start_worker(worker)
+
+    def stop(self, wait: float = 2.0) -> None:
+        """Stop the threads; a delivery under way is left to finish or time out (it stays in
+        the outbox until it is known to be delivered)."""
+        self._stopping.set()
+        self._changed.set()
+        if self._thread is not None:
+            self._thread.join()
+            self.announce()  # what the last moments changed is owed too
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.stopping.set()
+            worker.wake.set()
+        deadline = time.monotonic() + wait
+        for worker in workers:
+            if worker.thread is not None:
+                worker.thread.join(max(0.0, deadline - time.monotonic()))
+        if not any(w.thread is not None and w.thread.is_alive() for w in workers):
+            self.outbox.close()
+
+    def _noted(self, snapshot: Snapshot) -> None:
+        """The store's callback, on any thread: take note, wake the notifier, return."""
+        self._newest = snapshot
+        self._changed.set()
+
+    def _run(self):
+        last_stamp_check = 0.0
+        while not self._stopping.is_set():
+            try:
+                if time.monotonic() - last_stamp_check >= STAMP_SECONDS:
+                    last_stamp_check = time.monotonic()
+                    self.reload_targets()
+                self.announce()
+                self._expire()
+            except Exception:  # a bug, a full disk: the snapshot is kept and tried again
+                log.exception("webhooks: noting the data's changes failed; trying again")
+            self._changed.wait(STAMP_SECONDS)
+            self._changed.clear()
+
+    def reload_targets(self) -> None:
+        """Read webhooks.json again if its stamp changed; keep the last good targets if it
+        is refused."""
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+        except OSError:
+            stamp = None
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        try:
+            targets = read_targets(self.path)
+        except NoTargetsFile:
+            targets = ()
+        except TargetsError as error:
+            self.file_problem = error
+            log.error(
+                "webhooks: %s (%s)",
+                "\n".join(error.lines(located=True)),
+                "keeping the targets in force"
+                if self.targets
+                else "no webhooks are sent until it is fixed",
+            )
+            return
+        self.file_problem = None
+        self._use(targets)
+
+    def _use(self, targets: tuple[Target, ...]) -> None:
+        keyed = {target_key(t.url, t.format): t for t in targets}
+        with self._lock:
+            for key, worker in list(self._workers.items()):
+                if key not in keyed:
+                    worker.stopping.set()
+                    worker.wake.set()
+                    del self._workers[key]
+            for key, target in keyed.items():
+                worker = self._workers.get(key)
+                if worker is None:
+                    worker = self._workers[key] = _Worker(key, target)
+                    if self._thread is not None:
+                        self._start_worker(worker)
+                worker.target = target
+        if targets or self.targets:
+            log.info(
+                "webhooks: %d target%s: %s",
+                len(targets),
+                "" if len(targets) == 1 else "s",
+                ", ".join(f"{t.index} ({t.host}, {t.format})" for t in targets) or "none",
+            )
+        self.targets = targets
+
+    def announce(self) -> int:
+        """Write the events between the last snapshot seen and the newest to the outbox, then
+        wake the targets' threads: how many deliveries were written."""
+        newest, seen = self._newest, self._seen
+        if newest is seen:
+            return 0
+        now = self._clock()
+        events = events_between(seen, newest, self._build_json, self._project_url, now)
+        owed, targets = [], self.targets
+        for event in events:
+            for target in targets:
+                if target.wants(event.type, event.project):
+                    body, headers = webhook_formats.render(target, event)
+                    owed.append(
+                        Owed(
+                            target_key(target.url, target.format),
+                            event.id,
+                            event.type,
+                            event.project,
+                            event.build["buildNumber"],
+                            body,
+                            headers,
+                        )
+                    )
+        written = self.outbox.add(owed, now) if owed else 0
+        self._seen = newest  # only once the events are on the disk
+        for event in events:
+            log.info(
+                "webhooks: %s %s build %d%s (event %s): %d target%s",
+                event.type,
+                event.project,
+                event.build["buildNumber"],
+                " (replaced)" if event.replaced else "",
+                event.id,
+                sum(t.wants(event.type, event.project) for t in targets),
+                "" if len(targets) == 1 else "s",
+            )
+        with self._lock:
+            for worker in self._workers.values():
+                worker.wake.set()
+        return written
+
+    def _project_url(self, slug: str) -> str:
+        return f"{self._public_url}/projects/{slug}"
+
+    def _expire(self):
+        now = self._clock()
+        if now - self._last_expiry < EXPIRE_SECONDS:
+            return
+        self._last_expiry = now
+        with self._lock:
+            keep = set(self._workers)
+        for _, count in self.outbox.expire(keep, now - GIVE_UP):
+            log.warning(
+                "webhooks: dropped %d event%s owed to a target removed from %s over %d hours ago",
+                count,
+                "" if count == 1 else "s",
+                os.path.basename(self.path),
+                GIVE_UP // 3600,
+            )
+
+    # -- the delivery threads
+
+    def _start_worker(self, worker: _Worker) -> None:
+        worker.thread = threading.Thread(
+            target=self._deliver_all,
+            args=(worker,),
+            name=f"buildshelf-webhook-{worker.target.index}",
+            daemon=True,
+        )
+        worker.thread.start()
+
+    def _deliver_all(self, worker: _Worker) -> None:
+        """A target's thread: its deliveries one at a time, oldest first, BATCH at a time."""
+        try:
+            while not worker.stopping.is_set():
+                worker.wake.clear()
+                batch = self.outbox.pending(worker.key, limit=BATCH)
+                if not batch:
+                    worker.wake.wait(STAMP_SECONDS)
+                    continue
+                for delivery in batch:
+                    if not self._deliver(worker, delivery):
+                        return
+        except Exception:
+            if not worker.stopping.is_set():
+                log.exception("webhooks: the thread of target %d failed", worker.target.index)
+
+    def _deliver(self, worker: _Worker, delivery: Delivery) -> bool:
+        """Attempt `delivery` until it is delivered, rejected or given up: False if stopped."""
+        while True:
+            wait = max(delivery.next_attempt, worker.not_before) - self._clock()
+            if wait > 0 and self._sleep(worker.stopping, wait):
+                return False
+            if worker.stopping.is_set():
+                return False
+            target = worker.target
+            problem, answer = None, None
+            try:
+                headers = signed_now(target, delivery.body, delivery.headers, self._clock())
+                answer = self._post(target.url, delivery.body, headers, self.attempt_seconds)
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                problem = describe(error, self.attempt_seconds)
+            now = self._clock()
+            asked = None
+            if answer is not None:
+                asked = wait_asked(answer, now)
+                if answer.headers.get("x-ratelimit-remaining") == "0" and asked is not None:
+                    worker.not_before = now + asked  # Discord's bucket is empty: wait for it
+                if 200 <= answer.status < 300:
+                    self.outbox.done(delivery)
+                    worker.failing_since = None
+                    self._count(target, DELIVERED)
+                    return True
+                if answer.status == 429 or answer.status >= 500:
+                    problem = f"answered {answer.status}"
+                else:
+                    why = "a redirect, not followed" if 300 <= answer.status < 400 else "refused"
+                    self._failing(worker, now)
+                    self.outbox.done(delivery)
+                    self._count(target, REJECTED)
+                    log.error(
+                        "webhooks: target %d (%s) answered %d (%s) to %s: not tried again",
+                        target.index,
+                        target.host,
+                        answer.status,
+                        why,
+                        _named(delivery),
+                    )
+                    return True
+            self._failing(worker, now)
+            if now - delivery.created >= GIVE_UP:
+                self.outbox.done(delivery)
+                self._count(target, DROPPED)
+                log.error(
+                    "webhooks: target %d (%s): gave up on %s after %d attempts over %d hours "
+                    "(last: %s)",
+                    target.index,
+                    target.host,
+                    _named(delivery),
+                    delivery.attempts + 1,
+                    GIVE_UP // 3600,
+                    problem,
+                )
+                return True
+            delay = next_delay(delivery.delay, self._rng)
+            wait = asked if asked is not None else delay
+            delivery = self.outbox.failed(delivery, now, delay, now + wait)
+            self._count(target, FAILED)
+            log.warning(
+                "webhooks: target %d (%s): %s, attempt %d of %s: tried again in %.0f s",
+                target.index,
+                target.host,
+                problem,
+                delivery.attempts,
+                _named(delivery),
+                wait,
+            )
+
+    def _failing(self, worker, now):
+        if worker.failing_since is None:
+            worker.failing_since = now
+
+    def _count(self, target, outcome):
+        with self._lock:
+            self._counts[target.index, outcome] += 1
+
+
+def _named(delivery: Delivery) -> str:
+    return f"{delivery.type} {delivery.project} build {delivery.number} (event {delivery.event})"
+
+
+# --- webhook test --------------------------------------------------------------------------------
+
+
+def send_samples(targets, only: int | None = None, post=post, seconds=ATTEMPT_SECONDS):
+    """Send webhook_formats.sample_event() to each target (or the one of index `only`), one
+    after the other: (target, status or None, what to say) for each."""
+    for target in targets:
+        if only is not None and target.index != only:
+            continue
+        body, headers = webhook_formats.render(target, webhook_formats.sample_event())
+        try:
+            answer = post(target.url, body, headers, seconds)
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            yield target, None, describe(error, seconds)
+            continue
+        reason = http.client.responses.get(answer.status, "")
+        yield target, answer.status, f"{answer.status} {reason}".strip()

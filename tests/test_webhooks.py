@@ -1,0 +1,522 @@
+"""Webhook delivery against a real receiver on 127.0.0.1: the events a data change makes, the
+outbox, the signature as the Standard Webhooks library checks it, retries (the same
+webhook-id), a hanging receiver, 429 and Retry-After, redirects not followed, order, a flood of
+1,000 builds at Discord's rate in bounded memory, health and the targets file. Time is a fake
+clock that sleeping moves on: no test waits for a retry."""
+
+import base64
+import json
+import logging
+import os
+import threading
+import time
+import tracemalloc
+from datetime import datetime
+from unittest import mock
+
+import pytest
+import standardwebhooks
+import webtest
+
+from buildshelf import outbox, server, webhooks
+from buildshelf.store import Store
+from buildshelf.web.shapes import Shapes
+from helpers import ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
+from webhook_receiver import HANG, Receiver
+
+KEY = bytes(range(1, 33))
+SECRET = "whsec_" + base64.b64encode(KEY).decode()
+PUBLIC = "https://builds.example.org"
+START = float(int(time.time()))
+
+
+class FakeTime:
+    """A clock that sleeping moves on at once, up to `limit` (then sleepers wait for more)."""
+
+    def __init__(self):
+        self.now, self.limit, self.slept = START, float("inf"), []
+        self.changed = threading.Condition()
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, stopping, seconds):
+        with self.changed:
+            self.slept.append(seconds)
+            while self.now + seconds > self.limit and not stopping.is_set():
+                self.changed.wait(0.05)
+            if not stopping.is_set():
+                self.now += seconds
+            return stopping.is_set()
+
+    def run_until(self, limit):
+        with self.changed:
+            self.limit = limit
+            self.changed.notify_all()
+
+
+@pytest.fixture
+def receiver():
+    receiver = Receiver()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def fake():
+    return FakeTime()
+
+
+@pytest.fixture
+def state(tmp_path):
+    return str(tmp_path / "state")
+
+
+def write_targets(path, *targets, mode=0o600):
+    write_file(path, {"targets": list(targets)})
+    os.chmod(path, mode)
+    bump_mtime(path)
+    return path
+
+
+@pytest.fixture
+def make_notifier(data_dir, state, fake, receiver):  # stopped before the receiver
+    made = []
+
+    def make(*targets, start=True, **options):
+        store = Store(data_dir, check_interval=0)
+        path = os.path.join(state, "webhooks.json")
+        os.makedirs(state, mode=0o700, exist_ok=True)
+        if targets:
+            write_targets(path, *targets)
+        options = {"clock": fake.clock, "sleep": fake.sleep, "attempt_seconds": 2, **options}
+        notifier = webhooks.Notifier(
+            store,
+            state,
+            path,
+            build_json=Shapes(None, PUBLIC).build_json,
+            public_url=PUBLIC,
+            **options,
+        )
+        made.append(notifier)
+        if start:
+            notifier.start()
+        return store, notifier
+
+    yield make
+    for notifier in made:
+        notifier.stop()
+
+
+def publish(data_dir, *numbers, slug="alpha", builds=ALPHA_BUILDS, **fields):
+    """The project file with `numbers` added (as builds made by make_build)."""
+    path = data_dir / f"{slug}.json"
+    write_file(path, make_project([*builds, *(make_build(n, **fields) for n in numbers)]))
+    bump_mtime(path)
+
+
+def json_target(receiver, **more):
+    return {"url": receiver.url(), "format": "json", "secret": SECRET, **more}
+
+
+class _Clock(datetime):
+    at = START
+
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.fromtimestamp(cls.at, tz)
+
+
+def verified(received, now=START):
+    """The body as the Standard Webhooks library verifies it at `now` (raising if it does
+    not): the signature, and the timestamp within its five minutes of `now`."""
+    _Clock.at = now
+    with mock.patch.object(standardwebhooks.webhooks, "datetime", _Clock):
+        return standardwebhooks.Webhook(SECRET).verify(received.body, received.headers)
+
+
+# --- events -----------------------------------------------------------------------------------
+
+
+def test_events_published_replaced_yanked_in_number_order(data_dir, make_notifier, receiver):
+    store, notifier = make_notifier(json_target(receiver), start=False)
+    assert notifier.announce() == 0  # the first snapshot announces nothing
+    builds = [b for b in ALPHA_BUILDS if b["buildNumber"] != 2]  # 2 yanked (gone)
+    builds = [make_build(5, "1.21", commit_count=1) if b["buildNumber"] == 5 else b for b in builds]
+    write_file(data_dir / "alpha.json", make_project([*builds, make_build(12), make_build(10)]))
+    bump_mtime(data_dir / "alpha.json")
+    store.refresh()
+    assert notifier.announce() == 4
+    rows = notifier.outbox.pending(outbox.target_key(receiver.url(), "json"))
+    assert [(r.type, r.number) for r in rows] == [
+        ("build.yanked", 2),
+        ("build.published", 5),
+        ("build.published", 10),
+        ("build.published", 12),
+    ]
+    bodies = [json.loads(r.body) for r in rows]
+    assert [b["data"]["replaced"] for b in bodies] == [False, True, False, False]
+    assert bodies[2]["data"]["build"]["buildNumber"] == 10
+    assert bodies[0]["data"]["build"]["isExperimental"] is True  # the yanked build as it was
+    assert notifier.announce() == 0  # each change once
+
+
+def test_unchanged_reload_and_other_projects_announce_nothing(data_dir, make_notifier, receiver):
+    store, notifier = make_notifier(
+        json_target(receiver, projects=["beta"], events=["build.yanked"]), start=False
+    )
+    publish(data_dir, 20)  # alpha: this target does not want it
+    store.refresh()
+    assert notifier.announce() == 0
+
+
+def test_a_start_announces_nothing_of_what_was_there(make_notifier, receiver):
+    make_notifier(json_target(receiver))
+    assert receiver.received == []
+
+
+# --- delivery --------------------------------------------------------------------------------
+
+
+def test_signed_as_standard_webhooks_and_retried_with_the_same_id(
+    data_dir, make_notifier, receiver, fake
+):
+    answers = iter([(500, {}, b""), (503, {}, b""), (200, {}, b"")])
+    receiver.answer = lambda got: next(answers)
+    store, notifier = make_notifier(json_target(receiver))
+    publish(data_dir, 20)
+    store.refresh()
+    got = receiver.wait_for(3)
+    assert {r.headers["webhook-id"] for r in got} == {got[0].headers["webhook-id"]}
+    assert {r.body for r in got} == {got[0].body}
+    for received in got:  # each attempt signed anew: a retry's signature is never stale
+        now = int(received.headers["webhook-timestamp"])
+        assert verified(received, now)["data"]["build"]["buildNumber"] == 20
+    assert got[0].path == "/hook/SECRET-PATH-TOKEN"
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    assert notifier.deliveries == {(0, "failed"): 2, (0, "delivered"): 1}
+    assert 0 < fake.slept[0] <= 10  # the first retry within 10 s
+    assert fake.slept[0] < fake.slept[1] <= 2 * fake.slept[0]
+    assert notifier.outbox.count() == 0
+
+
+def test_a_retry_an_hour_later_still_verifies(data_dir, make_notifier, receiver, fake):
+    def answer(got):
+        return (200, {}, b"") if fake.now > START + 3600 else (502, {}, b"")
+
+    receiver.answer = answer
+    store, notifier = make_notifier(json_target(receiver))
+    publish(data_dir, 20)
+    store.refresh()
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    last = receiver.received[-1]
+    # standardwebhooks refuses a timestamp more than 5 minutes from its clock: this one is now
+    assert int(last.headers["webhook-timestamp"]) == int(fake.now) > START + 3600
+    assert verified(last, fake.now)["data"]["build"]["buildNumber"] == 20
+    with pytest.raises(standardwebhooks.webhooks.WebhookVerificationError):
+        verified(receiver.received[0], fake.now)
+
+
+def test_retries_back_off_doubling_at_most_to_an_hour_then_dropped_after_a_day(
+    data_dir, make_notifier, receiver, fake, caplog
+):
+    receiver.answer = lambda got: (500, {}, b"")
+    store, notifier = make_notifier(json_target(receiver))
+    publish(data_dir, 20)
+    store.refresh()
+    with caplog.at_level(logging.WARNING, "buildshelf.webhooks"):
+        wait_until(lambda: notifier.deliveries.get((0, "dropped")) == 1, seconds=60)
+    delays = fake.slept
+    assert delays[0] <= 10
+    assert all(b <= 2 * a for a, b in zip(delays, delays[1:]))
+    assert max(delays) <= 3600 and max(delays) > 3000
+    assert sum(delays) >= 24 * 3600  # tried for at least a day
+    assert len(receiver.received) == len(delays) + 1
+    dropped = [r.getMessage() for r in caplog.records if "gave up" in r.getMessage()]
+    assert len(dropped) == 1
+    assert f"target 0 ({receiver.host})" in dropped[0]
+    assert "build.published alpha build 20 (event msg_" in dropped[0]
+    assert notifier.outbox.count() == 0
+
+
+def test_next_delay_grows_with_jitter_and_at_most_doubles():
+    import random
+
+    rng, last, seen = random.Random(1), None, []
+    for _ in range(40):
+        delay = webhooks.next_delay(last, rng)
+        assert delay <= 10 if last is None else delay <= 2 * last
+        seen.append(delay)
+        last = delay
+    assert max(seen) <= 3600 and seen[12] > 1000
+    assert len({round(d, 3) for d in seen[:8]}) == 8  # jittered: never the same twice
+
+
+@pytest.mark.parametrize(
+    "answer, asked",
+    [
+        ((429, {"Retry-After": "7"}, b""), 7),
+        (
+            (429, {"Content-Type": "application/json"}, b'{"retry_after": 2.5, "global": false}'),
+            2.5,
+        ),
+        ((429, {"X-RateLimit-Reset-After": "3.25", "X-RateLimit-Remaining": "0"}, b""), 3.25),
+        ((503, {"Retry-After": "40"}, b""), 40),
+    ],
+)
+def test_429_and_retry_after_are_waited_for(data_dir, make_notifier, receiver, fake, answer, asked):
+    answers = iter([answer, (204, {}, b"")])
+    receiver.answer = lambda got: next(answers)
+    store, notifier = make_notifier({"url": receiver.url(), "format": "discord"})
+    publish(data_dir, 20)
+    store.refresh()
+    got = receiver.wait_for(2)
+    assert got[0].body == got[1].body
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    assert fake.slept == [asked]
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308, 400, 401, 403, 404, 410, 422])
+def test_a_redirect_or_another_4xx_is_not_followed_nor_retried(
+    data_dir, make_notifier, receiver, status, caplog
+):
+    def answer(got):
+        if got.path == "/elsewhere":
+            return (200, {}, b"")
+        return (status, {"Location": receiver.url("/elsewhere")}, b"")
+
+    receiver.answer = answer
+    store, notifier = make_notifier({"url": receiver.url(), "format": "slack"})
+    publish(data_dir, 20, 21)
+    store.refresh()
+    wait_until(lambda: notifier.deliveries.get((0, "rejected")) == 2)
+    assert [r.path for r in receiver.received] == ["/hook/SECRET-PATH-TOKEN"] * 2
+    lines = [r.getMessage() for r in caplog.records if "not tried again" in r.getMessage()]
+    assert len(lines) == 2 and f"target 0 ({receiver.host}) answered {status}" in lines[0]
+
+
+def test_a_hanging_receiver_times_out_and_is_tried_again(data_dir, make_notifier, receiver):
+    answers = iter([HANG, (200, {}, b"")])
+    receiver.answer = lambda got: next(answers)
+    store, notifier = make_notifier(json_target(receiver), attempt_seconds=0.5)
+    publish(data_dir, 20)
+    store.refresh()
+    got = receiver.wait_for(2)
+    assert got[0].headers["webhook-id"] == got[1].headers["webhook-id"]
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    assert notifier.deliveries[0, "failed"] == 1
+
+
+def test_a_dripping_receiver_is_cut_off_at_the_deadline():
+    """The deadline bounds the whole answer, not each read: a byte a second never ends it."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        while not stop.wait(0.1):
+            try:
+                conn.sendall(b"x")
+            except OSError:
+                break
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    try:
+        with pytest.raises(webhooks.Timeout):
+            webhooks.post(url, b"{}", {}, seconds=0.5)
+    finally:
+        stop.set()
+        listener.close()
+
+
+def test_events_reach_each_target_in_order_and_one_failing_holds_up_no_other(
+    data_dir, make_notifier, receiver, fake
+):
+    slow = Receiver()
+    slow.answer = lambda got: HANG
+    try:
+        store, notifier = make_notifier(
+            {"url": slow.url(), "format": "discord"},
+            json_target(receiver),
+            attempt_seconds=5,
+        )
+        for number in (20, 21, 22):
+            publish(data_dir, *range(20, number + 1))
+            store.refresh()
+        publish(data_dir, *range(20, 26), 30, 31)
+        store.refresh()
+        got = receiver.wait_for(8)
+        assert [verified(r)["data"]["build"]["buildNumber"] for r in got] == [
+            20,
+            21,
+            22,
+            23,
+            24,
+            25,
+            30,
+            31,
+        ]
+        assert len(slow.received) == 1  # still on its first: one in flight, in order
+    finally:
+        slow.close()
+
+
+def test_1000_builds_at_once_go_in_order_at_discords_rate_in_bounded_memory(
+    data_dir, make_notifier, receiver, fake
+):
+    bucket = {"left": 5, "reset": 0.0, "early": 0}
+    numbers = []
+
+    def discord(got):  # Discord's webhook bucket: 5 requests, then wait 2 s
+        numbers.append(int(json.loads(got.body)["embeds"][0]["title"].split("#")[1]))
+        got.body, got.headers = b"", {}  # kept, the bodies would be what memory measures
+        if fake.now >= bucket["reset"]:
+            bucket["left"], bucket["reset"] = 5, fake.now + 2
+        if bucket["left"] == 0:
+            bucket["early"] += 1
+            return 429, {"Retry-After": "2"}, b'{"retry_after": 2.0}'
+        bucket["left"] -= 1
+        after = round(bucket["reset"] - fake.now, 3)
+        return (
+            204,
+            {"X-RateLimit-Remaining": str(bucket["left"]), "X-RateLimit-Reset-After": str(after)},
+            b"",
+        )
+
+    receiver.answer = discord
+    store, notifier = make_notifier({"url": receiver.url(), "format": "discord"}, start=False)
+    long = "A commit message long enough to fill the embed. " * 8
+    commits = [{"message": long, "hash": f"{i:040x}"} for i in range(20)]
+    publish(data_dir, *range(100, 1100), commits=commits)
+    store.refresh()
+    assert notifier.announce() == 1000
+    (total,) = notifier.outbox._db.execute("SELECT sum(length(body)) FROM deliveries").fetchone()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        notifier.start()
+        wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1000, seconds=120)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert numbers == list(range(100, 1100))
+    assert bucket["early"] == 0  # never a request the bucket had no room for
+    assert fake.now - START >= 2 * (1000 / 5 - 1)  # Discord's rate: 5 each 2 s
+    assert total > 4_000_000  # the outbox holds far more than the delivery thread ever does
+    assert peak < total / 4, (peak, total)
+
+
+# --- health, the file, the outbox ------------------------------------------------------------
+
+
+def test_healthz_degraded_while_a_target_fails_for_15_minutes(
+    data_dir, make_notifier, receiver, fake
+):
+    failing = {"on": True}
+    receiver.answer = lambda got: (500, {}, b"") if failing["on"] else (200, {}, b"")
+    fake.run_until(START + 14 * 60)
+    store, notifier = make_notifier(json_target(receiver))
+    client = webtest.TestApp(server.make_app(store, notifier=notifier))
+    publish(data_dir, 20)
+    store.refresh()
+    wait_until(lambda: notifier.deliveries.get((0, "failed"), 0) >= 5)
+    assert client.get("/healthz").json["status"] == "ok"
+    fake.run_until(START + 60 * 60)
+    wait_until(notifier.problems)
+    assert fake.now > START + 15 * 60
+    health = client.get("/healthz").json
+    assert health["status"] == "degraded"
+    assert health["webhooks"]["failing"][0]["target"] == 0
+    assert health["webhooks"]["failing"][0]["host"] == receiver.host
+    assert "SECRET-PATH-TOKEN" not in json.dumps(health)
+    failing["on"] = False
+    fake.run_until(float("inf"))
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    assert client.get("/healthz").json["status"] == "ok"
+
+
+def test_a_malformed_file_keeps_the_last_good_targets(data_dir, make_notifier, receiver, state):
+    store, notifier = make_notifier(json_target(receiver))
+    client = webtest.TestApp(server.make_app(store, notifier=notifier))
+    path = os.path.join(state, "webhooks.json")
+    write_file(path, '{"targets": [{"url": "http://127.0.0.1:1/x", "format": "discrd"}]}')
+    os.chmod(path, 0o600)
+    bump_mtime(path, 20)
+    notifier.reload_targets()
+    assert [t.host for t in notifier.targets] == [receiver.host]
+    health = client.get("/healthz").json
+    assert health["status"] == "degraded"
+    assert health["webhooks"]["file"]["file"] == "webhooks.json"
+    assert health["webhooks"]["file"]["error"].startswith("line 1, column ")
+    publish(data_dir, 20)
+    store.refresh()
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    write_targets(path, json_target(receiver))
+    bump_mtime(path, 30)
+    notifier.reload_targets()
+    assert client.get("/healthz").json["status"] == "ok"
+
+
+def test_a_file_others_may_read_is_refused_at_start_no_targets(
+    data_dir, make_notifier, receiver, state
+):
+    path = os.path.join(state, "webhooks.json")
+    os.makedirs(state, mode=0o700)
+    write_targets(path, json_target(receiver), mode=0o644)
+    store, notifier = make_notifier()
+    assert notifier.targets == ()
+    assert "0644" in notifier.problems()["webhooks"]["file"]["error"]
+    publish(data_dir, 20)
+    store.refresh()
+    notifier.announce()
+    assert notifier.outbox.count() == 0
+
+
+def test_a_reordered_file_keeps_what_each_target_is_owed(
+    data_dir, make_notifier, receiver, state, fake
+):
+    first = {"url": receiver.url("/a"), "format": "slack"}
+    second = {"url": receiver.url("/b"), "format": "discord"}
+    receiver.answer = lambda got: (503, {}, b"") if fake.now < START + 100 else (200, {}, b"")
+    fake.run_until(START + 50)
+    store, notifier = make_notifier(first, second)
+    publish(data_dir, 20)
+    store.refresh()
+    wait_until(lambda: len(receiver.received) >= 4)
+    write_targets(os.path.join(state, "webhooks.json"), second, first)
+    bump_mtime(os.path.join(state, "webhooks.json"), 40)
+    notifier.reload_targets()
+    assert notifier.outbox.count() == 2  # each still owed to its target, wherever it is now
+    fake.run_until(float("inf"))
+    wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)
+    wait_until(lambda: notifier.deliveries.get((1, "delivered")) == 1)
+    assert notifier.outbox.count() == 0
+    last = {r.path: json.loads(r.body) for r in receiver.received}  # each path's last request
+    assert "blocks" in last["/a"] and "embeds" in last["/b"]  # slack's and discord's, still
+
+
+def test_the_outbox_is_durable_and_private(state):
+    box = outbox.Outbox(state)
+    assert box._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    owed = outbox.Owed("t", "msg_1", "build.published", "alpha", 1, b"{}", {"a": "b"})
+    assert box.add([owed, owed], START) == 1  # one row per (target, event)
+    box.close()
+    box = outbox.Outbox(state)
+    (row,) = box.pending("t")
+    assert (row.event, row.body, row.headers) == ("msg_1", b"{}", {"a": "b"})
+    assert os.stat(os.path.join(state, "webhooks.sqlite3")).st_mode & 0o777 == 0o600
+    box.close()
+
+
+def wait_until(condition, seconds=30):
+    """Wait for the delivery threads (real threads, fake time) to get somewhere."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
