@@ -5,12 +5,17 @@ webhook-id), a hanging receiver, 429 and Retry-After, redirects not followed, or
 clock that sleeping moves on: no test waits for a retry."""
 
 import base64
+import contextlib
 import json
 import logging
 import os
+import signal
+import sqlite3
 import threading
 import time
 import tracemalloc
+import urllib.error
+import urllib.request
 from datetime import datetime
 from unittest import mock
 
@@ -18,10 +23,10 @@ import pytest
 import standardwebhooks
 import webtest
 
-from buildshelf import outbox, server, webhooks
+from buildshelf import cli, outbox, server, webhooks
 from buildshelf.store import Store
 from buildshelf.web.shapes import Shapes
-from helpers import ALPHA_BUILDS, bump_mtime, make_build, make_project, write_file
+from helpers import ALPHA_BUILDS, bump_mtime, make_build, make_project, real_server, write_file
 from webhook_receiver import HANG, Receiver
 
 KEY = bytes(range(1, 33))
@@ -520,3 +525,113 @@ def wait_until(condition, seconds=30):
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(0.005)
+
+
+# --- a real server -----------------------------------------------------------------------------
+
+
+def server_flags(state):
+    return ("--state", state, "--quiet")
+
+
+def outbox_count(state):
+    with contextlib.closing(sqlite3.connect(os.path.join(state, "webhooks.sqlite3"))) as db:
+        return db.execute("SELECT count(*) FROM deliveries").fetchone()[0]
+
+
+def get_latest(port):
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/api/v2/builds/latest?project=alpha", timeout=5
+    ) as answer:
+        return json.load(answer)
+
+
+def test_a_real_server_killed_mid_delivery_delivers_after_restart(data_dir, receiver, state):
+    answers = iter([HANG])
+    receiver.answer = lambda got: next(answers, (200, {}, b""))
+    os.makedirs(state, mode=0o700)
+    write_targets(os.path.join(state, "webhooks.json"), json_target(receiver))
+    with real_server(data_dir, *server_flags(state)) as (port, proc):
+        assert (
+            cli.main(
+                [
+                    "publish",
+                    "alpha",
+                    "--data",
+                    str(data_dir),
+                    "--build",
+                    "20",
+                    "--channel",
+                    "1.21",
+                    "--download-url",
+                    "https://ci.example.org/job/Alpha/20/alpha.jar",
+                ]
+            )
+            == 0
+        )
+        (hanging,) = receiver.wait_for(1)
+        for _ in range(20):  # the receiver hangs: reads go on as ever
+            assert get_latest(port)["buildNumber"] == 20
+        assert outbox_count(state) == 1  # written before the attempt, still owed
+        proc.kill()
+        proc.wait()
+    receiver.released.set()
+    with real_server(data_dir, *server_flags(state)) as (port, proc):
+        delivered = receiver.wait_for(2)[1]
+        wait_until(lambda: outbox_count(state) == 0)
+    assert delivered.headers["webhook-id"] == hanging.headers["webhook-id"]
+    assert delivered.body == hanging.body
+    assert verified(delivered, time.time())["data"]["build"]["buildNumber"] == 20
+
+
+def test_no_url_or_secret_in_logs_output_health_or_other_files(
+    data_dir, receiver, state, tmp_path, capsys
+):
+    token = "Tok3nThatMustNeverLeak"
+    discord = {"url": receiver.url(f"/api/webhooks/123/{token}"), "format": "discord"}
+    signed = json_target(receiver, url=receiver.url(f"/hook?key={token}"))
+    statuses = iter([500, 302, 404, 200, 503])
+    receiver.answer = lambda got: (next(statuses, 200), {"Location": receiver.url()}, b"")
+    os.makedirs(state, mode=0o700)
+    path = write_targets(os.path.join(state, "webhooks.json"), discord, signed)
+    said = []
+    with real_server(data_dir, *server_flags(state)) as (port, proc):
+        publish(data_dir, 20, 21)
+        receiver.wait_for(4)
+        write_file(path, {"targets": [{**discord, "format": "discrd"}]})
+        os.chmod(path, 0o600)
+        bump_mtime(path, 20)
+        wait_until(lambda: "webhooks" in health_of(port))
+        said.append(json.dumps(health_of(port)))
+        assert cli.main(["check", "--data", str(data_dir), "--state", state]) == 1
+        write_targets(path, discord, signed)
+        bump_mtime(path, 40)
+        assert cli.main(["webhook", "test", "--data", str(data_dir), "--state", state]) == 0
+        publish(data_dir, 22)
+        wait_until(lambda: outbox_count(state) == 0)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+        said.append(proc.stderr.read())
+    out, err = capsys.readouterr()
+    said += [out, err]
+    assert f"target 0 ({receiver.host}, discord): 200 OK" in out
+    assert "webhooks:" in said[-3] and "answered 404" in said[-3]  # the server did log
+    secret_base64 = SECRET.removeprefix("whsec_")
+    for text in said:
+        assert token not in text and secret_base64 not in text
+    for root, _, names in os.walk(tmp_path):
+        for name in names:
+            if name == "webhooks.json" or name.startswith("webhooks.sqlite3"):
+                continue
+            with open(os.path.join(root, name), "rb") as file:
+                content = file.read()
+            assert token.encode() not in content and KEY not in content, name
+            assert secret_base64.encode() not in content, name
+
+
+def health_of(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            return json.load(answer)
+    except urllib.error.HTTPError as error:
+        return json.load(error)
