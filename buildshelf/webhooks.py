@@ -180,11 +180,15 @@ def events_between(
     old: Snapshot, new: Snapshot, build_json: Callable, project_url: Callable, now: float
 ) -> list[Event]:
     """The events that turn `old` into `new`: per project in slug order, its builds in number
-    order. A project no longer served (its file removed) yanks nothing."""
+    order. A project that was not served before announces nothing: a file read late at start
+    (too slow for the first check, or broken until fixed) holds builds that were already
+    there. A project no longer served (its file removed) yanks nothing."""
     events = []
     for slug, project in new.projects.items():
         before = old.projects.get(slug)
-        then = {b.number: b for b in before.builds} if before is not None else {}
+        if before is None:
+            continue
+        then = {b.number: b for b in before.builds}
         served = {b.number: b for b in project.builds}
         for number in sorted(then.keys() | served.keys()):
             build, was = served.get(number), then.get(number)
@@ -312,7 +316,10 @@ class Notifier:
         self._changed.set()
         if self._thread is not None:
             self._thread.join()
-            self.announce()  # what the last moments changed is owed too
+            try:
+                self.announce()  # what the last moments changed is owed too
+            except Exception:
+                log.exception("webhooks: noting the last changes failed")
         with self._lock:
             workers = list(self._workers.values())
         for worker in workers:
@@ -423,16 +430,18 @@ class Notifier:
         written = self.outbox.add(owed, now) if owed else 0
         self._seen = newest  # only once the events are on the disk
         for event in events:
-            log.info(
-                "webhooks: %s %s build %d%s (event %s): %d target%s",
-                event.type,
-                event.project,
-                event.build["buildNumber"],
-                " (replaced)" if event.replaced else "",
-                event.id,
-                sum(t.wants(event.type, event.project) for t in targets),
-                "" if len(targets) == 1 else "s",
-            )
+            wanting = sum(t.wants(event.type, event.project) for t in targets)
+            if wanting:  # without targets, a line per build would only be noise
+                log.info(
+                    "webhooks: %s %s build %d%s (event %s): %d target%s",
+                    event.type,
+                    event.project,
+                    event.build["buildNumber"],
+                    " (replaced)" if event.replaced else "",
+                    event.id,
+                    wanting,
+                    "" if wanting == 1 else "s",
+                )
         with self._lock:
             for worker in self._workers.values():
                 worker.wake.set()

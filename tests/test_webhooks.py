@@ -635,3 +635,39 @@ def health_of(port):
             return json.load(answer)
     except urllib.error.HTTPError as error:
         return json.load(error)
+
+
+def test_a_project_that_appears_announces_nothing_of_what_it_holds(
+    data_dir, make_notifier, receiver
+):
+    store, notifier = make_notifier(json_target(receiver), start=False)
+    write_file(data_dir / "gamma.json", make_project([make_build(1), make_build(2)]))
+    store.refresh()
+    assert notifier.announce() == 0
+    write_file(data_dir / "gamma.json", make_project([make_build(1), make_build(2), make_build(3)]))
+    bump_mtime(data_dir / "gamma.json")
+    store.refresh()
+    assert notifier.announce() == 1
+
+
+def test_check_and_webhook_test_name_targets_by_index_and_host(data_dir, receiver, state, capsys):
+    receiver.answer = lambda got: (500, {}, b"") if got.path == "/b" else (204, {}, b"")
+    os.makedirs(state, mode=0o700)
+    path = write_targets(
+        os.path.join(state, "webhooks.json"),
+        {"url": receiver.url("/a"), "format": "discord"},
+        {"url": receiver.url("/b"), "format": "slack"},
+    )
+    common = ["--data", str(data_dir), "--state", state]
+    assert cli.main(["webhook", "test", *common, "--target", "0"]) == 0
+    assert capsys.readouterr().out == f"target 0 ({receiver.host}, discord): 204 No Content\n"
+    assert cli.main(["webhook", "test", *common]) == 1
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"target 1 ({receiver.host}, slack): 500 Internal Server Error"
+    )
+    assert cli.main(["webhook", "test", *common, "--target", "2"]) == 1
+    assert "no target 2: the file has 2 targets" in capsys.readouterr().err
+    assert cli.main(["check", *common]) == 0
+    os.chmod(path, 0o640)
+    assert cli.main(["check", *common]) == 1
+    assert "webhooks.json" in capsys.readouterr().out
