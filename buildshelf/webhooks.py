@@ -282,12 +282,13 @@ class Notifier:
     def problems(self) -> dict:
         """What /healthz adds: the file refused, the targets failing for over FAILING
         seconds (index and host only); {} when all is well."""
-        now, found = self._clock(), {}
-        if self.file_problem is not None:
-            found["file"] = {  # as /healthz reports a data file rejected
-                "file": self.file_problem.name,
-                "error": self.file_problem.located(),
-                "errors": self.file_problem.lines(located=True),
+        now, problem = self._clock(), self.file_problem
+        file = None
+        if problem is not None:
+            file = {  # as /healthz tells a data file rejected (shapes.WebhooksHealth)
+                "file": problem.name,
+                "error": problem.located(),
+                "errors": problem.lines(located=True),
             }
         with self._lock:
             workers = list(self._workers.values())
@@ -296,9 +297,9 @@ class Notifier:
             for w in sorted(workers, key=lambda w: w.target.index)
             if (since := w.failing_since) is not None and now - since > FAILING
         ]
-        if failing:
-            found["failing"] = failing
-        return {"webhooks": found} if found else {}
+        if file is None and not failing:
+            return {}
+        return {"webhooks": {"file": file, "failing": failing}}
 
     # -- the notifier's thread
 
@@ -479,8 +480,8 @@ class Notifier:
 
     def _deliver_all(self, worker: _Worker) -> None:
         """A target's thread: its deliveries one at a time, oldest first, BATCH at a time."""
-        try:
-            while not worker.stopping.is_set():
+        while not worker.stopping.is_set():
+            try:
                 worker.wake.clear()
                 batch = self.outbox.pending(worker.key, limit=BATCH)
                 if not batch:
@@ -489,14 +490,17 @@ class Notifier:
                 for delivery in batch:
                     if not self._deliver(worker, delivery):
                         return
-        except Exception:
-            if not worker.stopping.is_set():
-                log.exception("webhooks: the thread of target %d failed", worker.target.index)
+            except Exception:  # the outbox unwritable, a bug: what is owed stays owed
+                if worker.stopping.is_set():
+                    return
+                log.exception("webhooks: delivering to target %d failed", worker.target.index)
+                worker.stopping.wait(STAMP_SECONDS)
 
     def _deliver(self, worker: _Worker, delivery: Delivery) -> bool:
         """Attempt `delivery` until it is delivered, rejected or given up: False if stopped."""
         while True:
-            wait = max(delivery.next_attempt, worker.not_before) - self._clock()
+            # At most MAX_DELAY: the wall clock set back must not hold a target for longer.
+            wait = min(max(delivery.next_attempt, worker.not_before) - self._clock(), MAX_DELAY)
             if wait > 0 and self._sleep(worker.stopping, wait):
                 return False
             if worker.stopping.is_set():

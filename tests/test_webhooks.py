@@ -27,6 +27,7 @@ from buildshelf import cli, outbox, server, webhooks
 from buildshelf.store import Store
 from buildshelf.web.shapes import Shapes
 from helpers import ALPHA_BUILDS, bump_mtime, make_build, make_project, real_server, write_file
+from test_openapi import validate as validate_schema
 from webhook_receiver import HANG, Receiver
 
 KEY = bytes(range(1, 33))
@@ -437,8 +438,10 @@ def test_healthz_degraded_while_a_target_fails_for_15_minutes(
     assert fake.now > START + 15 * 60
     health = client.get("/healthz").json
     assert health["status"] == "degraded"
-    assert health["webhooks"]["failing"][0]["target"] == 0
-    assert health["webhooks"]["failing"][0]["host"] == receiver.host
+    (failing,) = health["webhooks"]["failing"]
+    assert (failing["target"], failing["host"]) == (0, receiver.host)
+    assert failing["failingFor"] > 15 * 60 and health["webhooks"]["file"] is None
+    validate_schema(health, "#/components/schemas/Health")
     assert "SECRET-PATH-TOKEN" not in json.dumps(health)
     failing["on"] = False
     fake.run_until(float("inf"))
@@ -459,6 +462,7 @@ def test_a_malformed_file_keeps_the_last_good_targets(data_dir, make_notifier, r
     assert health["status"] == "degraded"
     assert health["webhooks"]["file"]["file"] == "webhooks.json"
     assert health["webhooks"]["file"]["error"].startswith("line 1, column ")
+    validate_schema(health, "#/components/schemas/Health")
     publish(data_dir, 20)
     store.refresh()
     wait_until(lambda: notifier.deliveries.get((0, "delivered")) == 1)

@@ -240,13 +240,38 @@ class StalledRead(msgspec.Struct):
     seconds: typing.Annotated[float, Meta(ge=0)]
 
 
+class FailingTarget(msgspec.Struct, rename="camel"):
+    """A webhook target whose deliveries have failed for more than 15 minutes."""
+
+    target: typing.Annotated[int, Meta(ge=0, description="Its index in webhooks.json, from 0.")]
+    host: _text("Its host (and port): never its URL, which may be a credential.")
+    failing_for: typing.Annotated[
+        int, Meta(ge=0, description="Seconds since its first failure after its last success.")
+    ]
+
+
+class WebhooksHealth(msgspec.Struct):
+    """What is wrong with the webhooks (docs/webhooks.md)."""
+
+    file: typing.Annotated[
+        RejectedFile | None,
+        Meta(
+            description="webhooks.json refused or malformed, as a rejected data file is told: "
+            "the last good targets stay in force. null when it is read."
+        ),
+    ]
+    failing: typing.Annotated[
+        list[FailingTarget], Meta(description="Every target failing for more than 15 minutes.")
+    ]
+
+
 class Health(msgspec.Struct, rename="camel"):
     """What the server serves."""
 
     status: _text(
         "`ok` when every data file and every kept file is served as it is on disk; "
         "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves), "
-        "or when a part of the service reports a problem (`downloadCounting`); "
+        "or when a part of the service reports a problem (`downloadCounting`, `webhooks`); "
         "`stalled` when a file has been read for longer than a check waits, or a check takes "
         "too long: the data served may be out of date; `no_data` when no project at all is "
         "served (status 503).",
@@ -292,6 +317,13 @@ class Health(msgspec.Struct, rename="camel"):
             description="Present only when download counts cannot be written to the state "
             "directory's database (locked, full, read-only): why. The counts wait in memory "
             "and downloads are served as ever.",
+        ),
+    ] = msgspec.UNSET
+    webhooks: typing.Annotated[
+        WebhooksHealth | msgspec.UnsetType,
+        Meta(
+            description="Present only while something is wrong with the webhooks: then the "
+            "status is `degraded`."
         ),
     ] = msgspec.UNSET
 
