@@ -529,7 +529,6 @@ class Notifier:
                     why = "a redirect, not followed" if 300 <= answer.status < 400 else "refused"
                     self._failing(worker, now)
                     self.outbox.done(delivery)
-                    self._count(target, REJECTED)
                     log.error(
                         "webhooks: target %d (%s) answered %d (%s) to %s: not tried again",
                         target.index,
@@ -538,11 +537,11 @@ class Notifier:
                         why,
                         _named(delivery),
                     )
+                    self._count(target, REJECTED)  # last: a test waits for it, then reads
                     return True
             self._failing(worker, now)
             if now - delivery.created >= GIVE_UP:
                 self.outbox.done(delivery)
-                self._count(target, DROPPED)
                 log.error(
                     "webhooks: target %d (%s): gave up on %s after %d attempts over %d hours "
                     "(last: %s)",
@@ -553,11 +552,11 @@ class Notifier:
                     GIVE_UP // 3600,
                     problem,
                 )
+                self._count(target, DROPPED)
                 return True
             delay = next_delay(delivery.delay, self._rng)
             wait = asked if asked is not None else delay
             delivery = self.outbox.failed(delivery, now, delay, now + wait)
-            self._count(target, FAILED)
             log.warning(
                 "webhooks: target %d (%s): %s, attempt %d of %s: tried again in %.0f s",
                 target.index,
@@ -567,6 +566,7 @@ class Notifier:
                 _named(delivery),
                 wait,
             )
+            self._count(target, FAILED)
 
     def _failing(self, worker, now):
         if worker.failing_since is None:
