@@ -10,7 +10,6 @@ import argparse
 import bisect
 import logging
 import os
-import sqlite3
 import threading
 import time
 import weakref
@@ -419,25 +418,18 @@ def serve(args: argparse.Namespace) -> int:
         if counter is not None:  # once the server has stopped: no request counts after it
             counter.stop()
         data.stop()
-        if notifier is not None:
-            notifier.stop()
+        notifier.stop()
 
 
-def _notifier(data: Store, args: argparse.Namespace, public_url: str):
-    """The webhooks' notifier, started; None (and said) if its outbox cannot be opened."""
-    try:
-        notifier = webhooks.Notifier(
-            data,
-            args.state,
-            args.webhooks,
-            build_json=Shapes(args.compat, public_url).build_json,
-            public_url=public_url,
-        )
-    except (OSError, sqlite3.Error) as error:
-        log.error(
-            "webhooks are off: their outbox cannot be opened in the state directory (%s)", error
-        )
-        return None
+def _notifier(data: Store, args: argparse.Namespace, public_url: str) -> webhooks.Notifier:
+    """The webhooks' notifier over `data`, started."""
+    notifier = webhooks.Notifier(
+        data,
+        args.state,
+        args.webhooks,
+        build_json=Shapes(args.compat, public_url).build_json,
+        public_url=public_url,
+    )
     notifier.start()
     return notifier
 

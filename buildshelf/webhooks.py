@@ -18,6 +18,7 @@ import os
 import random
 import socket
 import ssl
+import sys
 import threading
 import time
 import uuid
@@ -256,7 +257,9 @@ class Notifier:
         self._clock, self._sleep, self._post = clock, sleep, post
         self._rng = rng or random.Random()
         self.attempt_seconds = attempt_seconds
-        self.outbox = Outbox(state_dir)
+        self._state_dir, self._outbox = state_dir, None
+        self._outbox_lock = threading.Lock()
+        self._complaint = None  # the last error logged by the threads: each logged once
         self.targets: tuple[Target, ...] = ()
         self.file_problem: TargetsError | None = None
         self._stamp = False  # webhooks.json's stamp when last read (None: no file)
@@ -270,6 +273,25 @@ class Notifier:
         self._last_expiry = 0.0
         self.reload_targets()
         store.on_change(self._noted)
+
+    @property
+    def outbox(self) -> Outbox:
+        """The outbox, opened when first needed: a server that never had a target makes no
+        database."""
+        if self._outbox is None:
+            with self._outbox_lock:
+                if self._outbox is None:
+                    self._outbox = Outbox(self._state_dir)
+        return self._outbox
+
+    def _complain(self, message: str, *args) -> None:
+        """Log the exception being handled, unless it is the one logged last: an outbox that
+        cannot be written fails every second, and says so once."""
+        error = sys.exc_info()[1]
+        complaint = (message, type(error), str(error))
+        if complaint != self._complaint:
+            self._complaint = complaint
+            log.exception(message, *args)
 
     # -- what others read
 
@@ -330,8 +352,9 @@ class Notifier:
         for worker in workers:
             if worker.thread is not None:
                 worker.thread.join(max(0.0, deadline - time.monotonic()))
-        if not any(w.thread is not None and w.thread.is_alive() for w in workers):
-            self.outbox.close()
+        alive = any(w.thread is not None and w.thread.is_alive() for w in workers)
+        if self._outbox is not None and not alive:
+            self._outbox.close()
 
     def _noted(self, snapshot: Snapshot) -> None:
         """The store's callback, on any thread: take note, wake the notifier, return."""
@@ -348,7 +371,7 @@ class Notifier:
                 self.announce()
                 self._expire()
             except Exception:  # a bug, a full disk: the snapshot is kept and tried again
-                log.exception("webhooks: noting the data's changes failed; trying again")
+                self._complain("webhooks: noting the data's changes failed; trying each second")
             self._changed.wait(STAMP_SECONDS)
             self._changed.clear()
 
@@ -453,7 +476,8 @@ class Notifier:
 
     def _expire(self):
         now = self._clock()
-        if now - self._last_expiry < EXPIRE_SECONDS:
+        # Only once a target opened it: with none, nothing is owed that could be sent.
+        if now - self._last_expiry < EXPIRE_SECONDS or self._outbox is None:
             return
         self._last_expiry = now
         with self._lock:
@@ -493,7 +517,7 @@ class Notifier:
             except Exception:  # the outbox unwritable, a bug: what is owed stays owed
                 if worker.stopping.is_set():
                     return
-                log.exception("webhooks: delivering to target %d failed", worker.target.index)
+                self._complain("webhooks: delivering to target %d failed", worker.target.index)
                 worker.stopping.wait(STAMP_SECONDS)
 
     def _deliver(self, worker: _Worker, delivery: Delivery) -> bool:
