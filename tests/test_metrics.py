@@ -15,7 +15,7 @@ import pytest
 import webtest
 from prometheus_client.parser import text_string_to_metric_families
 
-from buildshelf import cli, metrics, server
+from buildshelf import cli, counts, metrics, server
 from buildshelf import store as store_module
 from buildshelf.serving import accesslog
 from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
@@ -72,7 +72,7 @@ def record(method, path, status="200", sent=100, seconds=0.0003):
 def fakes():
     return SimpleNamespace(
         counter=SimpleNamespace(counted=0, deduplicated=0),
-        notifier=SimpleNamespace(deliveries={}),
+        notifier=SimpleNamespace(deliveries={}, problems=dict),
     )
 
 
@@ -253,6 +253,15 @@ def test_downloads_counted_and_deduplicated_are_the_counter_s_own(observed, fake
     fakes.counter.counted, fakes.counter.deduplicated = 12, 5
     families = scrape(observed[1])
     assert [sample_of(families, name) for name in WITH_COUNTER] == [12, 5]
+
+
+def test_a_real_counter_s_downloads_are_scraped(store, tmp_path):
+    counter = counts.Counter(str(tmp_path / "state"))
+    client = webtest.TestApp(server.make_app(store, counter=counter))
+    for address in ("192.0.2.1", "192.0.2.9", "198.51.100.1"):  # the second: the first's /24
+        client.get("/downloads/latest?project=alpha", extra_environ={"REMOTE_ADDR": address})
+    families = scrape(client)
+    assert [sample_of(families, name) for name in WITH_COUNTER] == [2, 1]
 
 
 def test_without_counting_or_webhooks_their_metrics_are_absent(store):
