@@ -9,13 +9,12 @@ import threading
 from typing import NamedTuple
 
 import pytest
-import webtest
 from hypothesis import settings
 from hypothesis.configuration import set_hypothesis_home_dir
 
 from buildshelf import server
 from buildshelf import store as store_module
-from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, write_file
+from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, refreshing_client, write_file
 
 # The same examples on every run, so CI never fails one run in ten: a property test found a
 # crash on its own that way, and a test that fails at random is no test. To look for new
@@ -58,13 +57,7 @@ def app(store):
 
 @pytest.fixture
 def client(app, store):
-    def checked_first(environ, start_response):
-        # Tests edit files between requests: check them first, as the server's watcher
-        # thread would have by the time a real client asked again.
-        store.refresh()
-        return app(environ, start_response)
-
-    return webtest.TestApp(checked_first)
+    return refreshing_client(app, store)
 
 
 class FakeJenkins(NamedTuple):

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import msgspec
 import pytest
+import webtest
 
 from buildshelf import datafile
 from buildshelf import store as store_module
@@ -157,6 +158,18 @@ def real_server(data, *flags):
                 proc.kill()
                 proc.wait()
         proc.stderr.close()
+
+
+def refreshing_client(app, store):
+    """A webtest client of `app` that checks `store`'s files before each request: tests edit
+    files between requests, which the server's watcher thread would have read by the time a
+    real client asked again."""
+
+    def checked_first(environ, start_response):
+        store.refresh()
+        return app(environ, start_response)
+
+    return webtest.TestApp(checked_first)
 
 
 def hang_reads_of(name, monkeypatch):

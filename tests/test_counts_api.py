@@ -9,12 +9,18 @@ import jsonschema
 import pytest
 import referencing
 import referencing.jsonschema
-import webtest
 
 from buildshelf import server
 from buildshelf.counts import Counter, Tally
 from buildshelf.web import openapi, shapes
-from helpers import ALPHA_BUILDS, FakeCounter, make_build, make_project, write_file
+from helpers import (
+    ALPHA_BUILDS,
+    FakeCounter,
+    make_build,
+    make_project,
+    refreshing_client,
+    write_file,
+)
 
 # Requests are made at NOW: 2026-11-26 12:00:00.250 UTC.
 NOW = calendar.timegm((2026, 11, 26, 12, 0, 0)) + 0.25
@@ -66,13 +72,7 @@ def counter():
 
 
 def client_of(store, **app_options):
-    app = server.make_app(store, **app_options)
-
-    def checked_first(environ, start_response):
-        store.refresh()
-        return app(environ, start_response)
-
-    return webtest.TestApp(checked_first)
+    return refreshing_client(server.make_app(store, **app_options), store)
 
 
 @pytest.fixture

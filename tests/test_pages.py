@@ -19,7 +19,7 @@ import webtest
 
 from buildshelf import counts, model, server
 from buildshelf.web import pages
-from helpers import make_build, make_project, recalled, write_file
+from helpers import make_build, make_project, recalled, refreshing_client, write_file
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -120,7 +120,6 @@ def test_a_project_without_javadoc_has_no_javadoc_link(data_dir, client):
 
 
 def test_the_index_with_no_projects(tmp_path):
-    import webtest
 
     from buildshelf import server
     from buildshelf import store as store_module
@@ -772,7 +771,6 @@ def test_the_api_page_shows_every_operation_parameter_and_response(client):
 
 
 def test_the_api_page_shows_the_mode_served(data_dir):
-    import webtest
 
     from buildshelf import server
     from buildshelf import store as store_module
@@ -833,12 +831,7 @@ def counted_app(store, counter):
 @pytest.fixture
 def counted(counted_app, store):
     """A client of the app with counting on."""
-
-    def checked_first(environ, start_response):
-        store.refresh()
-        return counted_app(environ, start_response)
-
-    return webtest.TestApp(checked_first)
+    return refreshing_client(counted_app, store)
 
 
 def chart_of(page):
