@@ -293,8 +293,13 @@ class Counter:
             if not batch and not os.path.exists(self._path()):
                 self._loaded = True  # nothing stored, and nothing to store yet: no file
                 return
-            self._connection = state.connect(self.state_dir, DATABASE)
-            self._connection.execute(_SCHEMA)
+            connection = state.connect(self.state_dir, DATABASE)
+            try:
+                connection.execute(_SCHEMA)
+            except BaseException:  # locked, full: opened again, its table made, next batch
+                connection.close()
+                raise
+            self._connection = connection
         if not self._loaded:
             stored = {}
             for project, build, file, day, downloads in self._connection.execute(

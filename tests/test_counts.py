@@ -271,6 +271,29 @@ def test_a_locked_database_keeps_the_counts_in_memory_and_says_so_once(
     counter.stop()
 
 
+def test_a_database_locked_when_first_opened_is_written_once_it_is_free(
+    tmp_path, clock, monkeypatch
+):
+    # Locked (or full) when the first download opens it: its table could not be made then,
+    # and must be made once it can be, not "no such table" until the server restarts.
+    monkeypatch.setattr(counts.state, "BUSY_SECONDS", 0.05)
+    state_dir = str(tmp_path)
+    other = counts.state.connect(state_dir, counts.DATABASE)  # a backup holding it, say
+    other.execute("BEGIN EXCLUSIVE")
+    counter = Counter(state_dir, clock=clock)
+    try:
+        assert counter.count("alpha", 9, SHA, "192.0.2.1")
+        counter.flush()
+        assert "locked" in counter.problem
+    finally:
+        other.rollback()
+        other.close()
+    counter.flush()
+    assert counter.problem is None
+    assert stored_rows(state_dir) == {("alpha", 9, SHA, "2024-10-04"): 1}
+    counter.stop()
+
+
 def test_counts_waiting_in_memory_are_bounded(tmp_path, clock, monkeypatch):
     counter = Counter(str(tmp_path), clock=clock, max_pending_rows=2)
     monkeypatch.setattr(counter, "_write", _failing)
