@@ -185,6 +185,8 @@ def _target(index, value) -> Target:
     url, kind = value["url"], value["format"]
     if not (type(url) is str and url.isascii() and URL_PATTERN.match(url)):
         raise _Invalid(f"'url' {URL_RULE}, with no user name or password", "url")
+    if _port(url) not in range(1, 65536):  # URL_PATTERN allows 0 and 65536..99999
+        raise _Invalid("'url' names a port outside 1..65535", "url")
     if kind not in FORMATS:  # the value is not quoted: a URL may have been put there
         near = difflib.get_close_matches(kind, FORMATS, n=1) if type(kind) is str else []
         hint = f": did you mean {near[0]!r}?" if near else ""
@@ -223,6 +225,15 @@ def _target(index, value) -> Target:
             f"'secret' is only for format 'json': {kind} requests are not signed", "secret"
         )
     return Target(index, url, kind, projects, frozenset(events), secret)
+
+
+def _port(url) -> int:
+    """The port `url` connects to (443 or 80 if it names none); -1 if it is none."""
+    try:
+        port = urlsplit(url).port
+    except ValueError:  # beyond 65535
+        return -1
+    return port if port is not None else 443 if url[:5].lower() == "https" else 80
 
 
 def _key(secret) -> bytes:

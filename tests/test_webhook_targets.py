@@ -193,6 +193,7 @@ URL_RULE = (
     "'url' must be an absolute http(s) URL of ASCII letters, digits and URL punctuation, "
     "with no user name or password"
 )
+PORT_RULE = "'url' names a port outside 1..65535"
 FORMAT_RULE = "'format' must be one of 'discord', 'slack', 'json'"
 PROJECTS_RULE = (
     "'projects' must be a non-empty array of project slugs (leave it out for every project)"
@@ -228,6 +229,15 @@ SECRET_RULE = webhook_targets.SECRET_RULE
         (
             {"url": "https://example.org/a b", "format": "slack"},
             f"line 3, column 12: targets[0] (example.org): {URL_RULE}",
+        ),
+        # A port no connection can use: every attempt would fail for a day, its host unnamed.
+        (
+            {"url": "https://example.org:99999/x", "format": "slack"},
+            f"line 3, column 12: targets[0]: {PORT_RULE}",
+        ),
+        (
+            {"url": "http://example.org:0/x", "format": "discord"},
+            f"line 3, column 12: targets[0] (example.org:0): {PORT_RULE}",
         ),
         (
             {"url": SLACK, "format": "Slack"},
