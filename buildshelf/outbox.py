@@ -8,6 +8,7 @@ what each target is owed, and a target removed keeps its rows until it comes bac
 are older than any retry.
 """
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -61,6 +62,18 @@ class Delivery:
     first_failure: float | None
     delay: float | None
     next_attempt: float
+
+    def failed(self, now: float, delay: float, next_attempt: float) -> "Delivery":
+        """This delivery after an attempt failed at `now`, the next one due at
+        `next_attempt`, `delay` the back-off it waits."""
+        first = self.first_failure if self.first_failure is not None else now
+        return dataclasses.replace(
+            self,
+            attempts=self.attempts + 1,
+            first_failure=first,
+            delay=delay,
+            next_attempt=next_attempt,
+        )
 
 
 @dataclass(frozen=True)
@@ -126,22 +139,14 @@ class Outbox:
 
     def failed(self, delivery: Delivery, now: float, delay: float, next_attempt: float) -> Delivery:
         """Record a failed attempt of `delivery`, the next one due at `next_attempt`."""
-        first = delivery.first_failure if delivery.first_failure is not None else now
+        after = delivery.failed(now, delay, next_attempt)
         with self._lock, self._db:
             self._db.execute(
                 "UPDATE deliveries SET attempts = attempts + 1, first_failure = ?, delay = ?, "
                 "next_attempt = ? WHERE seq = ?",
-                (first, delay, next_attempt, delivery.seq),
+                (after.first_failure, delay, next_attempt, delivery.seq),
             )
-        return Delivery(
-            **{
-                **delivery.__dict__,
-                "attempts": delivery.attempts + 1,
-                "first_failure": first,
-                "delay": delay,
-                "next_attempt": next_attempt,
-            }
-        )
+        return after
 
     def done(self, delivery: Delivery) -> None:
         """Forget `delivery`: delivered, or given up."""

@@ -223,6 +223,9 @@ class _Worker:
         self.stopping = threading.Event()
         self.not_before = 0.0  # the receiver's rate limit: no request before this time
         self.failing_since = None  # the first failure since the last success
+        # Deliveries finished (delivered, refused, given up) whose row could not be deleted
+        # yet (the outbox locked, its disk full): deleted again, never sent again.
+        self.finished: set[int] = set()
         self.thread = None
 
 
@@ -512,7 +515,9 @@ class Notifier:
                     worker.wake.wait(STAMP_SECONDS)
                     continue
                 for delivery in batch:
-                    if not self._deliver(worker, delivery):
+                    if delivery.seq in worker.finished:
+                        self._forget(worker, delivery)
+                    elif not self._deliver(worker, delivery):
                         return
             except Exception:  # the outbox unwritable, a bug: what is owed stays owed
                 if worker.stopping.is_set():
@@ -543,8 +548,8 @@ class Notifier:
                 if answer.headers.get("x-ratelimit-remaining") == "0" and asked is not None:
                     worker.not_before = now + asked  # Discord's bucket is empty: wait for it
                 if 200 <= answer.status < 300:
-                    self.outbox.done(delivery)
                     worker.failing_since = None
+                    self._forget(worker, delivery)
                     self._count(target, DELIVERED)
                     return True
                 if answer.status == 429 or answer.status >= 500:
@@ -552,7 +557,6 @@ class Notifier:
                 else:
                     why = "a redirect, not followed" if 300 <= answer.status < 400 else "refused"
                     self._failing(worker, now)
-                    self.outbox.done(delivery)
                     log.error(
                         "webhooks: target %d (%s) answered %d (%s) to %s: not tried again",
                         target.index,
@@ -561,11 +565,11 @@ class Notifier:
                         why,
                         _named(delivery),
                     )
+                    self._forget(worker, delivery)
                     self._count(target, REJECTED)  # last: a test waits for it, then reads
                     return True
             self._failing(worker, now)
             if now - delivery.created >= GIVE_UP:
-                self.outbox.done(delivery)
                 log.error(
                     "webhooks: target %d (%s): gave up on %s after %d attempts over %d hours "
                     "(last: %s)",
@@ -576,11 +580,17 @@ class Notifier:
                     GIVE_UP // 3600,
                     problem,
                 )
+                self._forget(worker, delivery)
                 self._count(target, DROPPED)
                 return True
             delay = next_delay(delivery.delay, self._rng)
             wait = asked if asked is not None else delay
-            delivery = self.outbox.failed(delivery, now, delay, now + wait)
+            try:
+                delivery = self.outbox.failed(delivery, now, delay, now + wait)
+            except Exception:  # not recorded (the outbox locked, its disk full): waited for all
+                # the same, so that the receiver is not tried again at once, and on each second
+                self._complain("webhooks: recording a failed attempt failed; backing off anyway")
+                delivery = delivery.failed(now, delay, now + wait)
             log.warning(
                 "webhooks: target %d (%s): %s, attempt %d of %s: tried again in %.0f s",
                 target.index,
@@ -591,6 +601,13 @@ class Notifier:
                 wait,
             )
             self._count(target, FAILED)
+
+    def _forget(self, worker: _Worker, delivery: Delivery) -> None:
+        """Delete `delivery`, finished; if that fails (and raises), it is still never sent
+        again: the thread deletes it when it comes next."""
+        worker.finished.add(delivery.seq)
+        self.outbox.done(delivery)
+        worker.finished.discard(delivery.seq)
 
     def _failing(self, worker, now):
         if worker.failing_since is None:

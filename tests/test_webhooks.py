@@ -525,6 +525,61 @@ def test_the_outbox_is_durable_and_private(state):
     box.close()
 
 
+def lock_outbox_while(state, answer, seconds=0.5):
+    """A receiver's answer that first has another connection hold the outbox locked for
+    `seconds` (a backup, the sqlite3 shell): the notifier's writes fail meanwhile."""
+    held = []
+
+    def locked(got):
+        if not held:
+            other = sqlite3.connect(
+                os.path.join(state, "webhooks.sqlite3"),
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            other.execute("BEGIN EXCLUSIVE")
+            held.append(other)
+            threading.Timer(seconds, lambda: (other.rollback(), other.close())).start()
+        return answer(got)
+
+    return locked
+
+
+def test_a_delivery_done_but_not_deleted_is_not_sent_again(
+    data_dir, make_notifier, receiver, state, monkeypatch
+):
+    # The row of a delivered event could not be deleted (the outbox locked or its disk full):
+    # the receiver (a Discord channel) must not get it again every second until it can be.
+    monkeypatch.setattr(outbox.state, "BUSY_SECONDS", 0.02)
+    monkeypatch.setattr(webhooks, "STAMP_SECONDS", 0.02)
+    receiver.answer = lock_outbox_while(state, lambda got: (200, {}, b""))
+    store, notifier = make_notifier(json_target(receiver))
+    publish(data_dir, 20)
+    store.refresh()
+    receiver.wait_for(1)
+    time.sleep(0.5)  # the lock's time
+    wait_until(lambda: notifier.outbox.count() == 0)
+    assert len(receiver.received) == 1
+
+
+def test_a_failure_not_recorded_is_still_backed_off(
+    data_dir, make_notifier, receiver, state, fake, monkeypatch
+):
+    # A failed attempt that could not be recorded (the outbox locked) waits as long as it
+    # would have: the receiver is not tried again every second while the outbox is locked.
+    monkeypatch.setattr(outbox.state, "BUSY_SECONDS", 0.02)
+    monkeypatch.setattr(webhooks, "STAMP_SECONDS", 0.02)
+    fake.run_until(START + 60)  # about four attempts' back-off, then the sleepers wait
+    receiver.answer = lock_outbox_while(state, lambda got: (500, {}, b""), seconds=0.5)
+    store, notifier = make_notifier(json_target(receiver))
+    publish(data_dir, 20)
+    store.refresh()
+    receiver.wait_for(1)
+    time.sleep(0.5)  # the lock's time
+    assert len(receiver.received) <= len(fake.slept) + 1  # each retry after its wait
+    fake.run_until(float("inf"))
+
+
 def wait_until(condition, seconds=30):
     """Wait for the delivery threads (real threads, fake time) to get somewhere."""
     deadline = time.monotonic() + seconds
