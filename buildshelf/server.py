@@ -298,18 +298,21 @@ def make_app(
 
 
 def downloads_by_url(shapes: Shapes):
-    """by_url(snapshot): {downloadUrl as served: (project, build)} of every build served in
-    `snapshot`, made once per snapshot."""
+    """by_url(snapshot): {downloadUrl as served: {project slug: (project, build)}} of every
+    build served in `snapshot`, made once per snapshot. Builds may share a downloadUrl, in
+    one project (the highest-numbered is kept) or across projects (each is kept)."""
     made = [(lambda: None, {})]  # (a weak reference to the snapshot, its index)
 
     def by_url(snapshot):
         made_for, index = made[0]
         if made_for() is not snapshot:
-            index = {
-                shapes.download_url(project, build): (project, build)
-                for project in snapshot.projects.values()
-                for build in project.builds
-            }
+            index = {}
+            for project in snapshot.projects.values():
+                for build in project.builds:  # ascending: the highest number stays
+                    index.setdefault(shapes.download_url(project, build), {})[project.slug] = (
+                        project,
+                        build,
+                    )
             made[0] = weakref.ref(snapshot), index  # one assignment: readers see both or neither
         return index
 

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import hashlib
 import http.client
+import json
 import os
 import random
 import shutil
@@ -24,7 +25,7 @@ import webtest
 
 from buildshelf import cli, counts, server
 from buildshelf import store as store_module
-from helpers import ROOT, free_port, real_server, server_argv
+from helpers import ROOT, free_port, real_server, server_argv, write_file
 from test_nginx import FROM_NGINX, nginx_available  # noqa: F401  (a fixture)
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -160,6 +161,23 @@ def test_the_counting_redirect_sends_to_a_served_download_and_counts_it(counting
     assert resp.location == PUBLIC + KEPT
     counting.client().head("/api/v2/download?url=" + quote(ELSEWHERE), status=302)
     assert counting.rows() == {("alpha", 5, ELSEWHERE): 1, ("alpha", 9, SHA): 1}
+
+
+def test_a_url_two_projects_share_counts_for_the_project_named(kept, tmp_path):
+    # beta's build 10 names alpha's build 5's file: the data format allows it.
+    beta = json.loads((kept / "beta.json").read_bytes())
+    beta["builds"][0]["downloadUrl"] = ELSEWHERE
+    write_file(kept / "beta.json", json.dumps(beta))
+    counting = Counting(kept, tmp_path)
+    url = "/api/v2/download?url=" + quote(ELSEWHERE, safe="")
+    for project in ("alpha", "BETA"):  # any letter case, as the other routes take it
+        counting.client().get(f"{url}&project={project}", status=302)
+    counting.client().get(url, status=302)  # unnamed: the first project by slug
+    assert counting.rows() == {("alpha", 5, ELSEWHERE): 2, ("beta", 10, ELSEWHERE): 1}
+    for project in ("gamma", "alph"):  # none, a prefix of one
+        resp = counting.client().get(f"{url}&project={quote(project)}", status=400)
+        assert resp.json["code"] == "invalid_download_url"
+    assert counting.rows() == {("alpha", 5, ELSEWHERE): 2, ("beta", 10, ELSEWHERE): 1}
 
 
 @pytest.mark.parametrize(

@@ -541,7 +541,11 @@ PATHS = {
                     "answers it (a kept file's too).", {"type": "string", "minLength": 1},
                     required=True,
                     example="https://ci.buildshelf.example/job/Tinplate/146/artifact/"
-                            "tinplate-1.21.3-146.jar"),),
+                            "tinplate-1.21.3-146.jar"),
+         _parameter("project", "query", "The project whose build `url` is, in any letter case: "
+                    "builds of two projects may share a URL, and the download counts for this "
+                    "one (the pages' buttons give it). Without it, the first project by slug "
+                    "that serves `url`.", {"type": "string"}, example="tinplate")),
         {"302": {"description": "`url` itself. No body. Never cached, so that each download "
                                 "reaches the server to be counted.",
                  "headers": {"Location": ref("headers", "Location"),

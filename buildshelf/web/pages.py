@@ -102,10 +102,10 @@ def size_text(size):
     return None
 
 
-def counting_link(download_url):
+def counting_link(project, download_url):
     """The counting redirect to a file kept elsewhere (the upstream's buttons go through it
-    too): the route answers 302 to the URL, once it has counted the download."""
-    return link(API + "/download", url=download_url)
+    too): the route answers 302 to the URL, once it has counted the download for `project`."""
+    return link(API + "/download", url=download_url, project=project.slug)
 
 
 def build_view(project, build, shapes, downloads=None):
@@ -120,7 +120,7 @@ def build_view(project, build, shapes, downloads=None):
         experimental=build.is_experimental,
         url=build.url,
         download_url=download_url,
-        button_url=counting_link(download_url) if counted_here else download_url,
+        button_url=counting_link(project, download_url) if counted_here else download_url,
         downloads=counted(downloads.get(build.number, 0), "download") if counts_shown else None,
         # A kept file's sha256sum -c line is served beside it (hosted.py).
         checksum_url=download_url + SIDECAR if build.hosted else None,

@@ -111,17 +111,27 @@ def required(params, name):
 
 
 def download_url(served: dict) -> tuple:
-    """What /download?url= names: served[url], where `served` maps each downloadUrl served to
-    what it downloads. A URL not in it is refused (invalid_download_url), never followed."""
-    params = build_query(("url",))
+    """What /download?url=[&project=] names: the (project, build) of `served[url]`, where
+    `served` maps each downloadUrl served to {project slug: (project, build)}; the project's
+    when `project` is given (the pages' buttons give it: builds of two projects may share a
+    URL), else the first by slug. A URL not served (by that project) is refused
+    (invalid_download_url), never followed."""
+    params = build_query(("url", "project"))
     url = required(params, "url")
-    if url not in served:
+    slug = params.get("project", "")
+    by_project = served.get(url, {})
+    if slug:  # as Snapshot.project finds it: any letter case, and no non-ASCII lowered
+        found = by_project.get(slug.lower()) if slug.isascii() else None
+    else:
+        found = next(iter(by_project.values()), None)
+    if found is None:
+        of = f" of project {_shown(slug)!r}" if slug else ""
         raise ApiError(
             400,
             "invalid_download_url",
-            f"{_shown(url)} is not the downloadUrl of a build served here: see {API}/builds",
+            f"{_shown(url)} is not the downloadUrl of a build{of} served here: see {API}/builds",
         )
-    return served[url]
+    return found
 
 
 def flag(params, name):
