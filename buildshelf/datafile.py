@@ -59,6 +59,9 @@ _ALLOWED_BUILD_KEYS = set(WRITTEN_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
+# A ':' written as a JSON escape: an odd run of backslashes, then u003a. An even run is
+# escaped backslashes, then the letters "u003a".
+ESCAPED_COLON = re.compile(r"(?<!\\)(?:\\\\)*\\u003[aA]")
 
 
 # A file can hold thousands of broken builds: the messages stop here, with a count of the rest.
@@ -553,7 +556,7 @@ def _fast_project(slug, text):
         + all_authors.count(":")
         + all_reasons.count(":")
     )
-    if text.count(":") - colons != keys or ("\\" in text and "\\u003" in text):
+    if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None
     # Thousands of builds share a handful of channels: keep one string of each, as _build does
     # (5 MB at 100,000 builds). The builds are new and seen by no one else yet.

@@ -480,6 +480,15 @@ def kept_build(number, **fields):
             '"https://a.example/", "builds": []}',
             False,
         ),
+        # a backslash, then the letters u003a (or u003): no ':' at all, read fast (hypothesis
+        # found a message of '\\u003' sent to the slow path, which the property test forbids)
+        (file_text(make_build(1, commits=[{"message": "\\u003a \\u003", "hash": "ab"}])), True),
+        # a backslash, then an escaped ':': the slow path
+        (
+            '{"ciJob": "A\\\\\\u003Ab", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
+            '"https://a.example/", "builds": []}',
+            False,
+        ),
         # every optional key, ':' in the values
         (
             file_text(
