@@ -127,6 +127,20 @@ def server_argv(data, *flags):
     return [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data), *flags]
 
 
+def wait_for_port(port, proc, seconds=15):
+    """Whether a server accepts connections on 127.0.0.1:`port` within `seconds`, before its
+    process `proc` ends."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                return False
+            time.sleep(0.05)
+
+
 @contextmanager
 def real_server(data, *flags):
     """`python server.py` over `data` on a free port, once it accepts connections: (port,
@@ -138,16 +152,9 @@ def real_server(data, *flags):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    proc.kill()
-                    pytest.fail(f"server did not start: {proc.communicate()[1]}")
-                time.sleep(0.05)
+        if not wait_for_port(port, proc):
+            proc.kill()
+            pytest.fail(f"server did not start: {proc.communicate()[1]}")
         yield port, proc
     finally:
         if proc.poll() is None:

@@ -28,7 +28,15 @@ from buildshelf import artifacts, credentials, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
-from helpers import ALPHA_TOKEN, ANY_TOKEN, FakeCredentials, free_port, real_server, server_argv
+from helpers import (
+    ALPHA_TOKEN,
+    ANY_TOKEN,
+    FakeCredentials,
+    free_port,
+    real_server,
+    server_argv,
+    wait_for_port,
+)
 from oidc_issuer import OidcIssuer
 
 API = "/api/v2"
@@ -902,7 +910,9 @@ def running(data_dir, state, tmp_path):
         argv = server_argv(data_dir, "--port", str(port), "--state", state, "--max-file-mb", "4")
         proc = subprocess.Popen(argv, stderr=log_file)
         try:
-            wait_for_port(port, proc)
+            if not wait_for_port(port, proc):
+                proc.kill()
+                pytest.fail("the server did not start")
             yield Running(port, token, text, log_path)
         finally:
             proc.send_signal(signal.SIGINT)
@@ -1045,19 +1055,6 @@ def curl(*args):
         ["curl", "-sS", "-w", "\n%{http_code}", *args], capture_output=True, text=True, timeout=30
     )
     return done.stdout
-
-
-def wait_for_port(port, proc):
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("the server did not start")
-            time.sleep(0.05)
 
 
 # --- any body: never a 500, never anything left ---------------------------------------------------

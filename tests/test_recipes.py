@@ -15,19 +15,17 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import threading
-import time
 from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from buildshelf import store as store_module
-from helpers import free_port
+from helpers import free_port, wait_for_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The places the set-up uses: each moves under the temporary root.
@@ -396,15 +394,9 @@ def service(box, port, public_url, *flags, **environment):
                                  *(f"{k}={v}" for k, v in environment.items()), *argv],
                                 stderr=stderr)  # fmt: skip
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                with open(log) as f:
-                    assert time.monotonic() < deadline and proc.poll() is None, f.read()
-                time.sleep(0.05)
+        if not wait_for_port(port, proc):
+            with open(log) as f:
+                pytest.fail(f.read())
         yield log
     finally:
         proc.send_signal(signal.SIGTERM)
