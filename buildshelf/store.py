@@ -8,7 +8,6 @@ file may hold is `datafile.py`'s business.
 
 import errno
 import gc
-import hashlib
 import logging
 import os
 import threading
@@ -18,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from buildshelf import artifacts, files
-from buildshelf.datafile import DataError, parse_project
+from buildshelf.datafile import DataError, fingerprint, parse_project
 from buildshelf.model import Build, Project
 from buildshelf.text import counted, printable, size
 
@@ -509,14 +508,17 @@ class Store:
             return _Loaded((), b"", False, known and known.project, error)
         file_stamp = st.st_mtime_ns, st.st_size, st.st_ino
         racy = time.time_ns() - st.st_mtime_ns < RACY_NS
-        # A fingerprint, not a defence: SHA-1 is the fastest digest here (hardware-assisted).
-        digest = hashlib.sha1(data, usedforsecurity=False).digest()
+        digest = fingerprint(data)
         if known and known.digest == digest:  # touched, or rewritten with the same bytes
             return _Loaded(file_stamp, digest, racy, known.project, known.error)
         started = time.perf_counter()
         try:
             project = parse_project(
-                path, slug, data, quick=not serving or len(data) <= QUICK_RELOAD_BYTES
+                path,
+                slug,
+                data,
+                quick=not serving or len(data) <= QUICK_RELOAD_BYTES,
+                digest=digest,
             )
         except DataError as error:
             kept = known and known.project

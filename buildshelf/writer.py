@@ -13,7 +13,6 @@ import difflib
 import fcntl
 import functools
 import glob
-import hashlib
 import os
 import sys
 import tempfile
@@ -155,8 +154,8 @@ def _read(path, slug):
     except OSError as error:
         raise Refused(f"cannot read {path}: {error.strerror}") from None
     mode = st.st_mode & 0o7777
-    _validate(path, slug, data, "it is left as it is: fix it by hand first")
-    digest = hashlib.sha1(data, usedforsecurity=False).digest()
+    digest = datafile.fingerprint(data)
+    _validate(path, slug, data, "it is left as it is: fix it by hand first", digest=digest)
     known = _DOCUMENTS.get(path)
     if known is not None and known[0] == digest:
         return known[1], mode
@@ -182,9 +181,9 @@ def _remember(path, digest, doc):
     _DOCUMENTS[path] = digest, doc
 
 
-def _validate(path, slug, data, advice=None, refusal=Refused):
+def _validate(path, slug, data, advice=None, refusal=Refused, digest=None):
     try:
-        datafile.parse_project(path, slug, data)
+        datafile.parse_project(path, slug, data, digest=digest)
     except datafile.DataError as error:
         notes = [advice] if advice else []
         if others := error.count - 1:
@@ -251,7 +250,8 @@ def update(
             return result
         canonical = _canonical(new)
         data = _encoded(canonical)
-        _validate(path, slug, data, refusal=Invalid)
+        digest = datafile.fingerprint(data)
+        _validate(path, slug, data, refusal=Invalid, digest=digest)
         if not dry_run:
             try:
                 replace_file(target, data, files.new_file_mode(0o666) if mode is None else mode)
@@ -260,7 +260,7 @@ def update(
                 raise refusal(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"
                 ) from None
-            _remember(target, hashlib.sha1(data, usedforsecurity=False).digest(), canonical)
+            _remember(target, digest, canonical)
             if then is not None:
                 then(result)
         return result
