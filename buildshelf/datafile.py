@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 from itertools import chain, compress, islice, repeat
-from operator import attrgetter, gt, is_not, lt, not_
+from operator import attrgetter, eq, gt, is_, is_not, lt, not_
 
 import msgspec
 
@@ -400,24 +400,44 @@ _LAST_VALID: dict[str, tuple[bytes, Project]] = {}
 
 
 def _checked_project(path, slug, doc):
+    return checked_document(path, slug, doc)[0]
+
+
+def checked_document(
+    path: str, slug: str, doc, known: dict[int, Build] | None = None
+) -> tuple[Project, dict[int, Build]]:
+    """`doc`, a project file's JSON decoded, checked build by build by the rules parse_project
+    checks the file's bytes by: its Project, and the Build of each of its build objects by
+    id(); DataError with every problem found.
+
+    `known` is what an earlier call returned for the objects still in `doc`: a writer that
+    changes one build of a document it checked passes it back, and only the builds it changed
+    are checked again. The objects must not have changed since."""
+    known = known or {}
     problem = _project_problem(doc, slug)
     problems = [] if problem is None else [DataError(path, problem)]
     if not isinstance(doc, dict) or not isinstance(doc.get("builds"), list):
         raise DataError.of_all(problems)
-    builds, channels = [], {}
-    for index, value in enumerate(doc["builds"]):
+    values, channels = doc["builds"], {}
+    # Found in C: a writer changes one build of thousands.
+    builds = list(map(known.get, map(id, values)))  # None where not known
+    for index in compress(range(len(values)), map(is_, builds, repeat(None))):
         try:
-            builds.append(_build(value, channels))
+            builds[index] = _build(values[index], channels)
         except _Invalid as problem:
-            problems.append(DataError(path, str(problem), where=_build_place(index, value)))
-    builds.sort(key=attrgetter("number"))
-    for earlier, later in zip(builds, builds[1:]):
-        if earlier.number == later.number:
-            where = f"build {later.number}"
-            problems.append(DataError(path, "buildNumber appears more than once", where=where))
+            where = _build_place(index, values[index])
+            problems.append(DataError(path, str(problem), where=where))
+    checked = dict(zip(map(id, values), builds))
+    builds = sorted(filter(None, builds), key=_number)
+    numbers = list(map(_number, builds))
+    if any(map(eq, numbers, islice(numbers, 1, None))):
+        for earlier, later in zip(numbers, numbers[1:]):
+            if earlier == later:
+                where = f"build {later}"
+                problems.append(DataError(path, "buildNumber appears more than once", where=where))
     if problems:
         raise DataError.of_all(problems)
-    return Project.of(
+    project = Project.of(
         tuple(builds),
         slug=slug,
         ci_job=doc["ciJob"],
@@ -425,6 +445,14 @@ def _checked_project(path, slug, doc):
         javadoc_base_url=doc.get("javadocBaseUrl", ""),
         javadoc_page_prefix=doc.get("javadocPagePrefix", ""),
     )
+    return project, checked
+
+
+def parses_to(slug: str, digest: bytes, project: Project) -> None:
+    """Note that the bytes whose fingerprint is `digest` parse to `project`: for a writer that
+    made them from a document checked_document checked, so that the server's read of them
+    parses nothing."""
+    _LAST_VALID[slug] = digest, project
 
 
 # --- the fast path: the same rules, checked on the whole file at once ---------------------------

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from buildshelf import cli, datafile, settings, writer
 from buildshelf import store as store_module
-from helpers import make_build, make_project, write_file
+from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOWNLOAD = "https://ci.example.org/job/Alpha/{}/artifact/alpha.jar"
@@ -939,27 +939,120 @@ def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     assert writer.encode(doc) == expected.encode()
 
 
-# --- what a write remembers for the next (issue 24: a publish over HTTP decoded and parsed the
-# whole file three times, holding the interpreter lock) ------------------------------------------
+# --- what a write remembers for the next (issue 24: a publish over HTTP decoded, encoded and
+# checked the whole file, holding the interpreter lock that every request waited for) -----------
 
 
-def test_the_document_a_write_remembers_is_the_one_its_bytes_decode_to(data_dir, capsys):
-    path = data_dir / "alpha.json"
-    target = os.path.realpath(path)
-    commits = ["--commit", "a" * 40, "fix: x", "--commit", "b" * 40, "feat: y"]
-    steps = [
-        publish_argv(data_dir, 200, *commits),
-        publish_argv(data_dir, 150, "--experimental"),  # not the highest: sorted in
-        ["yank", "alpha", "150", "--reason", "broken", "--data", str(data_dir)],
-        ["unyank", "alpha", "150", "--data", str(data_dir)],
-    ]
-    for argv in steps:
-        assert cli.main(argv) == 0, capsys.readouterr().err
-        digest, remembered = writer._DOCUMENTS[target]
-        decoded = json.loads(path.read_bytes())
+def assert_written_as_read(path, slug="alpha"):
+    """The file's bytes are the stable format of what they decode to (json.dumps, not the
+    writer's own encoder), and the Project the writer noted for them is the one a fresh parse
+    of them makes."""
+    data = path.read_bytes()
+    assert data.decode() == json.dumps(json.loads(data), indent=2, ensure_ascii=False) + "\n"
+    noted = datafile.parse_project(str(path), slug, data)
+    assert_same_values(noted, datafile.parse_project(str(path), slug, data, quick=False))
+
+
+WRITES = [  # each a command line, after --data DIR
+    ["publish", "alpha", "--build", "200", "--channel", "1.21", "--download-url",
+     DOWNLOAD.format(200), "--commit", "a" * 40, "fix: x", "--commit", "b" * 40, "feat: y"],
+    ["publish", "alpha", "--build", "150", "--channel", "1.21", "--download-url",
+     DOWNLOAD.format(150), "--experimental"],  # not the highest: sorted in
+    ["yank", "alpha", "150", "--reason", "broken"],
+    ["unyank", "alpha", "150"],
+    ["publish", "alpha", "--build", "200", "--channel", "1.21.1", "--download-url",
+     DOWNLOAD.format(200), "--replace"],
+    ["yank", "alpha", "1"],
+]  # fmt: skip
+
+
+def test_each_write_leaves_the_stable_format_and_notes_the_project_it_parses_to(data_dir, capsys):
+    target = os.path.realpath(data_dir / "alpha.json")
+    for argv in WRITES:
+        assert cli.main([*argv, "--data", str(data_dir)]) == 0, capsys.readouterr().err
+        assert_written_as_read(data_dir / "alpha.json")
+        remembered = writer._KNOWN[target].doc
         # Equal, and in the same order: the next write encodes it to the same bytes.
-        assert json.dumps(remembered) == json.dumps(decoded)
-        assert writer.encode(remembered) == path.read_bytes()
+        assert json.dumps(remembered) == json.dumps(
+            json.loads((data_dir / "alpha.json").read_bytes())
+        )
+
+
+def test_a_write_checks_and_encodes_only_the_builds_it_changes(data_dir, capsys, monkeypatch):
+    assert cli.main([*WRITES[0], "--data", str(data_dir)]) == 0  # the file now written here
+    checked, encoded = [], []
+    check, encode = datafile._build, writer._build_bytes
+    monkeypatch.setattr(
+        datafile, "_build", lambda value, *a: checked.append(value) or check(value, *a)
+    )
+    monkeypatch.setattr(
+        writer, "_build_bytes", lambda value: encoded.append(value) or encode(value)
+    )
+    monkeypatch.setattr(datafile, "_fast_project", None)  # no parse of the whole file either
+    for argv, number in [(WRITES[1], 150), (WRITES[2], 150), (WRITES[4], 200)]:
+        checked.clear(), encoded.clear()
+        assert cli.main([*argv, "--data", str(data_dir)]) == 0, capsys.readouterr().err
+        assert [b["buildNumber"] for b in checked] == [number]
+        assert [b["buildNumber"] for b in encoded] == [number]
+    monkeypatch.undo()
+    assert_written_as_read(data_dir / "alpha.json")
+
+
+def test_a_build_given_and_changed_after_its_write_changes_nothing_known(data_dir):
+    target = os.path.realpath(data_dir / "alpha.json")
+    given = make_build(200)
+    writer.publish(str(data_dir), "alpha", given)
+    given["channelVersion"], given["commits"][0]["message"] = "9.9", "changed"
+    writer.publish(str(data_dir), "alpha", make_build(201))
+    written = builds_in(data_dir / "alpha.json")[200]
+    assert (written["channelVersion"], written["commits"][0]["message"]) == ("1.21", "Change 200.0")
+    assert json.dumps(writer._KNOWN[target].doc) == json.dumps(
+        json.loads((data_dir / "alpha.json").read_bytes())
+    )
+    assert_written_as_read(data_dir / "alpha.json")
+
+
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["publish", "keep", "replace", "yank", "unyank"]),
+        st.integers(0, 9),  # ALPHA_BUILDS' numbers among them
+        st.sampled_from(["1.20", "1.21", "2.0-rc.1"]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(operations=OPERATIONS)
+def test_any_writes_leave_the_stable_format_and_the_project_a_fresh_parse_makes(
+    operations, tmp_path_factory
+):
+    directory = tmp_path_factory.mktemp("data")
+    path = directory / "alpha.json"
+    write_file(path, make_project(ALPHA_BUILDS))  # out of order, as by hand
+    by_hand = path.read_bytes()
+    jar = directory / "alpha.jar"
+    store_dir = str(directory / "artifacts")
+    for what, number, channel in operations:
+        build = make_build(number, channel, experimental=number % 2 == 1)
+        keep = None
+        if what == "keep":
+            del build["downloadUrl"]
+            jar.write_bytes(f"{number} {channel}".encode())
+            keep = writer.Keep(str(jar))
+        try:
+            if what in ("publish", "keep", "replace"):
+                replace = what == "replace"
+                writer.publish(
+                    str(directory), "alpha", build, replace, keep=keep, store_dir=store_dir
+                )
+            else:
+                getattr(writer, what)(str(directory), "alpha", number, store_dir)
+        except writer.Refused:  # no such build, another one there, not yanked: nothing written
+            pass
+        if path.read_bytes() != by_hand:
+            assert_written_as_read(path)
 
 
 def test_a_file_changed_by_hand_is_read_again(data_dir, capsys):
