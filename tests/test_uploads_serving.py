@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -322,6 +323,39 @@ def test_a_body_with_no_room_on_disk_is_a_json_507_and_logged(data_dir, tmp_path
     finally:
         log = server.stop()
     assert f"cannot keep a request body in {tmp_path / 'bodies'}: File too large" in log, log
+    assert "Traceback" not in log
+
+
+def test_a_disk_that_holds_up_a_bodys_writes_holds_up_no_other_request(data_dir, tmp_path):
+    """A body held in a file is written off the loop thread, which answers every request:
+    while each write of an upload waits half a second for the disk, other requests are
+    answered at once, and the upload is taken whole."""
+    (tmp_path / "bodies").mkdir()
+    server = UploadServer(data_dir, tmp_path / "bodies", env={"UPLOAD_APP_SLOW_DISK": "0.5"})
+    body = random.randbytes(512 << 10)  # 8 writes or so: 4 s
+    answered = []
+    uploading = threading.Thread(target=lambda: answered.append(upload(server, body)))
+    try:
+        uploading.start()
+        time.sleep(0.5)  # the body spilled to its file, whose writes wait
+        waits = []
+        for _ in range(5):
+            started = time.monotonic()
+            with server.connect() as sock:
+                sock.sendall(b"GET /api/v2/projects HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_answer(sock)[0] == 200
+            waits.append(time.monotonic() - started)
+        assert uploading.is_alive()  # the requests were answered beside the upload
+        uploading.join(30)
+        status, _, answer = answered[0]
+        assert (status, answer) == (
+            200,
+            {"sha256": hashlib.sha256(body).hexdigest(), "size": len(body)},
+        )
+        assert max(waits) < 0.25, waits
+        assert server.holds_no_body()
+    finally:
+        log = server.stop()
     assert "Traceback" not in log
 
 

@@ -10,12 +10,15 @@ the real ones serve the tests): `python tests/upload_app.py DATA PORT BODIES MAX
   data directory (fsynced, as a publish does) and answers {"sha256", "size"}.
 BODIES is where the server holds bodies (serve's body_directory). UPLOAD_APP_TRUSTED_PROXY in
 the environment is waitress's trusted_proxy (with X-Forwarded-For trusted);
-UPLOAD_APP_RECV_BYTES its recv_bytes (for bench/publish_http.py).
+UPLOAD_APP_RECV_BYTES its recv_bytes (for bench/publish_http.py); UPLOAD_APP_SLOW_DISK makes
+each write of a body held in a file take that many seconds more (a disk held up).
 """
 
 import hashlib
 import os
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -73,9 +76,30 @@ def stand_in(app, max_body_bytes, kept_as):
     return app
 
 
+def slow_disk(seconds):
+    """Each write to a temporary file (a body held in one) waits `seconds` first, as behind
+    another file's fsync."""
+    made = tempfile.TemporaryFile
+
+    class Slow:
+        def __init__(self, file):
+            self.file = file
+
+        def write(self, data):
+            time.sleep(seconds)
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    tempfile.TemporaryFile = lambda *args, **kwargs: Slow(made(*args, **kwargs))
+
+
 def main(data, port, bodies, max_body_bytes, channel_timeout=None):
     if channel_timeout:
         serving.LIMITS.update(channel_timeout=int(channel_timeout), cleanup_interval=1)
+    if os.environ.get("UPLOAD_APP_SLOW_DISK"):
+        slow_disk(float(os.environ["UPLOAD_APP_SLOW_DISK"]))
     if os.environ.get("UPLOAD_APP_RECV_BYTES"):
         serving.LIMITS.update(recv_bytes=int(os.environ["UPLOAD_APP_RECV_BYTES"]))
     store = Store(data)

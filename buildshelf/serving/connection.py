@@ -10,8 +10,10 @@ The server that accepts these connections and keeps them within limits is server
 import collections
 import io
 import logging
+import queue
 import socket
 import tempfile
+import threading
 import time
 import traceback
 
@@ -65,42 +67,156 @@ def malformed(request):
     return None
 
 
+# What the bodies on their way to their files (BodyWriter) may hold in memory, in all: past it,
+# the connections sending bodies are not read until the writer catches up.
+BACKLOG_BYTES = 1 << 20
+
+
+class BodyWriter:
+    """Writes the bodies held in files (BodyBuffer) on a thread of its own, each write in the
+    order it came. The loop thread answers every request, and a write to a file can wait for
+    the disk: behind a publish's fsync, ext4 held such writes 10 ms and more, which every
+    request waited out while builds were uploaded (issue 24). `wake()` is called when the
+    writer has caught up with a backlog, so that the loop reads those connections again."""
+
+    def __init__(self, wake):
+        self.wake, self.pending, self.lock = wake, 0, threading.Lock()
+        self.queue = queue.SimpleQueue()  # (BodyBuffer, bytes to write or a call to make)
+        self.thread = threading.Thread(target=self._run, name="buildshelf-bodies", daemon=True)
+        self.thread.start()
+
+    @property
+    def backlogged(self) -> bool:
+        return self.pending > BACKLOG_BYTES
+
+    def write(self, body, data):
+        with self.lock:
+            self.pending += len(data)
+        self.queue.put((body, data))
+
+    def then(self, body, call):
+        """call() once what is queued before it is written: on the writer's thread."""
+        self.queue.put((body, call))
+
+    def stop(self):
+        """Stop once what is queued is done."""
+        self.queue.put(None)
+
+    def _run(self):
+        while (item := self.queue.get()) is not None:
+            body, data = item
+            if callable(data):
+                data()
+                continue
+            body.write(data)
+            with self.lock:
+                caught_up = self.backlogged and self.pending - len(data) <= BACKLOG_BYTES
+                self.pending -= len(data)
+            if caught_up:
+                self.wake()
+
+
 class BodyBuffer:
     """A request body as it arrives: in memory up to BODY_IN_MEMORY bytes, then in an
     anonymous file in `directory` (O_TMPFILE where the filesystem has it: a file with no name,
-    which nothing, not even a killed process, can leave behind). waitress's own buffer spills
-    to $TMPDIR, which may be RAM. A write that fails (a full disk) is kept as `error` and the
-    rest of the body is dropped."""
+    which nothing, not even a killed process, can leave behind), written by `writer` (a
+    BodyWriter), or at once without one. waitress's own buffer spills to $TMPDIR, which may be
+    RAM. A write that fails (a full disk) is kept as `error` and the rest of the body is
+    dropped; a body read meanwhile is refused (SpilledBody)."""
 
     error = None
+    file = None  # once the body is over BODY_IN_MEMORY: made by its first write
+    closed = False
 
-    def __init__(self, directory):
-        self.directory, self.size, self.file = directory, 0, io.BytesIO()
+    def __init__(self, directory, writer=None):
+        self.directory, self.writer = directory or tempfile.gettempdir(), writer
+        self.size, self.memory = 0, io.BytesIO()
 
     def __len__(self):
         return self.size
 
     def append(self, data):
-        if self.error is not None:
+        if self.error is not None or self.closed:
+            return
+        self.size += len(data)
+        if self.memory is not None:
+            if self.size <= BODY_IN_MEMORY:
+                self.memory.write(data)
+                return
+            data, self.memory = self.memory.getvalue() + data, None
+        if self.writer is None:
+            self.write(data)
+        else:
+            self.writer.write(self, data)
+
+    def write(self, data):
+        """Write `data` to the file, made at the first write (the writer's thread)."""
+        if self.error is not None or self.closed:
             return
         try:
-            if self.size + len(data) > BODY_IN_MEMORY and isinstance(self.file, io.BytesIO):
-                spilled = tempfile.TemporaryFile(dir=self.directory)
-                spilled.write(self.file.getbuffer())
-                self.file = spilled
+            if self.file is None:
+                self.file = tempfile.TemporaryFile(dir=self.directory)
             self.file.write(data)
         except OSError as error:
             self.error = error
-            self.close()
-            return
-        self.size += len(data)
+            self._close()
 
     def getfile(self):
+        if self.memory is not None:
+            self.memory.seek(0)
+            return self.memory
+        return SpilledBody(self)
+
+    def written(self):
+        """The file from its start, once what was queued of it is written: waited for, on
+        the thread that reads the body (never the loop's)."""
+        if self.writer is not None:
+            done = threading.Event()
+            self.writer.then(self, done.set)
+            done.wait()
+        if self.error is not None:
+            raise self.refusal()
         self.file.seek(0)
         return self.file
 
+    def refusal(self):
+        """The answer to a body that could not be kept (`error`), logged."""
+        log.error("cannot keep a request body in %s: %s", self.directory, self.error.strerror)
+        return no_room()
+
     def close(self):
-        self.file.close()
+        """Drop the body: at once, on any thread; its file is closed once no write of it is
+        under way."""
+        self.closed = True
+        if self.memory is not None:
+            self.memory.close()
+        elif self.writer is not None:
+            self.writer.then(self, self._close)
+        else:
+            self._close()
+
+    def _close(self):
+        if self.file is not None:
+            self.file.close()
+
+
+class SpilledBody:
+    """A body held in a file, as the app reads it (wsgi.input): its first read waits until
+    the body is written whole, and a body that could not be is refused 507."""
+
+    def __init__(self, buffer):
+        self.buffer, self.file = buffer, None
+
+    def _file(self):
+        if self.file is None:
+            self.file = self.buffer.written()
+        return self.file
+
+    def read(self, size=-1):
+        return self._file().read(size)
+
+    def readline(self, size=-1):
+        return self._file().readline(size)
 
 
 class GuardedParser(HTTPRequestParser):
@@ -124,7 +240,8 @@ class GuardedParser(HTTPRequestParser):
             self.drop_body()
             return
         if self.body_rcv is not None:
-            self.body_rcv.buf = BodyBuffer(self.channel.server.body_directory)
+            server = self.channel.server
+            self.body_rcv.buf = BodyBuffer(server.body_directory, server.body_writer)
         self.refuse(self.channel.screened(self))
 
     def refuse(self, error):
@@ -151,12 +268,7 @@ class GuardedParser(HTTPRequestParser):
             self.error = None
             self.refuse(too_large(self.adj.max_request_body_size - 1))
         elif self.body_rcv is not None and self.body_rcv.getbuf().error is not None:
-            log.error(
-                "cannot keep a request body in %s: %s",
-                self.channel.server.body_directory or tempfile.gettempdir(),
-                self.body_rcv.getbuf().error.strerror,
-            )
-            self.refuse(no_room())
+            self.refuse(self.body_rcv.getbuf().refusal())
             self.completed = True
         if self.completed:
             self.channel = None  # no cycle with the connection
@@ -301,6 +413,17 @@ class GuardedChannel(HTTPChannel):
         super().handle_close()
         with self.outbuf_lock:  # what is unsent now never will be
             self._log_sent(closed=True)
+
+    def readable(self):
+        # A body arriving faster than it can be written waits in the client's socket.
+        writer = self.server.body_writer
+        if writer is not None and writer.backlogged and self._receiving_body():
+            return False
+        return super().readable()
+
+    def _receiving_body(self):
+        request = self.request
+        return request is not None and request.body_rcv is not None and not request.completed
 
     def handle_read(self):
         if not self.lingering_until:

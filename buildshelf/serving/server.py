@@ -23,7 +23,12 @@ from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
 from buildshelf.serving.accesslog import LineWriter, access_line
-from buildshelf.serving.connection import RECALLED, UNSENT_OUTPUT_LIMIT, GuardedChannel
+from buildshelf.serving.connection import (
+    RECALLED,
+    UNSENT_OUTPUT_LIMIT,
+    BodyWriter,
+    GuardedChannel,
+)
 from buildshelf.text import counted
 
 log = logging.getLogger(__name__)
@@ -95,6 +100,7 @@ class GuardedServer(TcpWSGIServer):
     recall = None  # the answer to a request from memory, or None: see serve()
     screen = None  # a request's refusal once its head is in, or None: see serve()
     body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
+    body_writer = None  # the connection.BodyWriter that writes them there (None: the loop)
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
@@ -275,12 +281,15 @@ def serve(
             dispatcher.screen = screen and _as_the_app_sees_it(screen, dispatcher.adj)
             dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
+    listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
+    body_writer = BodyWriter(wake=listeners[0].pull_trigger)
+    for listener in listeners:
+        listener.body_writer = body_writer
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
     if on_listening:
         on_listening(server)
-    listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
     while not stopping:
         wasyncore.poll(0.5, server._map)  # one turn of select(), as wasyncore.loop() takes
         for listener in listeners:
@@ -290,6 +299,7 @@ def serve(
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
+    body_writer.stop()
 
 
 def _answering_recalled(app):
