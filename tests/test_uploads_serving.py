@@ -19,6 +19,7 @@ import time
 
 import pytest
 
+from buildshelf.serving import connection
 from helpers import ROOT, free_port, real_server
 
 MAX_BODY = 3 << 20  # over connection.BODY_IN_MEMORY: held in a file
@@ -357,6 +358,26 @@ def test_a_disk_that_holds_up_a_bodys_writes_holds_up_no_other_request(data_dir,
     finally:
         log = server.stop()
     assert "Traceback" not in log
+
+
+def test_a_bug_in_a_write_stops_no_later_write(tmp_path, caplog):
+    woken = []
+    writer = connection.BodyWriter(wake=lambda: woken.append(True))
+    body = connection.BodyBuffer(str(tmp_path), writer)
+    writer.then(lambda: 1 / 0)
+    chunk = b"x" * (64 << 10)
+    for _ in range(2 * connection.BACKLOG_BYTES // len(chunk)):  # over the backlog
+        body.append(chunk)
+    done = threading.Event()
+    writer.then(done.set)
+    assert done.wait(10)  # the writer went on
+    assert body.getfile().read() == chunk * (2 * connection.BACKLOG_BYTES // len(chunk))
+    body.close()
+    writer.stop()
+    writer.thread.join(10)
+    assert (writer.pending, woken) == (0, [True])  # the loop woken once the writer caught up
+    assert body.file.closed
+    assert "writing a request body failed" in caplog.text and "ZeroDivisionError" in caplog.text
 
 
 def test_a_start_removes_what_a_killed_server_was_receiving(data_dir):

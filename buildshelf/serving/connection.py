@@ -8,6 +8,7 @@ The server that accepts these connections and keeps them within limits is server
 """
 
 import collections
+import functools
 import io
 import logging
 import queue
@@ -75,13 +76,13 @@ BACKLOG_BYTES = 1 << 20
 class BodyWriter:
     """Writes the bodies held in files (BodyBuffer) on a thread of its own, each write in the
     order it came. The loop thread answers every request, and a write to a file can wait for
-    the disk: behind a publish's fsync, ext4 held such writes 10 ms and more, which every
-    request waited out while builds were uploaded (issue 24). `wake()` is called when the
-    writer has caught up with a backlog, so that the loop reads those connections again."""
+    the disk, behind a publish's fsync say: beside 4 uploads the API's p99 was 2.5 times its
+    p99 alone, and 1.04 times with the bodies on tmpfs (issue 24). `wake()` is called when
+    the writer has caught up with a backlog, so that the loop reads those connections again."""
 
     def __init__(self, wake):
         self.wake, self.pending, self.lock = wake, 0, threading.Lock()
-        self.queue = queue.SimpleQueue()  # (BodyBuffer, bytes to write or a call to make)
+        self.queue = queue.SimpleQueue()  # (a call, the bytes it writes)
         self.thread = threading.Thread(target=self._run, name="buildshelf-bodies", daemon=True)
         self.thread.start()
 
@@ -90,13 +91,14 @@ class BodyWriter:
         return self.pending > BACKLOG_BYTES
 
     def write(self, body, data):
+        """body.write(data), in its turn."""
         with self.lock:
             self.pending += len(data)
-        self.queue.put((body, data))
+        self.queue.put((functools.partial(body.write, data), len(data)))
 
-    def then(self, body, call):
-        """call() once what is queued before it is written: on the writer's thread."""
-        self.queue.put((body, call))
+    def then(self, call):
+        """call() once what is queued before it is done."""
+        self.queue.put((call, 0))
 
     def stop(self):
         """Stop once what is queued is done."""
@@ -104,14 +106,14 @@ class BodyWriter:
 
     def _run(self):
         while (item := self.queue.get()) is not None:
-            body, data = item
-            if callable(data):
-                data()
-                continue
-            body.write(data)
+            call, size = item
+            try:
+                call()
+            except Exception:  # a bug: this thread must go on, or every upload would wait
+                log.exception("writing a request body failed")
             with self.lock:
-                caught_up = self.backlogged and self.pending - len(data) <= BACKLOG_BYTES
-                self.pending -= len(data)
+                caught_up = self.backlogged and self.pending - size <= BACKLOG_BYTES
+                self.pending -= size
             if caught_up:
                 self.wake()
 
@@ -172,7 +174,7 @@ class BodyBuffer:
         the thread that reads the body (never the loop's)."""
         if self.writer is not None:
             done = threading.Event()
-            self.writer.then(self, done.set)
+            self.writer.then(done.set)
             done.wait()
         if self.error is not None:
             raise self.refusal()
@@ -191,7 +193,7 @@ class BodyBuffer:
         if self.memory is not None:
             self.memory.close()
         elif self.writer is not None:
-            self.writer.then(self, self._close)
+            self.writer.then(self._close)
         else:
             self._close()
 
