@@ -358,7 +358,7 @@ class Staging:
             raise _too_large(self.source, self.max_bytes)
         self.digest.update(chunk)
         try:
-            _write_all(self.fd, chunk)
+            files.write_all(self.fd, chunk)
         except OSError as error:
             raise _cannot_store(self.source, self.store, error) from None
 
@@ -383,12 +383,6 @@ class Staging:
         if self.fd is not None:
             fd, self.fd = self.fd, None
             os.close(fd)
-
-
-def _write_all(fd, chunk):
-    view = memoryview(chunk)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def place(store: str, staged: Staged, source: str) -> Stored:

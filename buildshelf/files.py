@@ -1,6 +1,6 @@
 """Facts about files on disk that several modules rely on, written once: how a file is opened
-without blocking and known to be a regular file, how a directory is synced to disk, and which
-mode a new file gets."""
+without blocking and known to be a regular file, how a directory is synced to disk, which
+mode a new file gets, and how all of some bytes are written to a descriptor."""
 
 import errno
 import os
@@ -82,3 +82,10 @@ def new_file_mode(permissions: int) -> int:
     """The mode a file created now with `permissions` would get from open(): what the umask
     leaves of them. For files made private (by mkstemp) and given their mode once written."""
     return permissions & ~umask()
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to the descriptor `fd` (os.write may write part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

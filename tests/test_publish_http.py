@@ -24,7 +24,7 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, credentials, server, tokens, trust, writer
+from buildshelf import artifacts, credentials, files, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.ratelimit import FailureLimit
@@ -559,7 +559,7 @@ def test_a_full_disk_while_receiving_the_file_is_507(web, data_dir, monkeypatch,
             raise OSError(code, os.strerror(code))
         written.append(os.write(fd, chunk))
 
-    monkeypatch.setattr(artifacts, "_write_all", full)
+    monkeypatch.setattr(files, "write_all", full)
     before = (data_dir / "alpha.json").read_bytes()
     resp = put(web, 9, *kept(data=b"x" * (1 << 20)))  # read in two chunks
     error(resp, 507, "insufficient_storage")
