@@ -321,6 +321,28 @@ def test_a_body_with_no_room_on_disk_is_a_json_507_and_logged(data_dir, tmp_path
             assert headers["connection"] == "close"
         assert server.holds_no_body()
         assert upload(server, b"fits in memory")[0] == 200
+        assert upload(server, b"held in a file" * 20_000)[0] == 200  # the writer goes on
+    finally:
+        log = server.stop()
+    assert f"cannot keep a request body in {tmp_path / 'bodies'}: File too large" in log, log
+    assert "Traceback" not in log
+
+
+def test_a_body_whose_last_bytes_find_no_room_is_a_json_507(data_dir, tmp_path):
+    """The last write fails once the body is whole, as the app reads it: still a 507."""
+    (tmp_path / "bodies").mkdir()
+    server = UploadServer(data_dir, tmp_path / "bodies", preexec_fn=at_most_a_mib_a_file)
+    try:
+        with server.connect() as sock:
+            size = (1 << 20) + 100
+            sock.sendall(UPLOAD.format(f"Content-Length: {size}\r\nAuthorization: x\r\n").encode())
+            sock.sendall(b"x" * (1 << 20))
+            time.sleep(0.5)  # all written: the file is full
+            sock.sendall(b"x" * 100)
+            status, _, body = read_answer(sock)
+            assert (status, json.loads(body)["code"]) == (507, "insufficient_storage")
+        assert server.holds_no_body()
+        assert upload(server, b"held in a file" * 20_000)[0] == 200
     finally:
         log = server.stop()
     assert f"cannot keep a request body in {tmp_path / 'bodies'}: File too large" in log, log

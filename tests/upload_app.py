@@ -17,13 +17,13 @@ each write of a body held in a file take that many seconds more (a disk held up)
 import hashlib
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import bottle  # noqa: E402
 
+from buildshelf import files  # noqa: E402
 from buildshelf.server import make_app  # noqa: E402
 from buildshelf.serving import server as serving  # noqa: E402
 from buildshelf.store import Store  # noqa: E402
@@ -77,22 +77,15 @@ def stand_in(app, max_body_bytes, kept_as):
 
 
 def slow_disk(seconds):
-    """Each write to a temporary file (a body held in one) waits `seconds` first, as behind
-    another file's fsync."""
-    made = tempfile.TemporaryFile
+    """Each write of a body held in a file waits `seconds` first, as behind another file's
+    fsync."""
+    write_all = files.write_all
 
-    class Slow:
-        def __init__(self, file):
-            self.file = file
+    def slow(fd, data):
+        time.sleep(seconds)
+        write_all(fd, data)
 
-        def write(self, data):
-            time.sleep(seconds)
-            return self.file.write(data)
-
-        def __getattr__(self, name):
-            return getattr(self.file, name)
-
-    tempfile.TemporaryFile = lambda *args, **kwargs: Slow(made(*args, **kwargs))
+    files.write_all = slow
 
 
 def main(data, port, bodies, max_body_bytes, channel_timeout=None):

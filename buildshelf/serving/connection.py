@@ -17,12 +17,14 @@ import tempfile
 import threading
 import time
 import traceback
+from contextlib import suppress
 
 from waitress.channel import ClientDisconnected, HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.task import ErrorTask, WSGITask
 from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
+from buildshelf import files
 from buildshelf.serving.accesslog import access_record
 from buildshelf.web.answers import MALFORMED, REFUSED, no_room, too_large
 from buildshelf.web.downloads import FileShrank
@@ -52,7 +54,8 @@ RECALLED = "buildshelf.recalled"
 # read and dropped for up to this long before the connection is closed (see handle_close).
 LINGER_SECONDS = 5
 # A request body is held in memory up to this size, then in an anonymous file (BodyBuffer):
-# JSON bodies stay in memory, and uploads cost each connection this much memory at most.
+# JSON bodies stay in memory, and uploads cost each connection this much memory at most, and
+# BACKLOG_BYTES in all on their way to their files.
 BODY_IN_MEMORY = 64 << 10
 
 
@@ -123,8 +126,9 @@ class BodyBuffer:
     anonymous file in `directory` (O_TMPFILE where the filesystem has it: a file with no name,
     which nothing, not even a killed process, can leave behind), written by `writer` (a
     BodyWriter), or at once without one. waitress's own buffer spills to $TMPDIR, which may be
-    RAM. A write that fails (a full disk) is kept as `error` and the rest of the body is
-    dropped; a body read meanwhile is refused (SpilledBody)."""
+    RAM. The file is unbuffered: each write is done or failed when it returns, and no later
+    flush can fail. A write that fails (a full disk) is kept as `error` and the rest of the
+    body is dropped; a body read meanwhile is refused (SpilledBody)."""
 
     error = None
     file = None  # once the body is over BODY_IN_MEMORY: made by its first write
@@ -157,8 +161,8 @@ class BodyBuffer:
             return
         try:
             if self.file is None:
-                self.file = tempfile.TemporaryFile(dir=self.directory)
-            self.file.write(data)
+                self.file = tempfile.TemporaryFile(dir=self.directory, buffering=0)
+            files.write_all(self.file.fileno(), data)
         except OSError as error:
             self.error = error
             self._close()
@@ -179,6 +183,7 @@ class BodyBuffer:
         if self.error is not None:
             raise self.refusal()
         self.file.seek(0)
+        self.file = io.BufferedReader(self.file)  # read in big chunks, closed with it
         return self.file
 
     def refusal(self):
@@ -199,7 +204,8 @@ class BodyBuffer:
 
     def _close(self):
         if self.file is not None:
-            self.file.close()
+            with suppress(OSError):
+                self.file.close()
 
 
 class SpilledBody:
@@ -219,6 +225,12 @@ class SpilledBody:
 
     def readline(self, size=-1):
         return self._file().readline(size)
+
+    def readlines(self, hint=-1):
+        return self._file().readlines(hint)
+
+    def __iter__(self):
+        return iter(self._file())
 
 
 class GuardedParser(HTTPRequestParser):
@@ -417,17 +429,24 @@ class GuardedChannel(HTTPChannel):
             self._log_sent(closed=True)
 
     def readable(self):
-        # A body arriving faster than it can be written waits in the client's socket.
-        writer = self.server.body_writer
-        if writer is not None and writer.backlogged and self._receiving_body():
-            return False
-        return super().readable()
+        return not self.held_back() and super().readable()
 
-    def _receiving_body(self):
-        request = self.request
-        return request is not None and request.body_rcv is not None and not request.completed
+    def held_back(self):
+        """Whether the body being received goes to a file, and the writer is behind: then it
+        waits in the client's socket (on any other connection the loop reads on)."""
+        writer, request = self.server.body_writer, self.request
+        return (
+            writer is not None
+            and writer.backlogged
+            and request is not None
+            and request.body_rcv is not None
+            and not request.completed
+            and request.body_rcv.getbuf().memory is None
+        )
 
     def handle_read(self):
+        if self.held_back():  # became so in this turn, through another connection's read
+            return
         if not self.lingering_until:
             return super().handle_read()
         try:
