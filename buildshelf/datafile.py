@@ -376,8 +376,8 @@ def parse_project(
             "<slug>.json, the slug made of a-z, 0-9, '.', '_' and '-', starting "
             "with a-z or 0-9",
         )
-    # A write validates the bytes it is about to write, then the server's watcher reads the
-    # same bytes, and the next write reads them again: each time the same Project, which a
+    # The server's watcher reads the bytes a write made (whose Project the writer noted:
+    # parses_to), and the next write reads them again: each time the same Project, which a
     # publish over HTTP made three times while holding the interpreter lock (issue 24).
     digest = digest or fingerprint(data)  # the caller's, when it has it
     last = _LAST_VALID.get(slug)
@@ -393,9 +393,9 @@ def parse_project(
     return project
 
 
-# slug -> (SHA-1 of the bytes, their Project): the last valid file of each project parsed in
-# this process. A Project is made of the slug and the bytes alone, and never changes; most
-# often it is the one the store serves, so this costs no memory of its own.
+# slug -> (SHA-1 of the bytes, their Project): the last valid file of each project parsed, or
+# written (parses_to), in this process. A Project is made of the slug and the bytes alone, and
+# never changes; most often it is the one the store serves, so this costs no memory of its own.
 _LAST_VALID: dict[str, tuple[bytes, Project]] = {}
 
 

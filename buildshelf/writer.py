@@ -515,8 +515,11 @@ def publish(
         if same[0] == compared:
             return None, "unchanged"
         if not replace:
-            # The build's own faults first.
-            _validate(project_path(directory, slug), slug, encode(new), refusal=Invalid)
+            try:  # the build's own faults first
+                datafile.checked_build(build)
+            except datafile.InvalidBuild as problem:
+                where = f"{project_path(directory, slug)}: build {build['buildNumber']}"
+                raise Invalid(f"{where}: {problem}") from None
             keys = same[0].keys() | compared.keys()
             fields = [
                 k

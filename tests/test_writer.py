@@ -994,6 +994,12 @@ def test_a_write_checks_and_encodes_only_the_builds_it_changes(data_dir, capsys,
         assert cli.main([*argv, "--data", str(data_dir)]) == 0, capsys.readouterr().err
         assert [b["buildNumber"] for b in checked] == [number]
         assert [b["buildNumber"] for b in encoded] == [number]
+    # A build refused for another of the same number is checked alone, and nothing encoded.
+    checked.clear(), encoded.clear()
+    refused = [arg.replace("1.21.1", "1.22") for arg in WRITES[4] if arg != "--replace"]
+    assert cli.main([*refused, "--data", str(data_dir)]) == 1
+    assert "build 200 is already there with another channelVersion" in capsys.readouterr().err
+    assert ([b["buildNumber"] for b in checked], encoded) == ([200], [])
     monkeypatch.undo()
     assert_written_as_read(data_dir / "alpha.json")
 
