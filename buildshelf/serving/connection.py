@@ -433,7 +433,7 @@ class GuardedChannel(HTTPChannel):
 
     def held_back(self):
         """Whether the body being received goes to a file, and the writer is behind: then it
-        waits in the client's socket (on any other connection the loop reads on)."""
+        waits in the client's socket, and the loop reads the other connections."""
         writer, request = self.server.body_writer, self.request
         return (
             writer is not None
