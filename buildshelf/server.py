@@ -55,8 +55,8 @@ def make_app(
 
     Builds are published and yanked over HTTP for `credentials` (None: every write is refused
     401), a kept file of `max_file_mb` MiB at most (publish.install). The server calls
-    `app.screen(environ)` once a request's headers are in, and takes a body of
-    `app.max_body_bytes` at most.
+    `app.screen(environ)` once a request's headers are in, then `app.consume(environ)` for
+    a consumer of its body as it arrives, and takes a body of `app.max_body_bytes` at most.
 
     `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
     /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
@@ -275,7 +275,7 @@ def make_app(
     counting = pages.install(
         app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
     )
-    app.screen = publish.install(app, store, credentials, shapes, max_file_mb << 20)
+    app.screen, app.consume = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")

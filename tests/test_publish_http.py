@@ -989,6 +989,35 @@ def answer_to(port, data, close=False):
     return int(lines[0].split()[1]), headers, json.loads(body) if body else None
 
 
+def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
+    """The file part is hashed and written into the store while it is sent, not once the
+    body is all in: half sent, half of it is there (issue 24: the work of four uploads done
+    at their end took both cores for a second)."""
+    data = os.urandom(2 << 20)
+    content_type, body = form(
+        ("build", json.dumps({"channelVersion": "1.21"}).encode()), ("file", data, "alpha-9.jar")
+    )
+    half = body.index(data) + len(data) // 2
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body[:half])
+        deadline = time.monotonic() + 5
+        while (
+            sum(os.path.getsize(data_dir / "artifacts" / name) for name in leftovers(data_dir))
+            < len(data) // 2
+        ):
+            assert time.monotonic() < deadline, leftovers(data_dir)
+            time.sleep(0.05)
+        sock.sendall(body[half:])
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 201 ")
+    assert artifacts.objects(str(data_dir / "artifacts")) == {
+        hashlib.sha256(data).hexdigest(): len(data)
+    }
+    assert leftovers(data_dir) == []
+
+
 def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):
     """The body is never sent: the answer comes at once, in JSON, and the connection closes."""
     over = (4 << 20) + publish.FRAMING_BYTES + 1

@@ -26,7 +26,7 @@ from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
 from buildshelf import files
 from buildshelf.serving.accesslog import access_record
-from buildshelf.web.answers import MALFORMED, REFUSED, no_room, too_large
+from buildshelf.web.answers import CONSUMED, MALFORMED, REFUSED, no_room, too_large
 from buildshelf.web.downloads import FileShrank
 from buildshelf.web.query import ApiError
 
@@ -132,6 +132,7 @@ class BodyBuffer:
 
     error = None
     file = None  # once the body is over BODY_IN_MEMORY: made by its first write
+    consumer = None  # what takes the body as it arrives instead of a file: see consume_with
     closed = False
 
     def __init__(self, directory, writer=None):
@@ -155,9 +156,19 @@ class BodyBuffer:
         else:
             self.writer.write(self, data)
 
+    def consume_with(self, consumer):
+        """Hand the body to `consumer` as it arrives, chunk by chunk, instead of keeping it:
+        consumer.feed(data) on the writer's thread, consumer.discard() once the body is
+        dropped. The app gets it through consumed()."""
+        self.consumer, self.memory = consumer, None
+
     def write(self, data):
-        """Write `data` to the file, made at the first write (the writer's thread)."""
+        """Write `data` to the file, made at the first write, or feed it to the consumer (the
+        writer's thread)."""
         if self.error is not None or self.closed:
+            return
+        if self.consumer is not None:
+            self.consumer.feed(data)
             return
         try:
             if self.file is None:
@@ -168,23 +179,34 @@ class BodyBuffer:
             self._close()
 
     def getfile(self):
+        if self.consumer is not None:
+            return io.BytesIO()  # the body is the consumer's
         if self.memory is not None:
             self.memory.seek(0)
             return self.memory
         return SpilledBody(self)
 
+    def consumed(self):
+        """The consumer, once it has been fed all that arrived of the body: waited for, on
+        the thread that asks (never the loop's)."""
+        self._written()
+        return self.consumer
+
     def written(self):
         """The file from its start, once what was queued of it is written: waited for, on
         the thread that reads the body (never the loop's)."""
-        if self.writer is not None:
-            done = threading.Event()
-            self.writer.then(done.set)
-            done.wait()
+        self._written()
         if self.error is not None:
             raise self.refusal()
         self.file.seek(0)
         self.file = io.BufferedReader(self.file)  # read in big chunks, closed with it
         return self.file
+
+    def _written(self):
+        if self.writer is not None:
+            done = threading.Event()
+            self.writer.then(done.set)
+            done.wait()
 
     def refusal(self):
         """The answer to a body that could not be kept (`error`), logged."""
@@ -203,6 +225,8 @@ class BodyBuffer:
             self._close()
 
     def _close(self):
+        if self.consumer is not None:
+            self.consumer.discard()
         if self.file is not None:
             with suppress(OSError):
                 self.file.close()
@@ -342,6 +366,9 @@ class GuardedTask(AccessLogged, WSGITask):
             environ[MALFORMED] = self.request.problem
         if self.request.refused is not None:
             environ[REFUSED] = self.request.refused
+        body = self.request.body_rcv
+        if body is not None and body.getbuf().consumer is not None:
+            environ[CONSUMED] = body.getbuf().consumed
         return environ
 
     def set_close_on_finish(self):
@@ -390,7 +417,9 @@ class GuardedChannel(HTTPChannel):
 
     def screened(self, request):
         """The server's screen's refusal of `request`, whose head is in and whose body is
-        not, or None. It runs on the loop thread, as the server's recall does."""
+        not, or None; a request let through is given to the server's `consume`, whose
+        consumer, if any, takes its body as it arrives. It runs on the loop thread, as the
+        server's recall does."""
         screen = self.server.screen
         if screen is None:
             return None
@@ -401,7 +430,13 @@ class GuardedChannel(HTTPChannel):
         if request.chunked:
             shown["HTTP_TRANSFER_ENCODING"] = "chunked"
         try:
-            return screen(shown)
+            refusal = screen(shown)
+            consume = self.server.consume
+            if refusal is None and consume is not None and request.body_rcv is not None:
+                consumer = consume(shown)
+                if consumer is not None:
+                    request.body_rcv.getbuf().consume_with(consumer)
+            return refusal
         except Exception:  # a bug: refused with a 500, whose traceback the app logs
             error = ApiError(500, "internal_error", "internal error: the screen failed")
             error.traceback = traceback.format_exc()

@@ -99,6 +99,7 @@ class GuardedServer(TcpWSGIServer):
     access_log = None  # called with each request's access_record
     recall = None  # the answer to a request from memory, or None: see serve()
     screen = None  # a request's refusal once its head is in, or None: see serve()
+    consume = None  # the consumer of a request's body as it arrives, or None: see serve()
     body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
     body_writer = None  # the connection.BodyWriter that writes them there (None: the loop)
     loop_thread = None
@@ -243,6 +244,7 @@ def serve(
     max_body_bytes=BODY_BYTES,
     body_directory=None,
     trusted_proxy=None,
+    consume=None,
 ):
     """Serve until SIGTERM or SIGINT, then finish what is in flight and return.
 
@@ -253,7 +255,11 @@ def serve(
     its body is read, returns None or the query.ApiError to answer instead: `app` then gets
     the request bodiless, with the error as environ[answers.REFUSED], and the connection is
     closed after the answer. A body over `max_body_bytes` is refused likewise (413); one over
-    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`. A request from
+    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`, unless
+    `consume(environ)`, called on the loop thread once the screen let the request through,
+    returns a consumer: then its feed(data) is given the body as it arrives, on the thread
+    that writes bodies, its discard() is called once the body is dropped, and the app gets it
+    from environ[answers.CONSUMED]() once fed the whole body. A request from
     the address `trusted_proxy` comes from the last X-Forwarded-For hop it names (waitress's
     own handling); from any other peer, that header is dropped.
     """
@@ -279,6 +285,7 @@ def serve(
             dispatcher.connection_limit = limit
             dispatcher.access_log, dispatcher.recall = access_log, recall
             dispatcher.screen = screen and _as_the_app_sees_it(screen, dispatcher.adj)
+            dispatcher.consume = consume
             dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
     listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
@@ -389,8 +396,8 @@ def run(
 ) -> int:
     """Serve `app` (a server.make_app) until stopped, with an access log unless `quiet`; the
     exit status: 0 once stopped, 1 if it cannot listen. `on_listening(base_url)` is called
-    when it accepts connections. The app's `screen` and `max_body_bytes`, if it has them, are
-    serve()'s; bodies are held in `body_directory`, and `trusted_proxy` is trusted (see
+    when it accepts connections. The app's `screen`, `consume` and `max_body_bytes`, if it has
+    them, are serve()'s; bodies are held in `body_directory`, and `trusted_proxy` is trusted (see
     serve). The app's `observe_requests`, if it has one, is given the access records, a batch
     at a time, on the access log's thread, `quiet` or not (its metrics)."""
     observe = getattr(app, "observe_requests", None)
@@ -412,6 +419,7 @@ def run(
             access_log=access_log,
             recall=app.recall,
             screen=getattr(app, "screen", None),
+            consume=getattr(app, "consume", None),
             max_body_bytes=getattr(app, "max_body_bytes", BODY_BYTES),
             body_directory=body_directory,
             trusted_proxy=trusted_proxy,

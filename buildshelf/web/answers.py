@@ -29,11 +29,14 @@ ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answe
 # reaches the app, bodiless, for its before-request hook to answer: MALFORMED with why it is
 # malformed; REFUSED with the ApiError to raise, from the app's `screen(environ)` (which the
 # server calls once a request's head is in, before its body is read) or from the server
-# itself (too_large, no_room); the server closes the connection after either answer. And
-# the size from which a body is handed to the server by reference, as wsgi.file_wrapper of
-# the shared bytes (serving.connection's UNSENT_OUTPUT_LIMIT counts on it).
+# itself (too_large, no_room); the server closes the connection after either answer.
+# CONSUMED: for a request whose body the app's `consume(environ)` took as it arrived, the call
+# that gives the consumer once it has been fed the whole body. And the size from which a body
+# is handed to the server by reference, as wsgi.file_wrapper of the shared bytes
+# (serving.connection's UNSENT_OUTPUT_LIMIT counts on it).
 MALFORMED = "buildshelf.malformed_request"
 REFUSED = "buildshelf.refused_request"
+CONSUMED = "buildshelf.consumed_body"
 BY_REFERENCE_BYTES = 16 * 1024
 COMMON_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),

@@ -14,7 +14,6 @@ import logging
 import re
 import time
 from contextlib import contextmanager
-from itertools import chain
 
 import bottle
 import multipart
@@ -24,7 +23,7 @@ from buildshelf.credentials import Credentials, Forbidden, NoRoom, Unauthorized,
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.store import Store
 from buildshelf.text import printable
-from buildshelf.web.answers import JSON, encode
+from buildshelf.web.answers import CONSUMED, JSON, encode
 from buildshelf.web.query import API, ApiError, parse
 from buildshelf.web.ratelimit import FailureLimit
 from buildshelf.web.shapes import Shapes
@@ -73,7 +72,7 @@ def install(
     limit: FailureLimit | None = None,
 ):
     """Add the write routes to `app` (made by server.make_app), writing `store`'s data
-    directory and artifact store; return `screen`. Without `credentials` every write is
+    directory and artifact store; return `screen` and `consume`. Without `credentials` every write is
     refused 401, as by a Credentials that knows none. A kept file is at most
     `max_file_bytes`; `limit` counts the failed authentications (a FailureLimit of its own
     by default)."""
@@ -132,6 +131,22 @@ def install(
                 )
             return _too_large(f"this request may have a body of {most} bytes at most")
         return None
+
+    def consume(environ) -> Upload | None:
+        """The Upload that takes a publish's multipart body as it arrives (called by the
+        server on its loop thread, once screen() let the request through), or None: the
+        file is hashed and stored while it is sent, not in a burst once it is all in (issue
+        24), and no copy of the body is kept meanwhile."""
+        if not (
+            environ["REQUEST_METHOD"] == "PUT"
+            and PATH.match(environ["PATH_INFO"])
+            and _media_type(environ) == MULTIPART
+        ):
+            return None
+        try:
+            return Upload.of(environ, store.artifacts, max_file_bytes)
+        except ApiError:  # the route answers it, from the body kept as any other
+            return None
 
     def authorized(environ, slug):
         """The publisher and project of a write, or the refusal (401, 403, 404, 503)."""
@@ -263,7 +278,7 @@ def install(
         )
         return shown or found, served
 
-    return screen
+    return screen, consume
 
 
 NO_WRITES = "this server takes no credential: it takes no writes"
@@ -401,15 +416,16 @@ def _received(environ, store_dir, max_file_bytes):
     """(the build's JSON, _File or None) of a publish's body; the file received into
     `store_dir` (`max_file_bytes` at most) is removed at the end of the block, unless the
     writer placed it."""
-    staging = []
+    upload = None
     try:
         if _media_type(environ) == MULTIPART:
-            yield _multipart(environ, store_dir, max_file_bytes, staging)
+            upload = _upload(environ, store_dir, max_file_bytes)
+            yield upload.result()
         else:
             yield _json(_body(environ, BUILD_BYTES), "the body"), None
     finally:
-        for file in staging:
-            file.discard()
+        if upload is not None:
+            upload.discard()
 
 
 def _json(data, what):
@@ -439,58 +455,104 @@ def _body(environ, most):
     return bytes(data)
 
 
-def _multipart(environ, store_dir, max_file_bytes, staging):
-    """(the part 'build' as JSON, _File or None), parsed as a stream; the file part is
-    received into `store_dir` by an artifacts.Staging appended to `staging`."""
-    _, options = multipart.parse_options_header(environ.get("CONTENT_TYPE", ""))
-    boundary = options.get("boundary")
-    if not boundary:
-        raise _invalid(f"a {MULTIPART} body needs a boundary in its Content-Type")
-    build, file, seen, part = bytearray(), None, set(), None
-    try:
-        parser = multipart.PushMultipartParser(
+class Upload:
+    """A publish's multipart body, parsed as it arrives: the part 'build' kept (BUILD_BYTES
+    at most), the part 'file' received into `store_dir` by an artifacts.Staging, hashed on
+    the way. feed() each chunk, then b"" at the end; result() is (the part 'build' as JSON,
+    _File or None), or raises the ApiError the body earned, the first found; discard()
+    removes the file received, at any point."""
+
+    def __init__(self, boundary, store_dir, max_file_bytes):
+        self.store_dir, self.max_file_bytes = store_dir, max_file_bytes
+        self.parser = multipart.PushMultipartParser(
             boundary,
             max_header_size=PART_HEADER_BYTES,
             max_segment_count=len(PARTS),
             strict=True,
         )
-        # b"": the end of the body, which the stream must have reached.
-        for chunk in chain(_chunks(environ), [b""]):
-            for event in parser.parse(chunk):
+        self.build, self.name, self.seen, self.part = bytearray(), None, set(), None
+        self.staging = self.staged = self.error = None
+
+    @classmethod
+    def of(cls, environ, store_dir, max_file_bytes):
+        """The Upload of a request's body; 400 if its Content-Type names no boundary."""
+        _, options = multipart.parse_options_header(environ.get("CONTENT_TYPE", ""))
+        if not options.get("boundary"):
+            raise _invalid(f"a {MULTIPART} body needs a boundary in its Content-Type")
+        return cls(options["boundary"], store_dir, max_file_bytes)
+
+    def feed(self, chunk):
+        if self.error is not None:
+            return
+        try:
+            self._parse(chunk)
+        except ApiError as error:
+            self.error = error
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+        if "build" not in self.seen:
+            raise _invalid("the part 'build' is missing: it holds the build's JSON")
+        given = _json(bytes(self.build), "the part 'build'")
+        return given, (None if self.name is None else _File(self.name, self.staged))
+
+    def discard(self):
+        if self.staging is not None:
+            self.staging.discard()
+
+    def _parse(self, chunk):
+        try:
+            for event in self.parser.parse(chunk):
                 if isinstance(event, multipart.MultipartSegment):
-                    part = _part(event, seen)
-                    if part == "file":
-                        name = _file_name(event)
-                        staging.append(artifacts.Staging(store_dir, name, max_file_bytes))
-                        file = name
+                    self.part = _part(event, self.seen)
+                    if self.part == "file":
+                        self.name = _file_name(event)
+                        self.staging = artifacts.Staging(
+                            self.store_dir, self.name, self.max_file_bytes
+                        )
                 elif event is None:
-                    part = None
-                elif part == "build":
-                    build += event
-                    if len(build) > BUILD_BYTES:
+                    self.part = None
+                elif self.part == "build":
+                    self.build += event
+                    if len(self.build) > BUILD_BYTES:
                         raise _invalid(f"the part 'build' may have {BUILD_BYTES} bytes at most")
                 else:
-                    staging[0].write(event)
-        staged = staging[0].finish() if staging else None
-    except multipart.ParserLimitReached as error:
-        raise _invalid(
-            f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
-            f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
-        ) from None
-    except multipart.MultipartError as error:
-        raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
-    except artifacts.TooLarge:
-        raise _too_large(
-            f"the file may have {max_file_bytes / (1 << 20):g} MiB at most (the server's "
-            "--max-file-mb)"
-        ) from None
-    except artifacts.Refused as error:  # the store cannot take it: full, or not writable
-        refusal = writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused
-        raise _answer(refusal(str(error)), None, None) from None
-    if "build" not in seen:
-        raise _invalid("the part 'build' is missing: it holds the build's JSON")
-    given = _json(bytes(build), "the part 'build'")
-    return given, (None if file is None else _File(file, staged))
+                    self.staging.write(event)
+            if not chunk and self.staging is not None:  # the end
+                self.staged = self.staging.finish()
+        except multipart.ParserLimitReached as error:
+            raise _invalid(
+                f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
+                f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
+            ) from None
+        except multipart.MultipartError as error:
+            raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
+        except artifacts.TooLarge:
+            raise _too_large(
+                f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
+                "server's --max-file-mb)"
+            ) from None
+        except artifacts.Refused as error:  # the store cannot take it: full, or not writable
+            refusal = writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused
+            raise _answer(refusal(str(error)), None, None) from None
+
+
+def _upload(environ, store_dir, max_file_bytes):
+    """The Upload of a publish's multipart body, fed whole: by the server as the body
+    arrived (answers.CONSUMED), or here from wsgi.input (a server that does not consume
+    bodies, a test's)."""
+    consumed = environ.get(CONSUMED)
+    if consumed is not None:
+        upload = consumed()
+    else:
+        upload = Upload.of(environ, store_dir, max_file_bytes)
+        for chunk in _chunks(environ):
+            upload.feed(chunk)
+            if upload.error is not None:  # the rest is not read
+                break
+    upload.feed(b"")  # the end, which the body must have reached
+    return upload
 
 
 def _part(segment, seen):
