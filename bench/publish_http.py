@@ -20,8 +20,8 @@ the loop), it prints:
   clients than threads), alone and while 4 clients upload 100 MiB over and over, each at
   `--upload-rate` (curl's --limit-rate; 25M, 25 MB/s: four of them fill a 1 Gbit/s link, the
   most one box takes from its CI runners; goal: under 2x alone); then, to compare, while 4
-  clients upload as fast as loopback takes them (no goal: on 2 cores that is all the CPU
-  there is), and while 2 `sha256sum` loops take the CPU with no upload at all.
+  clients upload as fast as loopback takes them, and while 2 `sha256sum` loops take the CPU
+  with no upload at all.
 
 `--route real` (the default when the code has it) publishes each upload as a new build of
 p00 with `PUT /api/v2/projects/p00/builds/N` (multipart, curl -F, a token made with `buildshelf
