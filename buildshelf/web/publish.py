@@ -1,12 +1,14 @@
 """The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build and
-`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py); and
-`screen(environ)`, which refuses a request on its headers alone, before its body is read.
+`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py);
+`screen(environ)`, which refuses a request on its headers alone, before its body is read; and
+`consume(environ)`, which gives the server the Upload that takes a publish's body as it
+arrives.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
 messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
-and a part `file`, the artifact, parsed as a stream: the file's bytes go straight into a
-staging file inside the artifact store, hashed on the way, which the writer then renames into
-place under the lock. Whatever happens, no staging file outlives its request. Once written,
+and a part `file`, the artifact, parsed as a stream while it arrives: the file's bytes go
+straight into a staging file inside the artifact store, hashed on the way, which the writer
+then renames into place under the lock. Whatever happens, no staging file outlives its request. Once written,
 the store is read again before the answer, so that the client's next GET shows the write.
 """
 
@@ -72,8 +74,8 @@ def install(
     limit: FailureLimit | None = None,
 ):
     """Add the write routes to `app` (made by server.make_app), writing `store`'s data
-    directory and artifact store; return `screen` and `consume`. Without `credentials` every write is
-    refused 401, as by a Credentials that knows none. A kept file is at most
+    directory and artifact store; return `screen` and `consume`. Without `credentials` every
+    write is refused 401, as by a Credentials that knows none. A kept file is at most
     `max_file_bytes`; `limit` counts the failed authentications (a FailureLimit of its own
     by default)."""
     limit = limit or FailureLimit()
