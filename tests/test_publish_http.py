@@ -12,11 +12,13 @@ import shutil
 import signal
 import socket
 import sqlite3
+import struct
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 import pytest
 import webob
@@ -1016,6 +1018,55 @@ def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
         hashlib.sha256(data).hexdigest(): len(data)
     }
     assert leftovers(data_dir) == []
+
+
+def test_a_body_behind_an_answer_never_read_is_removed_with_its_connection(running, data_dir):
+    """A publish pipelined behind a download whose client reads nothing has its file received
+    into the store, and waits: once the client goes, the file goes too."""
+    big = os.urandom(4 << 20)
+    jar = data_dir.parent / "alpha-40.jar"
+    jar.write_bytes(big)
+    url = f"http://127.0.0.1:{running.port}{API}/projects/alpha/builds/40"
+    published = curl("-X", "PUT", "-H", f"Authorization: Bearer {running.text}",
+                     "-F", 'build={"channelVersion": "1.21"};type=application/json',
+                     "-F", f"file=@{jar}", url)  # fmt: skip
+    assert published.splitlines()[-1] == "201", published
+    download = urlsplit(json.loads(published.rsplit("\n", 1)[0])["downloadUrl"]).path
+    content_type, body = form(
+        ("build", json.dumps({"channelVersion": "1.21"}).encode()),
+        ("file", os.urandom(30_000), "alpha-9.jar"),
+    )
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", running.port))
+    sock.sendall(
+        f"GET {download} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        + head_of_put(running, len(body), content_type=content_type)
+        + body
+    )
+    deadline = time.monotonic() + 5
+    while not leftovers(data_dir):  # received into the store, behind the download
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()  # a reset: the download's next send fails
+    deadline = time.monotonic() + 5
+    while leftovers(data_dir):
+        assert time.monotonic() < deadline, leftovers(data_dir)
+        time.sleep(0.05)
+
+
+def test_a_boundary_too_long_is_a_400(web):
+    boundary = "b" * 1100
+    content_type, body = form(*kept(), boundary=boundary)
+    resp = web.put(
+        f"{API}/projects/alpha/builds/9",
+        body,
+        headers={**auth(), "Content-Type": content_type},
+        expect_errors=True,
+    )
+    error(resp, 400, "invalid_build")
+    assert "Boundary too long" in resp.json["error"]
 
 
 def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):

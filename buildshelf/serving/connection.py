@@ -459,6 +459,13 @@ class GuardedChannel(HTTPChannel):
                 return
             except OSError:  # the client has gone
                 pass
+        if self.awaiting_drain:
+            # Requests held back until the client read its answers, which no task will take
+            # now: their bodies go (a publish's file, received into the store as it came).
+            with self.requests_lock:
+                waiting, self.requests = self.requests, []
+            for request in waiting:
+                request.close()
         super().handle_close()
         with self.outbuf_lock:  # what is unsent now never will be
             self._log_sent(closed=True)

@@ -167,6 +167,7 @@ PRIVATE_NAMES = (
             "recv",
             "request",
             "requests",
+            "requests_lock",
             "send",
             "sendbuf_len",
             "server",
@@ -182,7 +183,8 @@ PRIVATE_NAMES = (
         "sends at most its share of TURN_BYTES a turn (through send and sendbuf_len), and "
         "closes a connection whose file shrank while it was sent (_flush_some, will_close); "
         "makes each request's parser (parser_class, a method here), closes the buffer of a "
-        "body still arriving (request) and, after refusing a request whose body it did not "
+        "body still arriving (request), and those of requests held back that no task will take "
+        "once it closes (requests, under requests_lock) and, after refusing a request whose body it did not "
         "read, shuts the socket's sending side and reads and drops (handle_read, recv, which "
         "closes at the end) before closing (handle_close); "
         "server.py closes stalled and idle ones (handle_close); the access log names the "

@@ -307,6 +307,7 @@ def serve(
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
     body_writer.stop()
+    body_writer.thread.join(DRAIN_SECONDS)  # the bodies dropped are closed and removed
 
 
 def _answering_recalled(app):

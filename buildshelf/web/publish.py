@@ -466,12 +466,15 @@ class Upload:
 
     def __init__(self, boundary, store_dir, max_file_bytes):
         self.store_dir, self.max_file_bytes = store_dir, max_file_bytes
-        self.parser = multipart.PushMultipartParser(
-            boundary,
-            max_header_size=PART_HEADER_BYTES,
-            max_segment_count=len(PARTS),
-            strict=True,
-        )
+        try:
+            self.parser = multipart.PushMultipartParser(
+                boundary,
+                max_header_size=PART_HEADER_BYTES,
+                max_segment_count=len(PARTS),
+                strict=True,
+            )
+        except multipart.MultipartError as error:  # a boundary of over 1,024 characters
+            raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
         self.build, self.name, self.seen, self.part = bytearray(), None, set(), None
         self.staging = self.staged = self.error = None
 
