@@ -1020,6 +1020,29 @@ def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
     assert leftovers(data_dir) == []
 
 
+def test_a_client_cut_off_mid_upload_leaves_nothing_in_the_store(running, data_dir):
+    """The file received so far, in the store as it came, goes with the connection."""
+    data = os.urandom(2 << 20)
+    content_type, body = form(
+        ("build", json.dumps({"channelVersion": "1.21"}).encode()), ("file", data, "alpha-9.jar")
+    )
+    half = body.index(data) + len(data) // 2
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body[:half])
+        deadline = time.monotonic() + 5
+        while not leftovers(data_dir):  # received into the store as it came
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    deadline = time.monotonic() + 5
+    while leftovers(data_dir):
+        assert time.monotonic() < deadline, leftovers(data_dir)
+        time.sleep(0.05)
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+    assert "alpha-9" not in curl(
+        f"http://127.0.0.1:{running.port}{API}/builds/latest?project=alpha"
+    )
+
+
 def test_a_body_behind_an_answer_never_read_is_removed_with_its_connection(running, data_dir):
     """A publish pipelined behind a download whose client reads nothing has its file received
     into the store, and waits: once the client goes, the file goes too."""
