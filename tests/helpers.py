@@ -127,6 +127,16 @@ def server_argv(data, *flags):
     return [sys.executable, os.path.join(ROOT, "server.py"), "--data", str(data), *flags]
 
 
+def eventually(check, seconds=10):
+    """Poll `check()` until it is true, and return what it returned: for what a server, a
+    watcher or a thread does in its own time."""
+    deadline = time.monotonic() + seconds
+    while not (result := check()):
+        assert time.monotonic() < deadline, "not seen within the deadline"
+        time.sleep(0.02)
+    return result
+
+
 def wait_for_port(port, proc, seconds=15):
     """Whether a server accepts connections on 127.0.0.1:`port` within `seconds`, before its
     process `proc` ends."""

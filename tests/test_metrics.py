@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from buildshelf import cli, counts, metrics, server
 from buildshelf import store as store_module
 from buildshelf.serving import accesslog
-from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
+from helpers import ROOT, eventually, free_port, make_build, make_project, real_server, write_file
 
 # Every metric of ours, as the text format names its samples' families.
 ALWAYS = {
@@ -325,14 +325,6 @@ def scraped_over(port):
     status, body = get(port, metrics.PATH)
     assert status == 200
     return scraped(body.decode())
-
-
-def eventually(check, seconds=10):
-    deadline = time.monotonic() + seconds
-    while not (result := check()):
-        assert time.monotonic() < deadline, "not seen within the deadline"
-        time.sleep(0.02)
-    return result
 
 
 @pytest.fixture

@@ -21,7 +21,16 @@ from waitress.buffers import ReadOnlyFileBasedBuffer
 from buildshelf import cli
 from buildshelf.serving import connection
 from buildshelf.serving import server as serving
-from helpers import ROOT, free_port, make_build, make_project, real_server, server_argv, write_file
+from helpers import (
+    ROOT,
+    eventually,
+    free_port,
+    make_build,
+    make_project,
+    real_server,
+    server_argv,
+    write_file,
+)
 
 # --- the real thing --------------------------------------------------------------------------
 
@@ -39,14 +48,6 @@ def request(port, path, headers=None):
     body = resp.read()
     conn.close()
     return resp, body
-
-
-def eventually(check, seconds=10):
-    """Poll `check()` until it is true: the server's watcher reloads about once a second."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "not seen within the deadline"
-        time.sleep(0.05)
 
 
 def refuses_connections(port):
