@@ -16,6 +16,7 @@ import struct
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -34,6 +35,7 @@ from helpers import (
     ALPHA_TOKEN,
     ANY_TOKEN,
     FakeCredentials,
+    eventually,
     free_port,
     real_server,
     server_argv,
@@ -991,25 +993,30 @@ def answer_to(port, data, close=False):
     return int(lines[0].split()[1]), headers, json.loads(body) if body else None
 
 
+@contextmanager
+def half_an_upload(running):
+    """A connection that has sent a publish of 2 MiB of random bytes up to half its file:
+    (the socket, the rest of the body, the file's bytes)."""
+    data = os.urandom(2 << 20)
+    content_type, body = form(("build", {"channelVersion": "1.21"}), ("file", data, "alpha-9.jar"))
+    half = body.index(data) + len(data) // 2
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body[:half])
+        yield sock, body[half:], data
+
+
+def staged_bytes(data_dir):
+    """What the store holds that is no object yet: the bytes of the files being received."""
+    return sum(os.path.getsize(data_dir / "artifacts" / name) for name in leftovers(data_dir))
+
+
 def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
     """The file part is hashed and written into the store while it is sent, not once the
     body is all in: half sent, half of it is there (issue 24: the work of four uploads done
     at their end took both cores for a second)."""
-    data = os.urandom(2 << 20)
-    content_type, body = form(
-        ("build", json.dumps({"channelVersion": "1.21"}).encode()), ("file", data, "alpha-9.jar")
-    )
-    half = body.index(data) + len(data) // 2
-    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
-        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body[:half])
-        deadline = time.monotonic() + 5
-        while (
-            sum(os.path.getsize(data_dir / "artifacts" / name) for name in leftovers(data_dir))
-            < len(data) // 2
-        ):
-            assert time.monotonic() < deadline, leftovers(data_dir)
-            time.sleep(0.05)
-        sock.sendall(body[half:])
+    with half_an_upload(running) as (sock, rest, data):
+        eventually(lambda: staged_bytes(data_dir) >= len(data) // 2, seconds=5)
+        sock.sendall(rest)
         answer = b""
         while b"\r\n\r\n" not in answer:
             answer += sock.recv(65536)
@@ -1022,21 +1029,9 @@ def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
 
 def test_a_client_cut_off_mid_upload_leaves_nothing_in_the_store(running, data_dir):
     """The file received so far, in the store as it came, goes with the connection."""
-    data = os.urandom(2 << 20)
-    content_type, body = form(
-        ("build", json.dumps({"channelVersion": "1.21"}).encode()), ("file", data, "alpha-9.jar")
-    )
-    half = body.index(data) + len(data) // 2
-    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
-        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body[:half])
-        deadline = time.monotonic() + 5
-        while not leftovers(data_dir):  # received into the store as it came
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    deadline = time.monotonic() + 5
-    while leftovers(data_dir):
-        assert time.monotonic() < deadline, leftovers(data_dir)
-        time.sleep(0.05)
+    with half_an_upload(running):
+        eventually(lambda: leftovers(data_dir), seconds=5)  # received into the store as it came
+    eventually(lambda: not leftovers(data_dir), seconds=5)
     assert artifacts.objects(str(data_dir / "artifacts")) == {}
     assert "alpha-9" not in curl(
         f"http://127.0.0.1:{running.port}{API}/builds/latest?project=alpha"
@@ -1056,8 +1051,7 @@ def test_a_body_behind_an_answer_never_read_is_removed_with_its_connection(runni
     assert published.splitlines()[-1] == "201", published
     download = urlsplit(json.loads(published.rsplit("\n", 1)[0])["downloadUrl"]).path
     content_type, body = form(
-        ("build", json.dumps({"channelVersion": "1.21"}).encode()),
-        ("file", os.urandom(30_000), "alpha-9.jar"),
+        ("build", {"channelVersion": "1.21"}), ("file", os.urandom(30_000), "alpha-9.jar")
     )
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -1067,16 +1061,10 @@ def test_a_body_behind_an_answer_never_read_is_removed_with_its_connection(runni
         + head_of_put(running, len(body), content_type=content_type)
         + body
     )
-    deadline = time.monotonic() + 5
-    while not leftovers(data_dir):  # received into the store, behind the download
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    eventually(lambda: leftovers(data_dir), seconds=5)  # received, behind the download
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()  # a reset: the download's next send fails
-    deadline = time.monotonic() + 5
-    while leftovers(data_dir):
-        assert time.monotonic() < deadline, leftovers(data_dir)
-        time.sleep(0.05)
+    eventually(lambda: not leftovers(data_dir), seconds=5)
 
 
 def test_a_boundary_too_long_is_a_400(web):
