@@ -124,9 +124,8 @@ class BodyWriter:
 class BodyBuffer:
     """A request body as it arrives: in memory up to BODY_IN_MEMORY bytes, then in an
     anonymous file in `directory` (O_TMPFILE where the filesystem has it: a file with no name,
-    which nothing, not even a killed process, can leave behind), written by `writer` (a
-    BodyWriter), or at once without one. waitress's own buffer spills to $TMPDIR, which may be
-    RAM. The file is unbuffered: each write is done or failed when it returns, and no later
+    which nothing, not even a killed process, can leave behind), written by `writer` (the
+    server's BodyWriter). waitress's own buffer spills to $TMPDIR, which may be RAM. The file is unbuffered: each write is done or failed when it returns, and no later
     flush can fail. A write that fails (a full disk) is kept as `error` and the rest of the
     body is dropped; a body read meanwhile is refused (SpilledBody)."""
 
@@ -135,7 +134,7 @@ class BodyBuffer:
     consumer = None  # what takes the body as it arrives instead of a file: see consume_with
     closed = False
 
-    def __init__(self, directory, writer=None):
+    def __init__(self, directory, writer):
         self.directory, self.writer = directory or tempfile.gettempdir(), writer
         self.size, self.memory = 0, io.BytesIO()
 
@@ -151,10 +150,7 @@ class BodyBuffer:
                 self.memory.write(data)
                 return
             data, self.memory = self.memory.getvalue() + data, None
-        if self.writer is None:
-            self.write(data)
-        else:
-            self.writer.write(self, data)
+        self.writer.write(self, data)
 
     def consume_with(self, consumer):
         """Hand the body to `consumer` as it arrives, chunk by chunk, instead of keeping it:
@@ -189,24 +185,23 @@ class BodyBuffer:
     def consumed(self):
         """The consumer, once it has been fed all that arrived of the body: waited for, on
         the thread that asks (never the loop's)."""
-        self._written()
+        self._wait_for_the_writer()
         return self.consumer
 
     def written(self):
         """The file from its start, once what was queued of it is written: waited for, on
         the thread that reads the body (never the loop's)."""
-        self._written()
+        self._wait_for_the_writer()
         if self.error is not None:
             raise self.refusal()
         self.file.seek(0)
         self.file = io.BufferedReader(self.file)  # read in big chunks, closed with it
         return self.file
 
-    def _written(self):
-        if self.writer is not None:
-            done = threading.Event()
-            self.writer.then(done.set)
-            done.wait()
+    def _wait_for_the_writer(self):
+        done = threading.Event()
+        self.writer.then(done.set)
+        done.wait()
 
     def refusal(self):
         """The answer to a body that could not be kept (`error`), logged."""
@@ -219,10 +214,8 @@ class BodyBuffer:
         self.closed = True
         if self.memory is not None:
             self.memory.close()
-        elif self.writer is not None:
-            self.writer.then(self._close)
         else:
-            self._close()
+            self.writer.then(self._close)
 
     def _close(self):
         if self.consumer is not None:
@@ -476,10 +469,9 @@ class GuardedChannel(HTTPChannel):
     def held_back(self):
         """Whether the body being received goes to a file, and the writer is behind: then it
         waits in the client's socket, and the loop reads the other connections."""
-        writer, request = self.server.body_writer, self.request
+        request = self.request
         return (
-            writer is not None
-            and writer.backlogged
+            self.server.body_writer.backlogged
             and request is not None
             and request.body_rcv is not None
             and not request.completed

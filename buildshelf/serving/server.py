@@ -101,7 +101,7 @@ class GuardedServer(TcpWSGIServer):
     screen = None  # a request's refusal once its head is in, or None: see serve()
     consume = None  # the consumer of a request's body as it arrives, or None: see serve()
     body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
-    body_writer = None  # the connection.BodyWriter that writes them there (None: the loop)
+    body_writer = None  # the connection.BodyWriter that writes them there: serve() sets it
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
