@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 
-from buildshelf import oidc, tokens, trust
+from buildshelf import oidc, state, tokens, trust
 from buildshelf.text import printable
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ class Credentials:
     def __init__(self, state_dir: str, issuer: str, audience: str):
         self.state_dir, self.issuer, self.audience = state_dir, issuer, audience.rstrip("/")
         self.verifier = oidc.Verifier(issuer, self.audience)
+        # Opened once, at the first check, and kept: no write pays for opening a file.
+        self.databases = state.Databases(state_dir)
 
     def precheck(self, authorization: str | None) -> None:
         """Unauthorized raised for a credential that cannot be valid, for any project: no
@@ -73,7 +75,7 @@ class Credentials:
         bearer = _bearer(authorization)
         if bearer.startswith(tokens.PREFIX):
             try:
-                known = tokens.authenticate(self.state_dir, bearer, record=False)
+                known = tokens.authenticate(self.databases, bearer, record=False)
             except (sqlite3.Error, OSError):  # authenticate() says what is wrong
                 return
             if known is None:
@@ -115,7 +117,7 @@ class Credentials:
         return Unavailable(f"the credentials cannot be read now ({said}): try again in a minute")
 
     def _token(self, text: str, slug: str) -> Publisher:
-        token = tokens.authenticate(self.state_dir, text)
+        token = tokens.authenticate(self.databases, text)
         if token is None:
             raise Unauthorized(UNKNOWN_TOKEN)
         # Slugs are lower case; the API finds a project whatever the case of its URL.
@@ -138,9 +140,9 @@ class Credentials:
                 "minute"
             ) from None
         try:
-            if not trust.spend(self.state_dir, claims["jti"], claims["exp"] + oidc.LEEWAY):
+            if not trust.spend(self.databases, claims["jti"], claims["exp"] + oidc.LEEWAY):
                 raise Unauthorized("this token was used already: request a fresh one")
-            trust.match(self.state_dir, slug, claims)
+            trust.match(self.databases, slug, claims)
         except trust.NotTrusted as not_trusted:
             raise Forbidden(str(not_trusted)) from None
         return Publisher(f"github {claims['repository']} ({trust.workflow_of(claims)})")

@@ -6,6 +6,8 @@ service's user. Each concern keeps its own SQLite database there, opened through
 import os
 import sqlite3
 import stat
+import threading
+from contextlib import closing, contextmanager
 
 IN_DATA_DIRECTORY = ".buildshelf"  # the default place: the data directory is one backup
 DIRECTORY_MODE = 0o700
@@ -44,3 +46,51 @@ def connect(state_dir: str, name: str) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
+
+
+class Databases:
+    """The databases of the state directory `state_dir` as a long-lived process (the server)
+    keeps them: each opened at its first use, its schema made then, and kept open, so that no
+    request pays for opening a file. One thread at a time uses each (a lock of its own): a
+    database that is locked or slow holds up only the calls waiting on it."""
+
+    def __init__(self, state_dir: str):
+        self.state_dir = state_dir
+        self._opened = {}  # name -> connection
+        self._locks = {}  # name -> the lock of its connection
+        self._lock = threading.Lock()  # guards the two dicts
+
+    @contextmanager
+    def opened(self, name: str, schema: str):
+        with self._lock:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            connection = self._opened.get(name)
+            if connection is None:  # not yet, or its opening failed: tried again
+                connection = connect(self.state_dir, name)
+                try:
+                    connection.executescript(schema)
+                except BaseException:
+                    connection.close()
+                    raise
+                self._opened[name] = connection
+            yield connection
+
+
+# Where a database is: a state directory's path (a command's, opened for one call), or the
+# Databases a server keeps open.
+Where = str | Databases
+
+
+@contextmanager
+def opened(where: Where, name: str, schema: str):
+    """A connection to the database `name` (made by `schema` if need be) of `where`: the path
+    of a state directory, for a command that runs once (opened for the block, closed after),
+    or the Databases a server keeps open."""
+    if isinstance(where, Databases):
+        with where.opened(name, schema) as connection:
+            yield connection
+        return
+    with closing(connect(where, name)) as connection:
+        connection.executescript(schema)
+        yield connection

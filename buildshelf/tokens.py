@@ -98,10 +98,9 @@ def secret_number(secret: str) -> int:
     return number
 
 
-def _connect(state_dir: str) -> sqlite3.Connection:
-    connection = state.connect(state_dir, "tokens")
-    connection.execute(_SCHEMA)
-    return connection
+def _opened(where):
+    """The tokens' database of `where`: a state directory, or a server's state.Databases."""
+    return state.opened(where, "tokens", _SCHEMA)
 
 
 def _token(row) -> Token:
@@ -115,8 +114,7 @@ def create(
     (None: never): (the Token, its text, to be shown once and never again)."""
     now = now_ms() if now is None else now
     expires = None if expires_days is None else now + expires_days * DAY_MS
-    connection = _connect(state_dir)
-    try:
+    with _opened(state_dir) as connection:
         while True:
             token = Token(
                 secrets.token_hex(ID_LENGTH // 2), project, now, expires, None, note, None
@@ -131,35 +129,26 @@ def create(
             except sqlite3.IntegrityError:  # an id already drawn: draw another
                 continue
             return token, text
-    finally:
-        connection.close()
 
 
 def list_tokens(state_dir: str) -> list[Token]:
     """Every token, revoked and expired ones too, oldest first."""
-    connection = _connect(state_dir)
-    try:
+    with _opened(state_dir) as connection:
         rows = connection.execute(f"SELECT {_FIELDS} FROM tokens ORDER BY created, id")
         return [_token(row) for row in rows]
-    finally:
-        connection.close()
 
 
 def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token, bool]:
     """(the token `token_id` revoked, whether this call revoked it: False when it already
     was). An unknown id is a TokenError."""
     now = now_ms() if now is None else now
-    connection = _connect(state_dir)
-    try:
-        with connection:
-            changed = connection.execute(
-                "UPDATE tokens SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, token_id)
-            ).rowcount
-            row = connection.execute(
-                f"SELECT {_FIELDS} FROM tokens WHERE id = ?", (token_id,)
-            ).fetchone()
-    finally:
-        connection.close()
+    with _opened(state_dir) as connection, connection:
+        changed = connection.execute(
+            "UPDATE tokens SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, token_id)
+        ).rowcount
+        row = connection.execute(
+            f"SELECT {_FIELDS} FROM tokens WHERE id = ?", (token_id,)
+        ).fetchone()
     if row is None:
         shown = token_id if re.fullmatch(r"[0-9a-f]{1,40}", token_id) else "with that id"
         raise TokenError(f"no token {shown}: 'token list' lists them")
@@ -167,18 +156,17 @@ def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token
 
 
 def authenticate(
-    state_dir: str, text: str, now: int | None = None, record: bool = True
+    where: state.Where, text: str, now: int | None = None, record: bool = True
 ) -> Token | None:
-    """The token `text` is, if valid at `now`; None for one malformed, unknown, expired or
-    revoked. Its `last used` is recorded (at most once a minute), unless not `record`: a
-    check that only reads."""
+    """The token `text` is, if valid at `now`, in the state directory `where` (or a server's
+    state.Databases); None for one malformed, unknown, expired or revoked. Its `last used` is
+    recorded (at most once a minute), unless not `record`: a check that only reads."""
     form = FORM.match(text)
     if form is None:
         return None
     token_id, secret = form.groups()
     now = now_ms() if now is None else now
-    connection = _connect(state_dir)
-    try:
+    with _opened(where) as connection:
         row = connection.execute(
             f"SELECT secret_sha256, {_FIELDS} FROM tokens WHERE id = ?", (token_id,)
         ).fetchone()
@@ -192,8 +180,6 @@ def authenticate(
         if record and (token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS):
             _record_use(connection, token.id, now)
         return token
-    finally:
-        connection.close()
 
 
 def _record_use(connection: sqlite3.Connection, token_id: str, now: int) -> None:

@@ -7,7 +7,6 @@ pinned on its first accepted token; and the tokens' `jti`s spent, each accepted 
 import re
 import sqlite3
 import time
-from contextlib import closing
 from dataclasses import dataclass
 
 from buildshelf import state
@@ -65,10 +64,9 @@ class Trusted:
         )
 
 
-def _connect(state_dir):
-    connection = state.connect(state_dir, "trust")
-    connection.executescript(_SCHEMA)
-    return connection
+def _opened(where: state.Where):
+    """The trust database of `where`: a state directory, or a server's state.Databases."""
+    return state.opened(where, "trust", _SCHEMA)
 
 
 def _listed(connection, project):
@@ -82,7 +80,7 @@ def _listed(connection, project):
 
 def listed(state_dir: str, project: str) -> list[Trusted]:
     """The trusted publishers of `project`, in the order they were added."""
-    with closing(_connect(state_dir)) as connection:
+    with _opened(state_dir) as connection:
         return _listed(connection, project)
 
 
@@ -98,7 +96,7 @@ def add(
     for value, pattern in shapes:
         if value is not None and not pattern.match(value):
             raise ValueError(f"{value!r} does not match {pattern.pattern}")
-    with closing(_connect(state_dir)) as connection, connection:
+    with _opened(state_dir) as connection, connection:
         connection.execute("BEGIN IMMEDIATE")
         for trusted in _listed(connection, project):
             if (trusted.repository.lower(), trusted.workflow, trusted.environment) == (
@@ -117,7 +115,7 @@ def add(
 
 def remove(state_dir: str, project: str, number: int) -> Trusted | None:
     """The publisher that `listed` numbers `number`, no longer trusted; None if none is."""
-    with closing(_connect(state_dir)) as connection, connection:
+    with _opened(state_dir) as connection, connection:
         connection.execute("BEGIN IMMEDIATE")
         found = [t for t in _listed(connection, project) if t.number == number]
         if found:
@@ -125,11 +123,12 @@ def remove(state_dir: str, project: str, number: int) -> Trusted | None:
         return found[0] if found else None
 
 
-def spend(state_dir: str, jti: str, until: float, now: float | None = None) -> bool:
-    """Whether `jti` was not spent yet, now spent until `until` (epoch seconds: when its
-    token can no longer be accepted). The jtis spent until before `now` are forgotten."""
+def spend(where: state.Where, jti: str, until: float, now: float | None = None) -> bool:
+    """Whether `jti` was not spent yet in the state of `where`, now spent until `until` (epoch
+    seconds: when its token can no longer be accepted). The jtis spent until before `now` are
+    forgotten."""
     now = time.time() if now is None else now
-    with closing(_connect(state_dir)) as connection, connection:
+    with _opened(where) as connection, connection:
         connection.execute("DELETE FROM spent WHERE until < ?", (int(now),))
         try:
             connection.execute("INSERT INTO spent (jti, until) VALUES (?, ?)", (jti, int(until)))
@@ -165,14 +164,15 @@ def _runs(trusted, claims):
     return True
 
 
-def match(state_dir: str, project: str, claims: dict) -> Trusted:
-    """The trusted publisher of `project` that the verified token `claims` matches, with the
-    repository's ids pinned if they were not; NotTrusted if none does."""
+def match(where: state.Where, project: str, claims: dict) -> Trusted:
+    """The trusted publisher of `project` in the state of `where` that the verified token
+    `claims` matches, with the repository's ids pinned if they were not; NotTrusted if none
+    does."""
     repository = claims["repository"]
     ids = (claims["repository_owner_id"], claims["repository_id"])
     if not REPOSITORY.match(repository):  # GitHub's never: compared as ASCII below
         raise NotTrusted(f"{repository!r} is not a GitHub repository name")
-    with closing(_connect(state_dir)) as connection, connection:
+    with _opened(where) as connection, connection:
         connection.execute("BEGIN IMMEDIATE")  # the ids read and pinned in one transaction
         listed = _listed(connection, project)
         same = [t for t in listed if t.repository.lower() == repository.lower()]

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import stat
 import time
 import urllib.request
@@ -426,3 +427,18 @@ def test_the_server_never_reads_the_state_directory_as_a_project(data_dir):
         keep_open.close()
     status, out, err = run(["check", "--data", str(data_dir)])
     assert (status, err) == (0, "")
+
+
+def test_credentials_open_each_database_once(tmp_path, monkeypatch):
+    """A server's checks reuse the connection its first one opened."""
+    state_dir = str(tmp_path / "state")
+    _, text = tokens.create(state_dir, "alpha", 90, "ci")
+    opened = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **kw: opened.append(a) or connect(*a, **kw))
+    creds = credentials.Credentials(state_dir, "https://issuer.invalid", "http://127.0.0.1:8080")
+    for _ in range(3):
+        assert creds.authenticate(f"Bearer {text}", "alpha").who.startswith("token ")
+        with pytest.raises(credentials.Unauthorized):
+            creds.authenticate("Bearer bs_000000000000_" + "A" * 43, "alpha")
+    assert len(opened) == 1
