@@ -68,17 +68,13 @@ class Credentials:
         self.databases = state.Databases(state_dir)
 
     def precheck(self, authorization: str | None) -> None:
-        """Unauthorized raised for a credential that cannot be valid, for any project: no
-        bearer, a token unknown, expired or revoked, a GitHub token expired or for another
-        audience... Cheap and read-only (no key fetched, no jti spent, nothing recorded), for
-        a request whose body is not read yet; authenticate() then checks it all."""
+        """Unauthorized raised for a credential that its text alone shows cannot be valid, for
+        any project: no bearer, neither a token's form nor a JWT's, a GitHub token expired or
+        for another audience... No file, no network, nothing recorded: the server's loop
+        thread calls it for every write; authenticate() then checks it all."""
         bearer = _bearer(authorization)
         if bearer.startswith(tokens.PREFIX):
-            try:
-                known = tokens.authenticate(self.databases, bearer, record=False)
-            except (sqlite3.Error, OSError):  # authenticate() says what is wrong
-                return
-            if known is None:
+            if not tokens.FORM.match(bearer):
                 raise Unauthorized(UNKNOWN_TOKEN)
         elif oidc.looks_like_jwt(bearer):
             try:

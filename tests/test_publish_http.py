@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -27,9 +28,10 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, credentials, files, server, tokens, trust, writer
+from buildshelf import artifacts, credentials, files, oidc, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
+from buildshelf.web.answers import Deferred
 from buildshelf.web.ratelimit import FailureLimit
 from helpers import (
     ALPHA_TOKEN,
@@ -41,7 +43,7 @@ from helpers import (
     server_argv,
     wait_for_port,
 )
-from oidc_issuer import OidcIssuer
+from oidc_issuer import OidcIssuer, new_key
 
 API = "/api/v2"
 SECRETS = ("s" * 43, "t" * 43)  # of ALPHA_TOKEN and ANY_TOKEN
@@ -735,16 +737,23 @@ def test_screen_refuses_a_body_over_1_kib_on_any_other_route(app):
     assert refused.status_code == 413
 
 
+def proven(verdict):
+    """What a screen's verdict proves: it defers the credential's proof to the server's
+    deciding threads."""
+    assert isinstance(verdict, Deferred), verdict
+    return verdict.decide()
+
+
 def test_screen_of_a_write(app):
     ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}", CONTENT_TYPE=MULTIPART)
     most = app.max_body_bytes
     assert most == (1 << 20) + publish.FRAMING_BYTES
-    assert app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most), **ok)) is None
+    assert proven(app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most), **ok))).who
     refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most + 1), **ok))
     assert (refused.status_code, refused.code) == (413, "too_large")
     assert "a file of 1 MiB at most (the server's --max-file-mb)" in refused.body
     json_ok = dict(ok, CONTENT_TYPE="application/json; charset=utf-8")
-    assert app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(1 << 20), **json_ok)) is None
+    assert proven(app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(1 << 20), **json_ok)))
     refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str((1 << 20) + 1), **json_ok))
     assert refused.status_code == 413
     refused = app.screen(
@@ -753,7 +762,7 @@ def test_screen_of_a_write(app):
     assert (refused.status_code, refused.code) == (415, "unsupported_media_type")
     refused = app.screen(environ("DELETE", WRITE, CONTENT_LENGTH="2000", **ok))
     assert refused.status_code == 413
-    assert app.screen(environ("DELETE", WRITE, HTTP_AUTHORIZATION=ok["HTTP_AUTHORIZATION"])) is None
+    assert proven(app.screen(environ("DELETE", WRITE, HTTP_AUTHORIZATION=ok["HTTP_AUTHORIZATION"])))
     # No credential, or one that cannot be valid: refused before the body is buffered.
     for authorization in ({}, {"HTTP_AUTHORIZATION": "Bearer x"}):
         refused = app.screen(
@@ -771,7 +780,7 @@ def test_screen_answers_429_with_retry_after_while_an_address_is_limited(app):
     assert 59 <= int(refused.headers["Retry-After"]) <= 60
     assert app.screen(environ()) is None  # reads are never limited
     other = dict(REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}")
-    assert app.screen(environ("DELETE", WRITE, **other)) is None
+    assert proven(app.screen(environ("DELETE", WRITE, **other)))
 
 
 # --- the log line, and no secret anywhere --------------------------------------------------------
@@ -1121,8 +1130,142 @@ def test_a_real_server_refuses_a_credential_that_cannot_be_valid_on_the_head_alo
     """An unknown token, a revoked one or an expired GitHub token never get a body buffered."""
     unknown = "bs_000000000000_" + "A" * 43
     for token in (unknown, running.text + "x"):
-        status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20, token))
+        status, headers, body = answer_to(running.port, head_of_put(running, 3 << 20, token))
         assert (status, body["code"], headers["connection"]) == (401, "unauthorized", "close")
+
+
+# --- the credential proven on the head, before a byte of the body (issue 33) ---------------------
+
+
+AUDIENCE = "http://127.0.0.1:8080"
+
+
+@pytest.fixture
+def issuing(data_dir, state):
+    """A real server that trusts octo-org/octo-repo to publish alpha with the test issuer's
+    tokens, and has a token for alpha: (Running, the issuer)."""
+    token, text = tokens.create(state, "alpha", 90, "ci")
+    trust.add(state, "alpha", "octo-org/octo-repo")
+    with OidcIssuer(audience=AUDIENCE) as issuer:
+        flags = ("--state", state, "--max-file-mb", "4", "--public-url", AUDIENCE,
+                 "--github-oidc-issuer", issuer.url)  # fmt: skip
+        with real_server(data_dir, *flags) as (port, _):
+            yield Running(port, token, text, None), issuer
+
+
+def first_answer(sock, seconds=5):
+    """The status line of the first answer on `sock`, and what followed it; None if none came
+    within `seconds` (the server is reading the body)."""
+    sock.settimeout(seconds)
+    received = b""
+    try:
+        while b"\r\n\r\n" not in received:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    except TimeoutError:
+        return None, received
+    line, _, rest = received.partition(b"\r\n")
+    return line.decode("latin-1"), rest
+
+
+def test_a_forged_github_token_gets_a_401_before_a_byte_of_its_body_is_kept(issuing, data_dir):
+    """A token with the issuer's claims and a signature of another key: refused on its head,
+    while its body is still on its way, with nothing staged; each refusal counts at once."""
+    running, issuer = issuing
+    for _ in range(10):
+        forged = issuer.token(key=new_key())
+        with socket.create_connection(("127.0.0.1", running.port)) as sock:
+            sock.sendall(head_of_put(running, 3 << 20, token=forged) + b"x" * (60 << 10))
+            line, rest = first_answer(sock)
+            assert line is not None and line.startswith("HTTP/1.1 401 "), rest
+            while chunk := sock.recv(65536):  # the answer's body, then the server closes
+                rest += chunk
+            assert b"signature is not the issuer's" in rest and b"Connection: close" in rest
+            assert leftovers(data_dir) == []
+    status, _, body = answer_to(running.port, head_of_put(running, 10, token=issuer.token()))
+    assert (status, body["code"]) == (429, "too_many_requests")
+
+
+@pytest.mark.parametrize("credential", ["github", "token"])
+def test_a_100_continue_is_sent_only_once_the_credential_is_proven(issuing, credential):
+    running, issuer = issuing
+    valid = issuer.token() if credential == "github" else running.text
+    invalid = issuer.token(key=new_key()) if credential == "github" else running.text[:-1] + "0"
+    content_type, body = form(*kept())
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
+        head = head_of_put(running, len(body), token=invalid, content_type=content_type)
+        sock.sendall(head.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n"))
+        line, _ = first_answer(sock)
+        assert line is not None and line.startswith("HTTP/1.1 401 ")
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
+        head = head_of_put(running, len(body), token=valid, content_type=content_type)
+        sock.sendall(head.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n"))
+        assert first_answer(sock)[0] == "HTTP/1.1 100 Continue"
+        sock.sendall(body)
+        line, _ = first_answer(sock)
+        assert line.startswith("HTTP/1.1 201 ")
+
+
+def test_a_github_token_valid_on_the_head_is_not_refused_when_it_expires_mid_upload(issuing):
+    """The credential is decided once, on the head: a long upload may outlive its token."""
+    running, issuer = issuing
+    expires_soon = issuer.token(exp=int(time.time()) - oidc.LEEWAY + 2)
+    content_type, body = form(*kept())
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
+        sock.sendall(
+            head_of_put(running, len(body), token=expires_soon, content_type=content_type)
+            + body[:100]
+        )
+        time.sleep(3)  # the token is now expired, even with the leeway
+        sock.sendall(body[100:])
+        line, _ = first_answer(sock)
+    assert line.startswith("HTTP/1.1 201 ")
+
+
+def test_a_delete_and_what_is_pipelined_after_it_wait_for_its_credential(running):
+    """A request with no body awaits its verdict too; what follows it on the connection is
+    answered after it, in order."""
+    content_type, body = form(*kept())
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(head_of_put(running, len(body), content_type=content_type) + body)
+        assert first_answer(sock)[0].startswith("HTTP/1.1 201 ")
+    delete = f"DELETE {API}/projects/alpha/builds/9 HTTP/1.1\r\nHost: x\r\n"
+    get = f"GET {API}/builds/latest?project=alpha HTTP/1.1\r\nHost: x\r\n"
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(
+            f"{delete}Authorization: Bearer {running.text}\r\n\r\n{get}\r\n".encode()
+            + f"{delete}Authorization: Bearer bs_000000000000_{'A' * 43}\r\n\r\n".encode()
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", received)
+    assert statuses == [b"204", b"200", b"401"], received
+    assert b'"buildNumber":9' not in received
+
+
+def test_a_locked_tokens_database_holds_up_no_read(running, state):
+    """The tokens' database is read on a thread of the server's own, never its loop: while
+    another process holds it locked, a write waits, and every read is answered at once."""
+    locker = sqlite3.connect(os.path.join(state, "tokens.sqlite3"), isolation_level=None)
+    locker.execute("PRAGMA locking_mode=EXCLUSIVE")
+    locker.execute("BEGIN EXCLUSIVE")
+    unknown = "bs_000000000000_" + "A" * 43
+    with socket.create_connection(("127.0.0.1", running.port)) as sock:
+        sock.sendall(head_of_put(running, 1 << 20, token=unknown))
+        time.sleep(0.2)  # the server is waiting for the database
+        started = time.monotonic()
+        status, _, _ = answer_to(
+            running.port,
+            f"GET {API}/projects HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+        )
+        assert status == 200 and time.monotonic() - started < 1
+        locker.execute("COMMIT")
+        locker.close()
+        line, rest = first_answer(sock, seconds=10)
+    assert line.startswith("HTTP/1.1 401 "), rest
 
 
 def test_a_client_that_leaves_mid_upload_leaves_nothing(running, data_dir):

@@ -26,7 +26,15 @@ from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
 from buildshelf import files
 from buildshelf.serving.accesslog import access_record
-from buildshelf.web.answers import CONSUMED, MALFORMED, REFUSED, no_room, too_large
+from buildshelf.web.answers import (
+    CONSUMED,
+    MALFORMED,
+    PROVEN,
+    REFUSED,
+    Deferred,
+    no_room,
+    too_large,
+)
 from buildshelf.web.downloads import FileShrank
 from buildshelf.web.query import ApiError
 
@@ -258,6 +266,11 @@ class GuardedParser(HTTPRequestParser):
     refused = None  # the ApiError to answer instead of the request
     body_unread = False  # a body was announced, and is dropped: see GuardedChannel.handle_close
     environ = None  # made on the loop thread when the request was screened or recalled
+    shown = None  # the environ the screen saw, which consume is given too
+    awaiting = False  # the screen's Deferred verdict is being decided: nothing more is read
+    held = b""  # what came past the head, in the same read, while the verdict was awaited
+    wants_continue = False  # the client asked for a 100 Continue, sent once the verdict lets it
+    proven = None  # what the verdict proved: the app's environ[PROVEN]
 
     def __init__(self, adj, channel):
         super().__init__(adj)
@@ -273,12 +286,20 @@ class GuardedParser(HTTPRequestParser):
         if self.body_rcv is not None:
             server = self.channel.server
             self.body_rcv.buf = BodyBuffer(server.body_directory, server.body_writer)
-        self.refuse(self.channel.screened(self))
+        verdict = self.channel.screened(self)
+        if isinstance(verdict, Deferred):
+            # Not a byte more is read, and no 100 Continue sent, until it is decided.
+            self.awaiting = True
+            self.wants_continue, self.expect_continue = self.expect_continue, False
+            self.channel.decide(self, verdict)
+        else:
+            self.refuse(verdict if verdict is not None else self.channel.let_through(self))
 
     def refuse(self, error):
         """Answer `error` instead of the request: see drop_body."""
         if error is not None:
             self.refused = error
+            self.awaiting, self.held = False, b""
             self.drop_body()
 
     def drop_body(self):
@@ -291,6 +312,11 @@ class GuardedParser(HTTPRequestParser):
         self.expect_continue = False
 
     def received(self, data):
+        if self.awaiting and self.headers_finished:
+            # The connection is not read while the verdict is awaited (GuardedChannel.readable):
+            # this came in the read that brought the head, recv_bytes at most.
+            self.held += data
+            return len(data)
         consumed = super().received(data)
         if isinstance(self.error, RequestEntityTooLarge):
             # Over max_request_body_size: by Content-Length, or as chunks arrived. The app
@@ -301,6 +327,8 @@ class GuardedParser(HTTPRequestParser):
         elif self.body_rcv is not None and self.body_rcv.getbuf().error is not None:
             self.refuse(self.body_rcv.getbuf().refusal())
             self.completed = True
+        if self.awaiting and self.completed:
+            self.completed = False  # a request with no body waits for its verdict too
         if self.completed:
             self.channel = None  # no cycle with the connection
         if self.problem or self.refused is not None:
@@ -310,6 +338,14 @@ class GuardedParser(HTTPRequestParser):
     def get_body_stream(self):
         # The screen's environ is made before the body is read: it has none.
         return super().get_body_stream() if self.completed else io.BytesIO()
+
+
+def _failed(what):
+    """The 500 refusal of a request that `what` failed on (a bug): the app logs the
+    traceback."""
+    error = ApiError(500, "internal_error", f"internal error: {what} failed")
+    error.traceback = traceback.format_exc()
+    return error
 
 
 class AccessLogged:
@@ -359,6 +395,8 @@ class GuardedTask(AccessLogged, WSGITask):
             environ[MALFORMED] = self.request.problem
         if self.request.refused is not None:
             environ[REFUSED] = self.request.refused
+        if self.request.proven is not None:
+            environ[PROVEN] = self.request.proven
         body = self.request.body_rcv
         if body is not None and body.getbuf().consumer is not None:
             environ[CONSUMED] = body.getbuf().consumed
@@ -409,31 +447,83 @@ class GuardedChannel(HTTPChannel):
         return GuardedParser(adj, self)
 
     def screened(self, request):
-        """The server's screen's refusal of `request`, whose head is in and whose body is
-        not, or None; a request let through is given to the server's `consume`, whose
-        consumer, if any, takes its body as it arrives. It runs on the loop thread, as the
-        server's recall does."""
+        """The server's screen's verdict on `request`, whose head is in and whose body is
+        not: None, the ApiError to answer instead, or a Deferred. It runs on the loop thread,
+        as the server's recall does."""
         screen = self.server.screen
         if screen is None:
             return None
         environ = self.task_class(self, request).get_environment()
         if request.body_rcv is None:
             request.environ = environ  # the request is complete: its environ is made once
-        shown = dict(environ)  # the screen's own, with the framing waitress took out
+        request.shown = dict(environ)  # the screen's own, with the framing waitress took out
         if request.chunked:
-            shown["HTTP_TRANSFER_ENCODING"] = "chunked"
+            request.shown["HTTP_TRANSFER_ENCODING"] = "chunked"
         try:
-            refusal = screen(shown)
-            consume = self.server.consume
-            if refusal is None and consume is not None and request.body_rcv is not None:
-                consumer = consume(shown)
-                if consumer is not None:
-                    request.body_rcv.getbuf().consume_with(consumer)
-            return refusal
-        except Exception:  # a bug: refused with a 500, whose traceback the app logs
-            error = ApiError(500, "internal_error", "internal error: the screen failed")
-            error.traceback = traceback.format_exc()
-            return error
+            return screen(request.shown)
+        except Exception:
+            return _failed("the screen")
+
+    def let_through(self, request):
+        """Give the body of `request`, which the screen let through, to the server's
+        `consume`, whose consumer, if any, takes it as it arrives; the ApiError to answer
+        instead if that fails."""
+        consume = self.server.consume
+        if consume is None or request.body_rcv is None or request.shown is None:
+            return None
+        try:
+            consumer = consume(request.shown)
+        except Exception:
+            return _failed("the body's consumer")
+        if consumer is not None:
+            request.body_rcv.getbuf().consume_with(consumer)
+        return None
+
+    def decide(self, request, verdict):
+        """Have the server's deciding threads decide `verdict` on `request`: then `decided`
+        runs on the loop thread, which serves the other connections meanwhile."""
+
+        def deciding():
+            try:
+                return verdict.decide(), None
+            except ApiError as refusal:
+                return None, refusal
+            except Exception:
+                return None, _failed("the screen's verdict")
+
+        def done(future):
+            self.server.trigger.pull_trigger(lambda: self.decided(request, *future.result()))
+
+        self.server.deciders.submit(deciding).add_done_callback(done)
+
+    def decided(self, request, proven, refusal):
+        """On the loop thread: `request`'s verdict has come. A refusal is answered, and its
+        body never read; what is proven becomes environ[PROVEN], and the body is read."""
+        if not (request.awaiting and request is self.request and self.connected):
+            return  # refused by the server meanwhile, or the connection is gone
+        if self.will_close or self.close_when_flushed:
+            return  # closing: what it still had to answer is not answered
+        request.awaiting, held, request.held = False, request.held, b""
+        if refusal is None:
+            request.proven = proven
+            refusal = self.let_through(request)
+        if refusal is not None:
+            request.refuse(refusal)
+            held = b""
+        elif request.body_rcv is not None:
+            # Sent now, or by waitress once the requests before this one are answered.
+            request.expect_continue = request.wants_continue
+            if request.expect_continue and not self.requests:
+                self.send_continue()
+            self.received(held)  # the body's first bytes, read with the head
+            return
+        request.completed = True  # refused, or a request with no body: it is whole
+        with self.requests_lock:
+            self.requests.append(request)
+            self.request = request.channel = None
+            if len(self.requests) == 1:
+                self.server.add_task(self)
+        self.received(held)  # what was pipelined after it, if anything; answers the queue
 
     def handle_close(self):
         if self.socket is None:  # closed already
@@ -464,7 +554,12 @@ class GuardedChannel(HTTPChannel):
             self._log_sent(closed=True)
 
     def readable(self):
-        return not self.held_back() and super().readable()
+        return not (self.held_back() or self.awaiting()) and super().readable()
+
+    def awaiting(self):
+        """Whether the request being received awaits its verdict: then nothing more of it is
+        read."""
+        return self.request is not None and self.request.awaiting
 
     def held_back(self):
         """Whether the body being received goes to a file, and the writer is behind: then it
@@ -501,6 +596,12 @@ class GuardedChannel(HTTPChannel):
 
     def received(self, data):
         received = super().received(data)
+        self.answer_queued()
+        return received
+
+    def answer_queued(self):
+        """Answer from memory what add_task left to this thread, or hand it to a worker; send
+        what is queued now."""
         # Here no lock is held, and no worker thread has this connection: add_task left it.
         answered = 0
         while self.answer_at_once:
@@ -511,7 +612,6 @@ class GuardedChannel(HTTPChannel):
             answered += 1
         if (self.total_outbufs_len or self.close_when_flushed) and not self.requests:
             self.handle_write()  # now, rather than after another turn of select()
-        return received
 
     def answered_from_memory(self):
         """Answer the first request if the server's recall() knows the answer; True if so.

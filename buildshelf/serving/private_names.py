@@ -120,12 +120,15 @@ PRIVATE_NAMES = (
             "readable",
             "set_socket_options",
             "task_dispatcher",
+            "trigger",
         ),
         "server.GuardedServer replaces the class (__class__) of the server create_server "
         "made, to accept several connections a turn (making each channel as waitress does: "
         "channel_class(server, sock, addr, adj, map)), make room at the connection limit, "
         "close stalled connections, hold back a pipelined request (add_task) and skip the "
-        "wake-up pipe on the loop thread; serve reads the socket map and the address bound",
+        "wake-up pipe on the loop thread; serve reads the socket map and the address bound; "
+        "a deciding thread hands a screen's verdict back to the loop thread through the "
+        "wake-up pipe's thunks (trigger.pull_trigger(thunk))",
     ),
     (
         "waitress.task",
@@ -169,6 +172,7 @@ PRIVATE_NAMES = (
             "requests",
             "requests_lock",
             "send",
+            "send_continue",
             "sendbuf_len",
             "server",
             "service",
@@ -187,6 +191,9 @@ PRIVATE_NAMES = (
         "once it closes (requests, under requests_lock) and, after refusing a request whose body it did not "
         "read, shuts the socket's sending side and reads and drops (handle_read, recv, which "
         "closes at the end) before closing (handle_close); "
+        "once a deferred verdict lets a request's body in, sends the 100 Continue waitress "
+        "held back (send_continue), or queues a request with no body as received() does "
+        "(requests, requests_lock, request); "
         "server.py closes stalled and idle ones (handle_close); the access log names the "
         "client (addr) and reaches the server's access_log through the channel (server)",
     ),
@@ -233,7 +240,9 @@ PRIVATE_NAMES = (
         "100 Continue), turns waitress's RequestEntityTooLarge (error, completed) into the "
         "app's JSON 413, consumes what follows the head of such a request (received), gives "
         "the screen's environ no body yet (get_body_stream); the channel closes the buffer of "
-        "a body still arriving (close); the access log reads the method and target",
+        "a body still arriving (close); while the screen's verdict is decided, it holds what comes "
+        "after the head (received, headers_finished) and keeps a request with no body from "
+        "being complete (completed); the access log reads the method and target",
     ),
     (
         "waitress.receiver",

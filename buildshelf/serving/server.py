@@ -7,6 +7,7 @@ closes those that stall, makes room for new ones, and accepts its connections as
 connection.py's guarded ones.
 """
 
+import concurrent.futures
 import errno
 import logging
 import resource
@@ -55,6 +56,11 @@ ACCEPTS_PER_TURN = 64
 # A connection whose client has read nothing of its pending answers for this long is closed
 # (checked every cleanup_interval, so within 30 s): its answers cost memory, never a thread.
 STALL_SECONDS = 20
+# Threads that decide the screen's Deferred verdicts (a write's credential, against the
+# state's databases or the issuer's keys): the loop thread never waits for a file or the
+# network, and a database that is locked or slow holds up only the writes waiting on it,
+# never the worker threads that answer reads.
+DECIDING_THREADS = 4
 # How often the metrics take the access records when no line is written (--quiet): each
 # wake-up of that thread cost 110 µs of CPU (11 ms a second idle at the log's 10 ms), and a
 # scrape never notices a quarter of a second.
@@ -102,6 +108,7 @@ class GuardedServer(TcpWSGIServer):
     consume = None  # the consumer of a request's body as it arrives, or None: see serve()
     body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
     body_writer = None  # the connection.BodyWriter that writes them there: serve() sets it
+    deciders = None  # the executor of the screen's Deferred verdicts: serve() sets it
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
@@ -254,7 +261,9 @@ def serve(
     `screen(environ)`, called on the loop thread too, once a request's head is in and before
     its body is read, returns None or the query.ApiError to answer instead: `app` then gets
     the request bodiless, with the error as environ[answers.REFUSED], and the connection is
-    closed after the answer. A body over `max_body_bytes` is refused likewise (413); one over
+    closed after the answer. It may also return an answers.Deferred, whose decide() runs on
+    one of DECIDING_THREADS while the connection is not read: what it raises is answered
+    likewise, and what it returns reaches `app` as environ[answers.PROVEN]. A body over `max_body_bytes` is refused likewise (413); one over
     connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`, unless
     `consume(environ)`, called on the loop thread once the screen let the request through,
     returns a consumer: then its feed(data) is given the body as it arrives, on the thread
@@ -290,8 +299,9 @@ def serve(
             dispatcher.loop_thread = threading.get_ident()
     listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
     body_writer = BodyWriter(wake=listeners[0].pull_trigger)
+    deciders = concurrent.futures.ThreadPoolExecutor(DECIDING_THREADS, "buildshelf-decide")
     for listener in listeners:
-        listener.body_writer = body_writer
+        listener.body_writer, listener.deciders = body_writer, deciders
     stopping = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: stopping.append(signum))
@@ -306,6 +316,7 @@ def serve(
     log.info("signal %d: finishing the requests in flight", stopping[0])
     drain(server._map, time.monotonic() + DRAIN_SECONDS)
     server.task_dispatcher.shutdown()
+    deciders.shutdown(wait=False, cancel_futures=True)  # no connection awaits them now
     body_writer.stop()
     body_writer.thread.join(DRAIN_SECONDS)  # the bodies dropped are closed and removed
 

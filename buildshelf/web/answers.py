@@ -8,6 +8,8 @@ import io
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import bottle
 
@@ -30,12 +32,16 @@ ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answe
 # malformed; REFUSED with the ApiError to raise, from the app's `screen(environ)` (which the
 # server calls once a request's head is in, before its body is read) or from the server
 # itself (too_large, no_room); the server closes the connection after either answer.
-# CONSUMED: for a request whose body the app's `consume(environ)` took as it arrived, the call
-# that gives the consumer once it has been fed the whole body. And the size from which a body
+# PROVEN: for a request whose screen answered `Deferred`, what its decide() returned, once the
+# server ran it off the loop thread and before it read a byte of the body (the credential the
+# request proved). CONSUMED: for a request whose body the app's `consume(environ)` took as it
+# arrived, the call that gives the consumer once it has been fed the whole body. And the size
+# from which a body
 # is handed to the server by reference, as wsgi.file_wrapper of the shared bytes
 # (serving.connection's UNSENT_OUTPUT_LIMIT counts on it).
 MALFORMED = "buildshelf.malformed_request"
 REFUSED = "buildshelf.refused_request"
+PROVEN = "buildshelf.proven_credential"
 CONSUMED = "buildshelf.consumed_body"
 BY_REFERENCE_BYTES = 16 * 1024
 COMMON_HEADERS = (
@@ -43,6 +49,17 @@ COMMON_HEADERS = (
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Expose-Headers", "ETag"),
 )
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The screen's verdict on a request that only the disk or the network can give (a
+    credential checked against the tokens' database, a GitHub token's signature by the
+    issuer's keys): the server calls `decide()` on a thread of its own, never the loop's,
+    and reads nothing more of the body meanwhile. decide() returns what the app then gets as
+    environ[PROVEN], or raises the ApiError to answer instead (the body is never read)."""
+
+    decide: Callable[[], object]
 
 
 def too_large(limit: int) -> ApiError:

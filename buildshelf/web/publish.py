@@ -1,8 +1,9 @@
 """The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build and
 `DELETE` of the same yanks it, for a bearer credential of the project (credentials.py);
-`screen(environ)`, which refuses a request on its headers alone, before its body is read; and
-`consume(environ)`, which gives the server the Upload that takes a publish's body as it
-arrives.
+`screen(environ)`, which refuses a request on its headers alone, before its body is read, and
+defers a write's credential to `prove`, which the server runs off its loop thread before it
+reads the body; and `consume(environ)`, which gives the server the Upload that takes a
+publish's body as it arrives.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
 messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
@@ -21,11 +22,18 @@ import bottle
 import multipart
 
 from buildshelf import artifacts, datafile, writer
-from buildshelf.credentials import Credentials, Forbidden, NoRoom, Unauthorized, Unavailable
+from buildshelf.credentials import (
+    Credentials,
+    Forbidden,
+    NoRoom,
+    Publisher,
+    Unauthorized,
+    Unavailable,
+)
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.store import Store
 from buildshelf.text import printable
-from buildshelf.web.answers import CONSUMED, JSON, encode
+from buildshelf.web.answers import CONSUMED, JSON, PROVEN, Deferred, encode
 from buildshelf.web.query import API, ApiError, parse
 from buildshelf.web.ratelimit import FailureLimit
 from buildshelf.web.shapes import Shapes
@@ -33,7 +41,7 @@ from buildshelf.web.shapes import Shapes
 log = logging.getLogger(__name__)
 
 RULE = API + "/projects/<slug>/builds/<number>"
-PATH = re.compile(re.escape(API) + r"/projects/[^/]+/builds/[^/]+\Z")
+PATH = re.compile(re.escape(API) + r"/projects/([^/]+)/builds/[^/]+\Z")
 METHODS = frozenset({"PUT", "DELETE"})
 ALLOWED = "PUT, DELETE"
 MULTIPART = "multipart/form-data"
@@ -80,12 +88,13 @@ def install(
     by default)."""
     limit = limit or FailureLimit()
 
-    def screen(environ) -> ApiError | None:
+    def screen(environ) -> ApiError | Deferred | None:
         """The refusal of a request that its headers (`environ` without a body) earn, or
-        None: for the write routes 429, 401 for a credential that cannot be valid
-        (Credentials.precheck: a read of the tokens' database at most), 415, 413 by
-        Content-Length; for every other route 413 for a body of more than BODY_BYTES. Cheap:
-        the server calls it on its loop thread for every request."""
+        None: for the write routes 429, 401 for a credential whose text shows that it cannot
+        be valid (Credentials.precheck), 415, 413 by Content-Length, and else Deferred(the
+        credential proven, by prove()); for every other route 413 for a body of more than
+        BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
+        file or network is touched here."""
         if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
             length = environ.get("CONTENT_LENGTH")
             if (length and length != "0" and _over(length, BODY_BYTES)) or (
@@ -103,8 +112,6 @@ def install(
                 {"Retry-After": str(wait)},
             )
         try:
-            # A credential that cannot be valid is refused before its body is buffered on
-            # disk: without one, no client can make the server hold an upload.
             if credentials is None:
                 raise Unauthorized(NO_WRITES)
             credentials.precheck(environ.get("HTTP_AUTHORIZATION"))
@@ -132,7 +139,30 @@ def install(
                     f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
                 )
             return _too_large(f"this request may have a body of {most} bytes at most")
-        return None
+        # No upload is held, and no byte of it read past the server's first read, before its
+        # credential is proven: an attacker with no secret cannot fill the disk.
+        return Deferred(lambda: prove(environ))
+
+    def prove(environ) -> Publisher:
+        """The publisher that a write's credential proves for the project its path names, or
+        the ApiError raised (a 401 counted against the address at once, 403, 404, 503, 507).
+        It reads the state's databases and may fetch the issuer's keys: never on the loop
+        thread. Decided once, before the body: an upload that outlives a GitHub token's few
+        minutes is not refused at its end."""
+        address = environ.get("REMOTE_ADDR", "")
+        slug = _slug(environ["PATH_INFO"])
+        try:
+            return credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
+        except Unauthorized as error:
+            limit.failed(address)
+            raise ApiError(401, "unauthorized", str(error), BEARER) from None
+        except Forbidden as error:
+            project(slug)  # a valid credential learns that a project does not exist
+            raise ApiError(403, "forbidden", str(error)) from None
+        except NoRoom as error:
+            raise ApiError(507, "insufficient_storage", str(error)) from None
+        except Unavailable as error:
+            raise ApiError(503, "credentials_unavailable", str(error)) from None
 
     def consume(environ) -> Upload | None:
         """The Upload that takes a publish's multipart body as it arrives (called by the
@@ -151,25 +181,15 @@ def install(
             return None
 
     def authorized(environ, slug):
-        """The publisher and project of a write, or the refusal (401, 403, 404, 503)."""
-        refused = screen(environ)  # again: a server that does not screen, a test's
-        if refused is not None:
-            raise refused
-        address = environ.get("REMOTE_ADDR", "")
-        try:
-            if credentials is None:
-                raise Unauthorized(NO_WRITES)
-            publisher = credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
-        except Unauthorized as error:
-            limit.failed(address)
-            raise ApiError(401, "unauthorized", str(error), BEARER) from None
-        except Forbidden as error:
-            project(slug)  # a valid credential learns that a project does not exist
-            raise ApiError(403, "forbidden", str(error)) from None
-        except NoRoom as error:
-            raise ApiError(507, "insufficient_storage", str(error)) from None
-        except Unavailable as error:
-            raise ApiError(503, "credentials_unavailable", str(error)) from None
+        """The publisher and project of a write, or the refusal: the publisher the server
+        proved before the body (answers.PROVEN), or, under a server that does not screen (a
+        test's), the screen's verdict here."""
+        publisher = environ.get(PROVEN)
+        if publisher is None:
+            verdict = screen(environ)
+            if isinstance(verdict, ApiError):
+                raise verdict
+            publisher = verdict.decide()
         return publisher, project(slug)
 
     def project(slug):
@@ -284,6 +304,12 @@ def install(
 
 
 NO_WRITES = "this server takes no credential: it takes no writes"
+
+
+def _slug(path_info):
+    """The slug of a write's PATH_INFO, as bottle reads it: WSGI's latin-1 string as UTF-8."""
+    raw = PATH.match(path_info).group(1)
+    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
 
 
 def _over(length, most):
