@@ -225,6 +225,44 @@ def test_a_stalled_body_is_dropped_at_the_channel_timeout_with_its_buffer(data_d
     assert "Traceback" not in log, log
 
 
+@pytest.mark.parametrize("pace", ["trickle", "slow but steady"])
+def test_a_trickling_body_is_dropped_at_the_channel_timeout_and_a_slow_one_is_not(
+    data_dir, tmp_path, pace
+):
+    """A byte now and then resets waitress's timeout for ever: a body must also come at
+    connection.MIN_BODY_RATE over each channel timeout, and one that does is taken whole."""
+    bodies = tmp_path / "bodies"
+    bodies.mkdir()
+    server = UploadServer(data_dir, bodies, channel_timeout=TIMEOUT)
+    every, size = 0.25, 10 if pace == "trickle" else 1024  # 40 or 4,096 bytes a second
+    body = os.urandom(int(size * 4 * TIMEOUT * 3))  # sent over 3 channel timeouts
+    try:
+        with server.connect() as sock:
+            head = f"Content-Length: {len(body)}\r\nAuthorization: x\r\n"
+            sock.sendall(UPLOAD.format(head).encode())
+            started = time.monotonic()
+            try:
+                for at in range(0, len(body), size):
+                    sock.sendall(body[at : at + size])
+                    time.sleep(every)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            if pace == "trickle":
+                assert closed(sock)  # dropped, with no answer
+                assert time.monotonic() - started < 2 * TIMEOUT + 2
+            else:
+                status, _, answer = read_answer(sock)
+                assert (status, json.loads(answer)["sha256"]) == (
+                    200,
+                    hashlib.sha256(body).hexdigest(),
+                )
+        assert server.holds_no_body()
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log, log
+    assert ("less than 500 bytes a second" in log) == (pace == "trickle"), log
+
+
 def test_a_content_length_shorter_than_the_body_ends_the_request_there(server):
     body = b"a" * 1000
     with server.connect() as sock:

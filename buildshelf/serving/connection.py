@@ -61,6 +61,11 @@ RECALLED = "buildshelf.recalled"
 # After the answer to a request refused with its body unread, what the client still sends is
 # read and dropped for up to this long before the connection is closed (see handle_close).
 LINGER_SECONDS = 5
+# A body must arrive at this pace at least, over each channel timeout: one that trickles (a
+# byte every few seconds) is dropped with its file as one that stops is, where waitress's own
+# timeout, reset by every byte, would keep it for ever. Apache's mod_reqtimeout asks as much
+# by default (MinRate=500); a slow but steady upload goes far faster.
+MIN_BODY_RATE = 500  # bytes a second
 # A request body is held in memory up to this size, then in an anonymous file (BodyBuffer):
 # JSON bodies stay in memory, and uploads cost each connection this much memory at most, and
 # BACKLOG_BYTES in all on their way to their files.
@@ -271,6 +276,7 @@ class GuardedParser(HTTPRequestParser):
     held = b""  # what came past the head, in the same read, while the verdict was awaited
     wants_continue = False  # the client asked for a 100 Continue, sent once the verdict lets it
     proven = None  # what the verdict proved: the app's environ[PROVEN]
+    pace = None  # (time, body bytes received) when the body's pace was last checked
 
     def __init__(self, adj, channel):
         super().__init__(adj)
@@ -560,6 +566,25 @@ class GuardedChannel(HTTPChannel):
         """Whether the request being received awaits its verdict: then nothing more of it is
         read."""
         return self.request is not None and self.request.awaiting
+
+    def crawling(self, now, seconds):
+        """Whether the body being received came at less than MIN_BODY_RATE since its pace
+        was last checked, `seconds` or more ago (it is checked again from `now` then)."""
+        request = self.request
+        if request is None or request.body_rcv is None or request.completed:
+            return False
+        if request.awaiting or self.held_back():
+            request.pace = None  # held back by the server, not the client: not counted
+            return False
+        received = request.body_bytes_received
+        if request.pace is None:
+            request.pace = (now, received)
+            return False
+        since, then = request.pace
+        if now - since < seconds:
+            return False
+        request.pace = (now, received)
+        return received - then < MIN_BODY_RATE * (now - since)
 
     def held_back(self):
         """Whether the body being received goes to a file, and the writer is behind: then it

@@ -216,6 +216,7 @@ PRIVATE_NAMES = (
         "waitress.parser",
         "HTTPRequestParser",
         (
+            "body_bytes_received",
             "body_rcv",
             "chunked",
             "close",
@@ -240,7 +241,8 @@ PRIVATE_NAMES = (
         "100 Continue), turns waitress's RequestEntityTooLarge (error, completed) into the "
         "app's JSON 413, consumes what follows the head of such a request (received), gives "
         "the screen's environ no body yet (get_body_stream); the channel closes the buffer of "
-        "a body still arriving (close); while the screen's verdict is decided, it holds what comes "
+        "a body still arriving (close), and one that trickles in, by its pace "
+        "(body_bytes_received); while the screen's verdict is decided, it holds what comes "
         "after the head (received, headers_finished) and keeps a request with no body from "
         "being complete (completed); the access log reads the method and target",
     ),

@@ -25,6 +25,7 @@ from waitress.task import ThreadedTaskDispatcher
 
 from buildshelf.serving.accesslog import LineWriter, access_line
 from buildshelf.serving.connection import (
+    MIN_BODY_RATE,
     RECALLED,
     UNSENT_OUTPUT_LIMIT,
     BodyWriter,
@@ -112,6 +113,7 @@ class GuardedServer(TcpWSGIServer):
     loop_thread = None
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
+    _warn_crawling = OncePer(60)
 
     def pull_trigger(self):
         # The loop thread, having answered from memory, is awake already: no wake-up call.
@@ -156,6 +158,21 @@ class GuardedServer(TcpWSGIServer):
             and channel.last_activity < cutoff
             or 0 < channel.lingering_until < monotonic
         ]
+        # And those whose body trickles in, which waitress's timeout never closes: with it
+        # goes the body's file, or its upload's staging file.
+        crawling = [
+            channel
+            for channel in self.active_channels.values()
+            if channel.crawling(now, self.adj.channel_timeout)
+        ]
+        if crawling and self._warn_crawling.due(now):
+            log.warning(
+                "closed %s whose request body came at less than %d bytes a second "
+                "(logged once a minute)",
+                counted(len(crawling), "connection"),
+                MIN_BODY_RATE,
+            )
+        self.stalled += crawling
 
     def close_stalled(self):
         """Close the connections maintenance found stalled. Their sockets accept no more
