@@ -45,6 +45,8 @@ REQUIRED_CLAIMS = (
     "job_workflow_ref",
 )
 STRING_CLAIMS = ("jti", "sub", "repository", "job_workflow_ref")
+TIME_CLAIMS = ("exp", "nbf", "iat")
+LATEST_TIME = 253402300799  # 9999-12-31 23:59:59 UTC: a time past it is no NumericDate of ours
 ID_CLAIMS = ("repository_id", "repository_owner_id")  # strings of digits in GitHub's tokens
 _JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 _DIGITS = re.compile(r"[0-9]{1,20}")
@@ -62,6 +64,24 @@ def looks_like_jwt(bearer: str) -> bool:
     """Whether a bearer credential is shaped as a JWT (three base64url parts, the signature
     maybe empty, so that an unsigned token is refused as such)."""
     return _JWT.fullmatch(bearer) is not None
+
+
+def _check_times(claims):
+    """Invalid raised, naming the claim, for a time that is not RFC 7519's NumericDate as
+    GitHub sends it: a JSON number (not true or false) of seconds since 1970, to the year 9999
+    (NaN and Infinity, which Python's json reads, are neither). A time left out is
+    decode()'s to name."""
+    for claim in TIME_CLAIMS:
+        value = claims.get(claim)
+        if claim in claims and not (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and 0 <= value <= LATEST_TIME  # False for NaN
+        ):
+            raise Invalid(
+                f"the token's claim {claim} is not a time (a number of seconds since 1970, "
+                "up to the year 9999)"
+            )
 
 
 class Verifier:
@@ -108,6 +128,10 @@ class Verifier:
     def _decode(self, token, key):
         """The claims, checked; their signature too unless `key` is None."""
         try:
+            # The times first, as sent: PyJWT takes int() of each, so a string of digits passed
+            # its checks (and then `exp + LEEWAY` failed), as did 1e300 and 2**70 (too large
+            # for SQLite, which keeps the jti until exp), and Infinity raised OverflowError.
+            _check_times(jwt.decode(token, options={"verify_signature": False}))
             claims = jwt.decode(
                 token,
                 key,

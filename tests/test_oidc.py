@@ -2,6 +2,7 @@
 publishers of a project (trust.py) by Credentials.authenticate, and `buildshelf trust`;
 against a real issuer on 127.0.0.1 with keys made here (oidc_issuer.py)."""
 
+import math
 import os
 import sqlite3
 import stat
@@ -142,6 +143,41 @@ def test_each_required_claim_must_be_there(issuer, verifier, claim):
 )
 def test_a_claim_of_another_type_is_refused(issuer, verifier, claim):
     assert claim in refused(verifier.verify, issuer.token(**{claim: ["x"]}))
+
+
+# Values that json.loads gives and that are no NumericDate (RFC 7519: a JSON number of seconds
+# since 1970): PyJWT takes int() of each time, so a string of digits passed it (and then made
+# a TypeError), as did 1e300 and 2**70 (too large for SQLite, where a jti is kept until exp).
+NOT_TIMES = {
+    "digits": "99999999999",
+    "text": "soon",
+    "true": True,
+    "list": [1700000000],
+    "1e300": 1e300,
+    "Infinity": math.inf,
+    "-Infinity": -math.inf,
+    "NaN": math.nan,
+    "2**70": 2**70,
+    "-1": -1,
+    "after 9999": 253402300800,
+}
+
+
+@pytest.mark.parametrize("value", NOT_TIMES.values(), ids=NOT_TIMES.keys())
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+def test_a_time_claim_that_is_not_a_time_is_refused_naming_it(issuer, verifier, claim, value):
+    token = issuer.token(**{claim: value})
+    for check in (verifier.precheck, verifier.verify):
+        assert f"the token's claim {claim} is not a time" in refused(check, token)
+
+
+def test_a_time_is_seconds_since_1970_fractions_too_up_to_the_year_9999(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY)
+    now = time.time()
+    creds.authenticate(bearer(issuer.token(exp=now + 300.5, nbf=now - 0.5, iat=now)), "alpha")
+    creds.authenticate(bearer(issuer.token(exp=253402300799)), "alpha")  # 9999-12-31 23:59:59
+    with pytest.raises(Unauthorized, match="claim exp is not a time"):
+        creds.authenticate(bearer(issuer.token(exp=253402300800)), "alpha")
 
 
 def test_no_message_echoes_the_token(issuer, verifier):

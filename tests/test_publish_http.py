@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -1350,3 +1351,64 @@ def test_a_github_oidc_token_of_a_trusted_repository_publishes(store, state, cap
         f"added build 9 of alpha (sha256 {JAR_SHA}) by {who}",
         f"yanked build 9 of alpha (sha256 {JAR_SHA}) by {who}",
     ]
+
+
+# Claims of tokens the issuer signed that the checks before gave a 500: a time that PyJWT's
+# int() takes but that is no time (then exp + 60 failed, or SQLite could not store it); and,
+# beside them, others that were refused already.
+ODD_CLAIMS = {
+    "exp digits": ("exp", "99999999999"),
+    "exp 1e300": ("exp", 1e300),
+    "exp 2**70": ("exp", 2**70),
+    "exp Infinity": ("exp", math.inf),
+    "nbf NaN": ("nbf", math.nan),
+    "nbf digits": ("nbf", "1700000000"),
+    "iat 2**70": ("iat", 2**70),
+    "iat true": ("iat", True),
+    "jti number": ("jti", 7),
+    "repository_id 2**70": ("repository_id", 2**70),
+    "repository_owner_id list": ("repository_owner_id", [65]),
+}
+
+
+@pytest.mark.parametrize("claim, value", ODD_CLAIMS.values(), ids=ODD_CLAIMS.keys())
+def test_a_github_token_of_odd_content_is_401_naming_the_claim_never_500(
+    store, state, claim, value
+):
+    """Through the write route and through the screen, as the server calls it on the head."""
+    audience = "http://127.0.0.1:8080"
+    with OidcIssuer(audience=audience) as issuer:
+        trust.add(state, "alpha", "octo-org/octo-repo")
+        credentials = Credentials(state, issuer.url, audience)
+        app = server.make_app(store, credentials=credentials, max_file_mb=1)
+        web = webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.8"})
+        token = issuer.token(**{claim: value})
+        assert claim in error(put(web, 9, *kept(), token=token), 401, "unauthorized")
+        head = dict(HTTP_AUTHORIZATION=f"Bearer {token}", CONTENT_TYPE=MULTIPART)
+        refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH="10", **head))
+        assert refused.status_code == 401 and claim in refused.body
+        assert put(web, 9, *kept(), token=issuer.token()).status_int == 201  # the issuer's own
+
+
+def test_a_github_token_s_odd_claims_that_are_valid_publish(store, state):
+    """A jti as long as a token may hold, times with fractions, an environment of another
+    type than a string: a publish, once."""
+    audience = "http://127.0.0.1:8080"
+    with OidcIssuer(audience=audience) as issuer:
+        trust.add(state, "alpha", "octo-org/octo-repo")
+        app = server.make_app(
+            store, credentials=Credentials(state, issuer.url, audience), max_file_mb=1
+        )
+        web = webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "192.0.2.8"})
+        now = time.time()
+        for number, claims in enumerate(
+            [
+                {"jti": "j" * 10_000},
+                {"exp": now + 300.5, "nbf": now - 0.25, "iat": now - 0.5},
+                {"environment": {"name": ["release"]}},
+            ],
+            9,
+        ):
+            token = issuer.token(**claims)
+            assert put(web, number, *kept(number), token=token).status_int == 201
+            error(put(web, number, *kept(number), token=token), 401, "unauthorized")
