@@ -173,6 +173,10 @@ class Verifier:
         for claim in STRING_CLAIMS:
             if not isinstance(claims[claim], str):
                 raise Invalid(f"the token's claim {claim} is not a string")
+            try:  # JSON's \ud800 is a lone surrogate, which SQLite (the jti) cannot store
+                claims[claim].encode()
+            except UnicodeEncodeError:
+                raise Invalid(f"the token's claim {claim} holds a lone surrogate") from None
         for claim in ID_CLAIMS:
             value = claims[claim]
             if isinstance(value, int) and not isinstance(value, bool):

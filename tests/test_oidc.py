@@ -180,6 +180,16 @@ def test_a_time_is_seconds_since_1970_fractions_too_up_to_the_year_9999(issuer, 
         creds.authenticate(bearer(issuer.token(exp=253402300800)), "alpha")
 
 
+@pytest.mark.parametrize("claim", oidc.STRING_CLAIMS)
+def test_a_string_claim_with_a_lone_surrogate_is_refused(issuer, verifier, claim):
+    """JSON's \\ud800 decodes to a lone surrogate, which no UTF-8 can hold: SQLite could not
+    store such a jti (a UnicodeEncodeError, a 500)."""
+    sent = issuer.claims()
+    token = issuer.token(**{"sub": sent["sub"], claim: sent[claim] + "\ud800"})
+    for check in (verifier.precheck, verifier.verify):
+        assert f"the token's claim {claim} holds a lone surrogate" in refused(check, token)
+
+
 def test_no_message_echoes_the_token(issuer, verifier):
     for token in (
         issuer.token(exp=int(time.time()) - 100),

@@ -1354,8 +1354,8 @@ def test_a_github_oidc_token_of_a_trusted_repository_publishes(store, state, cap
 
 
 # Claims of tokens the issuer signed that the checks before gave a 500: a time that PyJWT's
-# int() takes but that is no time (then exp + 60 failed, or SQLite could not store it); and,
-# beside them, others that were refused already.
+# int() takes but that is no time (then exp + 60 failed, or SQLite could not store it), a jti
+# that UTF-8 cannot hold; and, beside them, others that were refused already.
 ODD_CLAIMS = {
     "exp digits": ("exp", "99999999999"),
     "exp 1e300": ("exp", 1e300),
@@ -1365,9 +1365,11 @@ ODD_CLAIMS = {
     "nbf digits": ("nbf", "1700000000"),
     "iat 2**70": ("iat", 2**70),
     "iat true": ("iat", True),
+    "jti lone surrogate": ("jti", "\ud800"),
     "jti number": ("jti", 7),
     "repository_id 2**70": ("repository_id", 2**70),
     "repository_owner_id list": ("repository_owner_id", [65]),
+    "job_workflow_ref lone surrogate": ("job_workflow_ref", "o/r/.github/workflows/a.yml@\udfff"),
 }
 
 
