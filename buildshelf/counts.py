@@ -11,7 +11,6 @@ holds plus what waits to be written, replaced after each batch.
 import collections
 import logging
 import os
-import socket
 import sqlite3
 import threading
 import time
@@ -19,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from buildshelf import state
+from buildshelf import addresses, state
 from buildshelf.model import Build
 from buildshelf.text import counted as counted_noun
 
@@ -57,19 +56,12 @@ ON CONFLICT (project, build, file, day) DO UPDATE SET downloads = downloads + ex
 def network(address: str) -> int | None:
     """The client network of an address as an int key: IPv4 /24, IPv6 /64 (an IPv4-mapped
     IPv6 address is IPv4); None for what is not an address."""
-    if not isinstance(address, str):
+    found = addresses.packed(address)
+    if found is None:
         return None
-    try:
-        return _V4 | int.from_bytes(socket.inet_pton(socket.AF_INET, address)[:3], "big")
-    except (OSError, ValueError):
-        pass
-    try:  # a zone (fe80::1%eth0) names the interface, not the address
-        packed = socket.inet_pton(socket.AF_INET6, address.partition("%")[0])
-    except (OSError, ValueError):
-        return None
-    if packed[:12] == b"\0" * 10 + b"\xff\xff":
-        return _V4 | int.from_bytes(packed[12:15], "big")
-    return int.from_bytes(packed[:8], "big")
+    if len(found) == 4:
+        return _V4 | int.from_bytes(found[:3], "big")
+    return int.from_bytes(found[:8], "big")
 
 
 def file_key(build: Build) -> str:

@@ -712,6 +712,43 @@ def test_the_limit_keeps_bounded_memory_under_a_flood_of_addresses():
     assert len(limit._windows) <= 100
 
 
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ("2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"),  # one IPv6 /64
+        ("2001:DB8:1:2::1", "2001:db8:1:2:0:0:0:1"),  # one address, written otherwise
+        ("fe80::1%eth0", "fe80::2"),  # a zone names the interface, not the address
+        ("::ffff:192.0.2.7", "192.0.2.7"),  # IPv4-mapped IPv6 is IPv4
+        ("192.0.2.7", "::FFFF:c000:207"),
+    ],
+)
+def test_failures_from_one_client_network_share_one_window(one, other):
+    """As the download counter groups clients, but an IPv4 client is its own address: an
+    IPv6 client given a /64 has every address in it, an IPv4 /24 is 256 clients."""
+    limit = FailureLimit()
+    for _ in range(10):
+        limit.failed(one)
+    assert limit.retry_after(other) == 60
+
+
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ("192.0.2.7", "192.0.2.8"),  # an IPv4 /24 is not one client
+        ("2001:db8:1:2::1", "2001:db8:1:3::1"),
+        ("0:0:0:c000::1", "192.0.0.0"),  # an IPv6 /64 is never an IPv4 address
+        ("::c000:207", "192.0.2.7"),  # IPv4-compatible is not IPv4-mapped
+        ("unix", "unix:"),  # what is not an address is keyed as itself
+    ],
+)
+def test_failures_from_other_clients_do_not_limit_one(one, other):
+    limit = FailureLimit()
+    for _ in range(10):
+        limit.failed(one)
+    assert limit.retry_after(one) == 60
+    assert limit.retry_after(other) is None
+
+
 # --- screen: refused on the headers alone --------------------------------------------------------
 
 
