@@ -749,6 +749,38 @@ def test_failures_from_other_clients_do_not_limit_one(one, other):
     assert limit.retry_after(other) is None
 
 
+def test_a_flood_of_new_addresses_cannot_let_a_refused_one_in_early():
+    now = [0.0]
+    limit = FailureLimit(max_addresses=100, clock=lambda: now[0])
+    for _ in range(10):
+        limit.failed("192.0.2.66")
+    for n in range(10_000):
+        limit.failed(f"10.0.{n // 256}.{n % 256}")
+        assert len(limit._windows) <= 100
+    assert limit.retry_after("192.0.2.66") == 60
+    now[0] += 60
+    assert limit.retry_after("192.0.2.66") is None
+
+
+def test_when_every_window_remembered_refuses_a_new_address_is_not_remembered():
+    now = [0.0]
+    limit = FailureLimit(limit=2, max_addresses=4, clock=lambda: now[0])
+    refused = [f"192.0.2.{n}" for n in range(4)]
+    for address in refused * 2:
+        limit.failed(address)
+    for _ in range(5):
+        limit.failed("198.51.100.1")
+    assert limit.retry_after("198.51.100.1") is None
+    assert all(limit.retry_after(address) == 60 for address in refused)
+    now[0] += 30
+    limit.failed("192.0.2.0")  # a refused window: counted on, not opened anew
+    now[0] += 30  # every window over: room again
+    for _ in range(2):
+        limit.failed("198.51.100.1")
+    assert limit.retry_after("198.51.100.1") == 60
+    assert len(limit._windows) <= 4
+
+
 # --- screen: refused on the headers alone --------------------------------------------------------
 
 

@@ -9,8 +9,12 @@ neighbours would share one's refusal.
 
 The window is fixed: it opens at a client's first failure and lasts `seconds`; the next
 failure after it opens a new one. At most `max_addresses` clients are remembered, so a
-flood of addresses (one failure each) costs bounded memory: the oldest windows are forgotten
-first, which can only let a client in early, never keep one out.
+flood of addresses (one failure each) costs bounded memory: to make room, the windows that
+are over are forgotten, else the oldest half of those refusing nothing now, which can only
+let a client in early, never keep one out. A client being refused is never forgotten before
+its window is over, so a flood of new addresses cannot let it in early; if every window
+remembered is refusing, a new address is not remembered (its failures are not counted)
+until the oldest window is over.
 """
 
 import math
@@ -45,6 +49,7 @@ class FailureLimit:
         self.clock = clock
         self._windows = {}  # client(address) -> [opened at, failures], the oldest first
         self._lock = threading.Lock()  # the server's loop thread and the workers share it
+        self._full_until = None  # every window refuses until then: no room to look for
 
     def failed(self, address: str) -> None:
         """Count a failed authentication from `address`."""
@@ -55,7 +60,8 @@ class FailureLimit:
                 self._windows.pop(key, None)  # a new window goes last: the newest
                 if len(self._windows) >= self.max_addresses:
                     self._forget(now)
-                self._windows[key] = [now, 1]
+                if len(self._windows) < self.max_addresses:
+                    self._windows[key] = [now, 1]
             else:
                 window[1] += 1
 
@@ -68,7 +74,18 @@ class FailureLimit:
         return math.ceil(left) if left > 0 else None
 
     def _forget(self, now):
-        """Make room: the windows that are over, else the oldest half."""
-        over = [k for k, (opened, _) in self._windows.items() if now - opened >= self.seconds]
-        for key in over or list(self._windows)[: self.max_addresses // 2]:
-            del self._windows[key]
+        """Make room: the windows that are over, else the oldest half of those that refuse
+        nothing now. None, when every window refuses: then none can go before the oldest is
+        over, and until then a new address is not looked for room for, so that a flood of
+        them costs no scan of every window each."""
+        if self._full_until is not None and now < self._full_until:
+            return
+        windows = self._windows
+        over = [k for k, (opened, _) in windows.items() if now - opened >= self.seconds]
+        if not over:
+            below = [k for k, (_, failures) in windows.items() if failures < self.limit]
+            over = below[: self.max_addresses // 2]
+        for key in over:
+            del windows[key]
+        # The oldest window is first: new ones go last.
+        self._full_until = None if over else next(iter(windows.values()))[0] + self.seconds
