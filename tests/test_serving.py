@@ -212,6 +212,21 @@ def test_the_access_log_cannot_be_forged(running_server):
     assert " /api/v2/y%85%E2%80%A8%0D 404 " in lines[1]
 
 
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted-proxy", "no-proxy"])
+def test_the_access_log_names_a_trusted_proxy_s_client(data_dir, trusted):
+    """Behind nginx (--trusted-proxy), the client that X-Forwarded-For names, as the failure
+    limit and the download counts see it, for an answer from memory too; from any other peer
+    the header is ignored. A name that is no address cannot forge a field of the line."""
+    flags = ("--trusted-proxy", "127.0.0.1") if trusted else ()
+    with real_server(data_dir, *flags) as (port, proc):
+        for client in ("192.0.2.7", "192.0.2.8", "x 200 y"):
+            request(port, "/api/v2/projects", {"X-Forwarded-For": client})
+            time.sleep(0.1)  # the lines in order
+        lines = access_lines(proc)
+    clients = ["192.0.2.7", "192.0.2.8", "x%20200%20y"] if trusted else ["127.0.0.1"] * 3
+    assert [line.split(" GET ")[0] for line in lines] == clients, lines
+
+
 BIG = 64 << 20  # more than the kernel's buffers on both sides hold
 READ = 1_500_000  # what the client reads of it before it leaves
 

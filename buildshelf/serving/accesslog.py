@@ -47,13 +47,21 @@ def access_record(task, seconds):
         sent = HANDED_OVER  # nginx sends the body, and logs it
     else:
         sent = task.body_sent
-    return (time.time(), task.channel.addr[0], method, path, query, task.status[:3], sent, seconds)
+    # The client as the app saw it: behind a trusted proxy, the one X-Forwarded-For names
+    # (the proxy middleware rewrote the environ in place); the peer for what waitress could
+    # not read, which has no environ.
+    environ = getattr(task, "environ", None)
+    client = environ.get("REMOTE_ADDR") if environ else None
+    client = client or task.channel.addr[0]
+    return (time.time(), client, method, path, query, task.status[:3], sent, seconds)
 
 
 def access_line(record):
     """An access record as a log line: client, method, target, status, bytes, time taken, in
     the format of the other log lines."""
     now, client, method, path, query, status, sent, seconds = record
+    if not _plain_url(client):  # a trusted proxy's header may name anything
+        client = quote(client, safe=LOGGED_URL_CHARACTERS)
     target = f"{path}?{query}" if query else path
     if "bs_" in target or "eyJ" in target:
         target = _credential.sub(_masked, target)

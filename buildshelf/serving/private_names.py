@@ -195,7 +195,8 @@ PRIVATE_NAMES = (
         "held back (send_continue), or queues a request with no body as received() does "
         "(requests, requests_lock, request); "
         "server.py closes stalled and idle ones (handle_close); the access log names the "
-        "client (addr) and reaches the server's access_log through the channel (server)",
+        "peer (addr) of a request that has no environ, and reaches the server's access_log "
+        "through the channel (server)",
     ),
     (
         "waitress.buffers",
@@ -299,7 +300,8 @@ PRIVATE_NAMES = (
         ),
         "connection.GuardedTask keeps connections alive after 204 and 304, closes them after a "
         "malformed request, gives get_environment() the environ made on the loop thread "
-        "(environ, which waitress keeps), and hands the access log a record of each answer "
+        "(environ, which waitress keeps, and in which the access log finds REMOTE_ADDR as the "
+        "app saw it), and hands the access log a record of each answer "
         "once it is sent: its header's length (build_response_header) tells where its body "
         "starts, and an X-Accel-Redirect among its response_headers that nginx sends it",
     ),
