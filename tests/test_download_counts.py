@@ -283,6 +283,21 @@ def test_sigterm_writes_every_count_and_a_restart_keeps_them(served):
         assert b"203.0." not in written and bytes([203, 0]) not in written, name
 
 
+def test_a_trusted_proxy_s_clients_are_counted_by_their_whole_address(served):
+    """A dual-stack nginx writes an IPv4 client as ::ffff:203.0.113.7, which waitress read as
+    the address ::ffff (and the port 203.0.113.7): every such client was one network."""
+    data, state_dir = served
+    with real_server(data, "--state", state_dir, "--trusted-proxy", "127.0.0.1") as (port, proc):
+        for client in ("::ffff:203.0.113.7", "::ffff:203.0.114.7", "203.0.115.7"):
+            assert get(port, KEPT, client)[0] == 200
+        for client in ("2001:db8:1::7", "[2001:db8:2::7]"):  # IPv6, bracketed or not
+            assert get(port, KEPT, client)[0] == 200
+        for client in ("203.0.113.8", "203.0.114.8"):  # the networks of the first two
+            assert get(port, KEPT, client)[0] == 200
+        stop(proc)
+    assert stored(state_dir) == {("alpha", 9, SHA): 5}
+
+
 def test_sigkill_loses_at_most_the_last_batch(served):
     data, state_dir = served
     with real_server(data, "--state", state_dir, "--trusted-proxy", "127.0.0.1") as (port, proc):

@@ -1196,6 +1196,33 @@ def test_the_limit_counts_a_trusted_proxy_s_clients_apart(data_dir, state, trust
         assert answer_to(port, head_from("192.0.2.2", running))[0] == (401 if trusted else 429)
 
 
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ("::ffff:203.0.113.7", "::ffff:203.0.113.8"),  # a dual-stack nginx's IPv4 clients
+        ("2001:db8:1::7", "2001:db8:2::7"),
+        ("[2001:db8:1::7]", "[2001:db8:2::7]"),
+        ("203.0.113.7", "203.0.113.8"),
+    ],
+)
+def test_a_trusted_proxy_s_client_is_its_whole_address(data_dir, state, one, other):
+    """waitress reads an unbracketed X-Forwarded-For hop with a dot in it as address:port:
+    ::ffff:203.0.113.7 was the address ::ffff, port 203.0.113.7, so every IPv4 client of a
+    dual-stack nginx was one client to the failure limit, and to the access log ::ffff."""
+    with real_server(data_dir, "--state", state, "--trusted-proxy", "127.0.0.1") as (port, proc):
+        running = Running(port, None, "", None)
+        for _ in range(10):
+            assert answer_to(port, head_from(one, running))[0] == 401
+        status, _, body = answer_to(port, head_from(one, running))
+        whole = one.strip("[]")
+        assert status == 429 and f"too many failed authentications from {whole}:" in body["error"]
+        assert answer_to(port, head_from(other, running))[0] == 401
+        proc.send_signal(signal.SIGINT)
+        log = proc.communicate(timeout=30)[1]
+    assert log.count(f" buildshelf.access: {whole} PUT ") == 11, log
+    assert log.count(f" buildshelf.access: {other.strip('[]')} PUT ") == 1, log
+
+
 def test_a_real_server_refuses_a_credential_that_cannot_be_valid_on_the_head_alone(running):
     """An unknown token, a revoked one or an expired GitHub token never get a body buffered."""
     unknown = "bs_000000000000_" + "A" * 43

@@ -36,12 +36,9 @@ DOCUMENTED = (
             "max_request_header_size",
             "port",
             "recv_bytes",
-            "trusted_proxy",
-            "trusted_proxy_count",
-            "trusted_proxy_headers",
         ),
         "the arguments of serve() (docs/arguments.rst), passed to create_server; the server "
-        "reads cleanup_interval and the proxy settings back through its adj (private, below)",
+        "reads cleanup_interval back through its adj (private, below)",
     ),
     (
         "bottle",
@@ -278,8 +275,17 @@ PRIVATE_NAMES = (
         "waitress.proxy_headers",
         "",
         ("proxy_headers_middleware",),
-        "server.serve calls the screen through the middleware waitress wraps the app in, so "
-        "that the screen sees REMOTE_ADDR as the app does, a trusted proxy's client",
+        "server._through_the_proxy wraps the app and the screen in the middleware that "
+        "waitress would wrap the app in, so that the screen sees REMOTE_ADDR as the app does, "
+        "a trusted proxy's client; it relies on waitress reading a hop in brackets as the "
+        "address inside them (it puts an IPv6 hop in brackets first: waitress reads one with "
+        "a dot, ::ffff:203.0.113.7, as address:port)",
+    ),
+    (
+        "waitress.proxy_headers",
+        "proxy_headers_middleware",
+        ("clear_untrusted", "log_untrusted", "trusted_proxy", "trusted_proxy_headers"),
+        "server._through_the_proxy passes the settings create_server would pass it",
     ),
     (
         "waitress.task",

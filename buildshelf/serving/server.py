@@ -23,6 +23,7 @@ from waitress.proxy_headers import proxy_headers_middleware
 from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
+from buildshelf import addresses
 from buildshelf.serving.accesslog import LineWriter, access_line
 from buildshelf.serving.connection import (
     MIN_BODY_RATE,
@@ -293,7 +294,7 @@ def serve(
     dispatcher = QueueWatchingDispatcher()
     dispatcher.set_thread_count(threads)
     server = waitress.create_server(
-        _answering_recalled(app),
+        _through_the_proxy(_answering_recalled(app), trusted_proxy),
         host=host,
         port=port,
         ident="buildshelf",
@@ -301,16 +302,16 @@ def serve(
         _dispatcher=dispatcher,
         max_request_body_size=max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
-        # One hop, which nginx sets to its own client's address (deploy/nginx.conf).
-        trusted_proxy=trusted_proxy,
-        trusted_proxy_headers={"x-forwarded-for"} if trusted_proxy else set(),
+        # The proxy's headers are read by _through_the_proxy, for the app and the screen
+        # alike: waitress wraps the app in no proxy middleware of its own.
+        clear_untrusted_proxy_headers=False,
     )
     for dispatcher in list(server._map.values()):
         if isinstance(dispatcher, TcpWSGIServer):
             dispatcher.__class__ = GuardedServer
             dispatcher.connection_limit = limit
             dispatcher.access_log, dispatcher.recall = access_log, recall
-            dispatcher.screen = screen and _as_the_app_sees_it(screen, dispatcher.adj)
+            dispatcher.screen = screen and _as_the_app_sees_it(screen, trusted_proxy)
             dispatcher.consume = consume
             dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
@@ -351,22 +352,43 @@ def _answering_recalled(app):
     return application
 
 
-def _as_the_app_sees_it(screen, adj):
-    """`screen`, given the environ (a copy) as waitress's proxy settings make it for the app
-    (REMOTE_ADDR, the scheme and host from a trusted proxy's headers; the untrusted ones
-    gone), by the middleware that waitress wraps the app in."""
+def _through_the_proxy(app, trusted_proxy):
+    """`app` behind waitress's proxy middleware: a request from the address `trusted_proxy`
+    comes from the last hop of its X-Forwarded-For (one hop, which nginx sets to its own
+    client's address: deploy/nginx.conf), and from any other peer the proxy headers are
+    dropped. Each hop that is an IPv6 address is put in brackets first: waitress reads an
+    unbracketed hop with a dot in it as address:port, so ::ffff:203.0.113.7, as a dual-stack
+    nginx writes an IPv4 client, was the address ::ffff, and all such clients one."""
+    translated = proxy_headers_middleware(
+        app,
+        trusted_proxy=trusted_proxy,
+        trusted_proxy_headers={"x-forwarded-for"} if trusted_proxy else set(),
+        clear_untrusted=True,
+        log_untrusted=False,
+    )
+    if trusted_proxy is None:
+        return translated
+
+    def bracketing(environ, start_response):
+        hops = environ.get("HTTP_X_FORWARDED_FOR")
+        if hops and ":" in hops and environ["REMOTE_ADDR"] == trusted_proxy:
+            environ["HTTP_X_FORWARDED_FOR"] = ",".join(
+                f"[{hop.strip()}]" if ":" in hop and addresses.packed(hop.strip()) else hop
+                for hop in hops.split(",")
+            )
+        return translated(environ, start_response)
+
+    return bracketing
+
+
+def _as_the_app_sees_it(screen, trusted_proxy):
+    """`screen`, given the environ (a copy) as `_through_the_proxy` makes it for the app
+    (REMOTE_ADDR from a trusted proxy's header; the untrusted proxy headers gone)."""
 
     def call(environ, start_response):
         return screen(environ)
 
-    translated = proxy_headers_middleware(
-        call,
-        trusted_proxy=adj.trusted_proxy,
-        trusted_proxy_count=adj.trusted_proxy_count,
-        trusted_proxy_headers=adj.trusted_proxy_headers,
-        clear_untrusted=adj.clear_untrusted_proxy_headers,
-        log_untrusted=False,  # the app's call logs them
-    )
+    translated = _through_the_proxy(call, trusted_proxy)
 
     def screened(environ):
         refusal = translated(environ, lambda *answer: None)
