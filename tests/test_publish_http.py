@@ -1308,14 +1308,14 @@ def test_a_100_continue_is_sent_only_once_the_credential_is_proven(issuing, cred
 def test_a_github_token_valid_on_the_head_is_not_refused_when_it_expires_mid_upload(issuing):
     """The credential is decided once, on the head: a long upload may outlive its token."""
     running, issuer = issuing
-    expires_soon = issuer.token(exp=int(time.time()) - oidc.LEEWAY + 2)
+    expires_soon = issuer.token(exp=int(time.time()) - oidc.LEEWAY + 4)
     content_type, body = form(*kept())
     with socket.create_connection(("127.0.0.1", running.port)) as sock:
         sock.sendall(
             head_of_put(running, len(body), token=expires_soon, content_type=content_type)
             + body[:100]
         )
-        time.sleep(3)  # the token is now expired, even with the leeway
+        time.sleep(5)  # the token is now expired, even with the leeway
         sock.sendall(body[100:])
         line, _ = first_answer(sock)
     assert line.startswith("HTTP/1.1 201 ")
