@@ -1,9 +1,12 @@
 """Fixtures: a temporary data directory, the store over it, the app and a webtest client; a
-fake Jenkins."""
+fake Jenkins. The hypothesis profiles. And the `system` marker's check: a test that starts a
+process (a server, nginx, Chromium, javac, a shell) must carry it, so that `pytest -m "not
+system"` (the fast lane) starts none."""
 
 import atexit
 import http.server
 import shutil
+import subprocess
 import tempfile
 import threading
 from typing import NamedTuple
@@ -19,13 +22,24 @@ from helpers import ALPHA_BUILDS, FREESTYLE, make_build, make_project, refreshin
 # The same examples on every run, so CI never fails one run in ten: a property test found a
 # crash on its own that way, and a test that fails at random is no test. To look for new
 # failures, run `pytest --hypothesis-profile explore` (fresh random examples each run).
-settings.register_profile("ci", derandomize=True, database=None)
-settings.register_profile("explore", derandomize=False, database=None)
+# How many examples each property test runs is the profile's, never a test's: "ci" for the
+# whole suite, "quick" for the fast lane (`pytest -m "not system"`), which loads it unless
+# --hypothesis-profile names another. No deadline: this machine is noisy, and a write fsyncs.
+settings.register_profile("ci", derandomize=True, database=None, max_examples=250, deadline=None)
+settings.register_profile("quick", settings.get_profile("ci"), max_examples=25)
+settings.register_profile("explore", settings.get_profile("ci"), derandomize=False)
 settings.load_profile("ci")
 # Hypothesis keeps files of its own even without a database: not in the checkout.
 HYPOTHESIS_HOME = tempfile.mkdtemp(prefix="buildshelf-hypothesis-")
 set_hypothesis_home_dir(HYPOTHESIS_HOME)
 atexit.register(shutil.rmtree, HYPOTHESIS_HOME, ignore_errors=True)
+
+
+def pytest_configure(config):
+    if "not system" in (config.option.markexpr or "") and not config.getoption(
+        "hypothesis_profile"
+    ):
+        settings.load_profile("quick")
 
 
 @pytest.fixture
@@ -103,3 +117,16 @@ def fake_jenkins():
     httpd.shutdown()
     httpd.server_close()
     thread.join()
+
+
+@pytest.fixture(autouse=True)
+def processes_only_in_system_tests(request, monkeypatch):
+    """A test not marked `system` that starts a process fails, naming it: the fast lane
+    stays fast, and the marker true."""
+    if request.node.get_closest_marker("system") is not None:
+        return
+
+    def refused(self, args, *rest, **kwargs):
+        raise AssertionError(f"this test starts a process ({args!r}): mark it @pytest.mark.system")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refused)

@@ -364,6 +364,7 @@ artifacts.store_file({store!r}, {source!r})
 """
 
 
+@pytest.mark.system
 def test_a_writer_killed_mid_copy_leaves_no_object(tmp_path, store):
     source = write(tmp_path / "big.jar", b"\x07" * (64 * MiB))
     script = KILLED_MID_COPY.format(root=ROOT, store=store, source=source)

@@ -25,6 +25,9 @@ import pytest
 from buildshelf import counts, server, store
 from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
 
+# Each test here starts a process (tests/conftest.py): none is in the fast lane.
+pytestmark = pytest.mark.system
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 XSS = "<script>alert(1)</script>"

@@ -137,6 +137,7 @@ class Fetcher(threading.Thread):
                 self.refused.set()
 
 
+@pytest.mark.system
 def test_a_real_server_never_answers_503_for_a_yanked_or_replaced_file(data_dir, tmp_path):
     """The server's watcher reads the files once a second: a download of the old URL in that
     second found the object deleted and answered 503 with an ERROR line (385 over 8 yanks)."""

@@ -247,6 +247,7 @@ def test_the_version_is_the_installed_one(argv, capsys):
     assert capsys.readouterr().out == f"buildshelf {importlib.metadata.version('buildshelf')}\n"
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "command",
     [
@@ -313,6 +314,7 @@ def test_an_unresolvable_host_is_one_line_and_exit_1(monkeypatch, data_dir, capl
     assert record.exc_info is None and "\n" not in record.getMessage()
 
 
+@pytest.mark.system
 def test_an_unresolvable_host_from_server_py_is_no_traceback(data_dir):
     done = subprocess.run(
         server_argv(data_dir, "--host", "no-such-host.invalid"),
@@ -369,6 +371,7 @@ def installed_copy(tmp_path):
     return run
 
 
+@pytest.mark.system
 def test_an_installed_copy_says_where_to_point_it(installed_copy, tmp_path, data_dir):
     done = installed_copy(["check"])
     assert done.returncode == 2

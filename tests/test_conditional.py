@@ -128,6 +128,7 @@ AGES = {0: 304, 1: 200, 3 * 3600: 200}
 
 # East of UTC, a date read as local time is hours early: a current copy got 200. West of it,
 # hours late: a copy hours out of date got 304.
+@pytest.mark.system
 @pytest.mark.parametrize("zone", ["Asia/Tokyo", "America/Los_Angeles"])
 def test_http_dates_are_read_as_utc_in_any_server_time_zone(data_dir, kept_file, zone, monkeypatch):
     monkeypatch.setenv("TZ", zone)  # the server process inherits it

@@ -95,6 +95,7 @@ def test_the_unit_s_umask_lets_nginx_read_what_it_stores():
     assert unit_value("UMask") == "0022"
 
 
+@pytest.mark.system
 def test_systemd_analyze_verify_has_nothing_to_say_about_the_unit(tmp_path):
     if shutil.which("systemd-analyze") is None:
         message = "missing systemd-analyze: as root, apt-get install -y systemd"
@@ -105,6 +106,7 @@ def test_systemd_analyze_verify_has_nothing_to_say_about_the_unit(tmp_path):
     assert (returncode, said) == (0, "")
 
 
+@pytest.mark.system
 def test_systemd_analyze_verify_finds_a_misspelt_key(tmp_path, monkeypatch):
     if shutil.which("systemd-analyze") is None:
         pytest.skip("missing systemd-analyze")

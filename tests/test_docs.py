@@ -138,6 +138,7 @@ def sample_server(tmp_path_factory):
         yield port
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("where, command, expected", EXAMPLES, ids=[e[1] for e in EXAMPLES])
 def test_each_curl_example_prints_what_the_docs_say(sample_server, where, command, expected):
     argv = [

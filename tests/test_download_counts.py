@@ -264,6 +264,7 @@ def served(kept, tmp_path):
     return kept, str(tmp_path / "state")
 
 
+@pytest.mark.system
 def test_sigterm_writes_every_count_and_a_restart_keeps_them(served):
     data, state_dir = served
     flags = ("--state", state_dir, "--trusted-proxy", "127.0.0.1")
@@ -283,6 +284,7 @@ def test_sigterm_writes_every_count_and_a_restart_keeps_them(served):
         assert b"203.0." not in written and bytes([203, 0]) not in written, name
 
 
+@pytest.mark.system
 def test_a_trusted_proxy_s_clients_are_counted_by_their_whole_address(served):
     """A dual-stack nginx writes an IPv4 client as ::ffff:203.0.113.7, which waitress read as
     the address ::ffff (and the port 203.0.113.7): every such client was one network."""
@@ -298,6 +300,7 @@ def test_a_trusted_proxy_s_clients_are_counted_by_their_whole_address(served):
     assert stored(state_dir) == {("alpha", 9, SHA): 5}
 
 
+@pytest.mark.system
 def test_sigkill_loses_at_most_the_last_batch(served):
     data, state_dir = served
     with real_server(data, "--state", state_dir, "--trusted-proxy", "127.0.0.1") as (port, proc):
@@ -318,6 +321,7 @@ def _stored_or_none(state_dir):
         return None
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("trusted", [None, "192.0.2.1"], ids=["no-proxy", "another-proxy"])
 def test_a_forged_forwarded_for_from_an_untrusted_peer_is_ignored(served, trusted):
     data, state_dir = served
@@ -329,6 +333,7 @@ def test_a_forged_forwarded_for_from_an_untrusted_peer_is_ignored(served, truste
     assert stored(state_dir) == {("alpha", 9, SHA): 1}  # the peer, 127.0.0.1, once
 
 
+@pytest.mark.system
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 def test_curl_resuming_a_download_does_not_count_it_again(served, tmp_path):
     data, state_dir = served
@@ -353,6 +358,7 @@ def test_curl_resuming_a_download_does_not_count_it_again(served, tmp_path):
     assert stored(state_dir) == {("alpha", 9, SHA): 1}
 
 
+@pytest.mark.system
 def test_with_counting_off_no_counts_database_is_made(served):
     data, state_dir = served
     for flags, environ in (
@@ -373,6 +379,7 @@ def test_with_counting_off_no_counts_database_is_made(served):
         assert not os.path.exists(os.path.join(state_dir, "downloads.sqlite3"))
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("value", ["no", "", "1"])
 def test_another_value_of_the_setting_is_bad_usage(served, value):
     data, _ = served
@@ -400,6 +407,7 @@ def health(port):
     return __import__("json").loads(get(port, "/healthz")[2])
 
 
+@pytest.mark.system
 def test_a_locked_database_slows_no_download_and_the_counts_wait(served):
     data, state_dir = served
     with real_server(data, "--state", state_dir, "--trusted-proxy", "127.0.0.1") as (port, proc):
@@ -451,6 +459,7 @@ def tmpfs(tmp_path):
         libc.umount2(os.fsencode(path), 0)
 
 
+@pytest.mark.system
 def test_a_read_only_database_slows_no_download_and_the_counts_wait(kept, tmpfs):
     state_dir = str(tmpfs / "state")
     before = counts.Counter(state_dir)

@@ -539,6 +539,7 @@ def test_the_checksum_line_has_validators_of_its_own(download):
     assert downloads.checksum_answer(download, request(if_match=etag))[0] == "200 OK"
 
 
+@pytest.mark.system
 @pytest.mark.skipif(shutil.which("sha256sum") is None, reason="needs sha256sum")
 def test_sha256sum_checks_the_file_by_its_checksum_line(download, tmp_path):
     (tmp_path / "SHA256SUMS").write_bytes(downloads.checksum_line(download))
@@ -607,6 +608,7 @@ def test_webtest_304(client, download):
     assert resp.body == b""
 
 
+@pytest.mark.system
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 def test_curl_resumes_a_cut_download_from_waitress(tmp_path):
     content = random.Random(4).randbytes(4 * 1024 * 1024)

@@ -103,6 +103,7 @@ def umask_027():
     os.umask(old)
 
 
+@pytest.mark.system
 def test_the_umask_is_read_without_changing_it(umask_027, monkeypatch):
     def refused(mask):
         raise AssertionError(f"os.umask({mask:o}) called: it sets the umask to read it")

@@ -110,6 +110,7 @@ def fetch(port, url, byte_range):
         connection.close()
 
 
+@pytest.mark.system
 def test_an_object_shrinking_and_coming_back_is_never_sent_framed_to_another_length(data_dir):
     url, path = kept(data_dir, CONTENT)
     wrong, answered = [], []
@@ -145,6 +146,7 @@ def test_an_object_shrinking_and_coming_back_is_never_sent_framed_to_another_len
     assert len(answered) > 300
 
 
+@pytest.mark.system
 def test_a_download_cut_short_closes_its_connection_and_spends_no_cpu_after(data_dir):
     content = random.Random(6).randbytes(32 << 20)
     url, path = kept(data_dir, content)

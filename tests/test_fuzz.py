@@ -120,7 +120,7 @@ def client():
     )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(request=requests())
 def test_every_answer_is_documented_and_matches_its_schema(client, request):
     path, query = request

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT
 
 PACKAGE = os.path.join(ROOT, "buildshelf")
@@ -197,6 +199,7 @@ print(json.dumps(failed))
 """
 
 
+@pytest.mark.system
 def test_only_the_serving_side_loads_waitress():
     """The HTTP side (buildshelf.web) and the data side import no waitress, directly or
     through another module of ours: a contract they share with the server, such as an

@@ -351,6 +351,7 @@ def _accepts(port):
         return False
 
 
+@pytest.mark.system
 def test_requests_answered_from_memory_are_counted_with_quiet(counting_server):
     port, proc = counting_server
     target = LATEST + "?project=alpha"
@@ -380,6 +381,7 @@ def test_requests_answered_from_memory_are_counted_with_quiet(counting_server):
     assert proc.poll() is None
 
 
+@pytest.mark.system
 def test_the_access_log_and_the_metrics_both_see_every_request(data_dir):
     with real_server(data_dir) as (port, proc):
         for _ in range(3):
@@ -397,6 +399,7 @@ def test_the_access_log_and_the_metrics_both_see_every_request(data_dir):
     assert log.count(" GET /no/such/thing 404 ") == 1
 
 
+@pytest.mark.system
 def test_with_metrics_off_there_is_no_route(data_dir):
     with real_server(data_dir, "--quiet", "--metrics", "off") as (port, _):
         assert get(port, metrics.PATH)[0] == 404

@@ -36,6 +36,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import harness  # noqa: E402  (bench/harness.py)
 import nginx as nginx_bench  # noqa: E402
 
+# Each test here starts a process (tests/conftest.py): none is in the fast lane.
+pytestmark = pytest.mark.system
+
 URI = "/_objects/ab/abcdef"
 FROM_NGINX = {"HTTP_X_BUILDSHELF_ACCEL": "1"}  # what deploy/nginx.conf sets
 

@@ -550,6 +550,7 @@ def test_every_text_colour_meets_wcag_aa(scheme):
 # --- installed without the source tree ----------------------------------------------------------
 
 
+@pytest.mark.system
 def test_a_real_install_is_one_package_that_finds_its_templates(tmp_path):
     """`pip install .` puts the buildshelf package, with views/ in it, and nothing else at the
     top of site-packages; the pages must find views/ from any directory."""

@@ -80,6 +80,7 @@ def big_jar(tmp_path):
     return jar
 
 
+@pytest.mark.system
 def test_publish_of_a_large_file_shows_its_progress_in_a_terminal(data_dir, big_jar):
     status, shown = run(publish_code(data_dir, big_jar), terminal=True)
     assert status == 0, shown
@@ -89,6 +90,7 @@ def test_publish_of_a_large_file_shows_its_progress_in_a_terminal(data_dir, big_
     assert cleared.strip() == "" and len(cleared) == len(drawn[-1].rstrip())
 
 
+@pytest.mark.system
 def test_publish_of_a_file_on_stdin_shows_its_name_and_what_was_read(data_dir, big_jar):
     with open(big_jar, "rb") as stdin:
         code = publish_code(data_dir, "-", "--name", "alpha-9.jar")
@@ -98,6 +100,7 @@ def test_publish_of_a_file_on_stdin_shows_its_name_and_what_was_read(data_dir, b
     assert drawn and all(re.match(r"storing alpha-9\.jar: [\d.,]+ MiB *$", d) for d in drawn), drawn
 
 
+@pytest.mark.system
 def test_publish_shows_nothing_when_stderr_is_not_a_terminal(data_dir, big_jar):
     status, shown, out = run(publish_code(data_dir, big_jar), terminal=False)
     assert (status, shown, out) == (0, "", "published build 9 of alpha\n")
@@ -125,6 +128,7 @@ def mirror_code(data_dir, job):
     return f"from buildshelf import cli\nraise SystemExit(cli.main({argv!r}))\n"
 
 
+@pytest.mark.system
 def test_each_mirror_download_shows_its_progress_in_a_terminal(
     project,
     mirrored_job,

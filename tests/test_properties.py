@@ -91,7 +91,7 @@ def serving(doc):
         yield webtest.TestApp(server.make_app(store_module.Store(directory, check_interval=0)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(doc=projects(), query=queries, slug=st.sampled_from(["p", "P"]))
 def test_builds_latest_and_jd_follow_the_model(doc, query, slug):
     with serving(doc) as client:
@@ -127,7 +127,6 @@ def check_against_the_model(client, doc, query, slug):
         assert jd.status_int == 404 and "Location" not in jd.headers
 
 
-@settings(max_examples=100, deadline=None)
 @given(doc=projects())
 def test_every_build_in_the_file_is_served_once_in_order(doc):
     with serving(doc) as client:
@@ -238,13 +237,11 @@ def assert_servable(path, data):
     return project
 
 
-@settings(max_examples=300, deadline=None)
 @given(data=st.binary(max_size=200) | json_values.map(json_text))
 def test_any_file_content_is_a_project_or_a_data_error(data):
     assert_servable("p.json", data)
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     doc=projects(),
     path=st.lists(
@@ -352,7 +349,7 @@ def remove_dot_segments(path):
     return "/".join(output)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(
     redirect=redirects,
     encoding=st.sampled_from(ENCODINGS),
@@ -424,7 +421,7 @@ places = st.one_of(
 mutations = st.lists(st.tuples(places, json_values | st.just(DELETE)), min_size=1, max_size=3)
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(doc=projects(), changes=mutations, which=st.integers(0, 30))
 def test_any_value_at_any_field_is_a_project_or_a_data_error(doc, changes, which):
     assert_servable("data/p.json", json_text(damaged(doc, changes, which)))
@@ -532,7 +529,7 @@ def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
     assert keys_of(found) == every_key
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(
     doc=every_key_projects(),
     indent=st.sampled_from([None, 0, 2]),
@@ -548,7 +545,7 @@ def test_the_fast_path_reads_every_valid_file_as_the_checks_do(
     assert_same_values(fast, checked)
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(doc=every_key_projects(), changes=mutations, which=st.integers(0, 30))
 def test_the_fast_path_refuses_what_the_checks_refuse(doc, changes, which):
     """A damaged file: the fast path leaves it to the checks or reads it as they do."""

@@ -25,6 +25,9 @@ from buildshelf import artifacts, server
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
 
+# Each test here starts a process (tests/conftest.py): none is in the fast lane.
+pytestmark = pytest.mark.system
+
 MiB = 1 << 20
 CLI = ["-m", "buildshelf"]  # the command line, after the interpreter
 TIMESTAMP = "1700000000000"

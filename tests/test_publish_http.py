@@ -1002,6 +1002,7 @@ def running(data_dir, state, tmp_path):
             proc.wait(10)
 
 
+@pytest.mark.system
 def test_a_publish_through_a_real_server(running, data_dir, state, tmp_path):
     """curl -F to `python server.py`: 201, the GET that follows shows it, the log has one line
     naming the token's id and not its secret, nor does the access log or any file."""
@@ -1089,6 +1090,7 @@ def staged_bytes(data_dir):
     return sum(os.path.getsize(data_dir / "artifacts" / name) for name in leftovers(data_dir))
 
 
+@pytest.mark.system
 def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
     """The file part is hashed and written into the store while it is sent, not once the
     body is all in: half sent, half of it is there (issue 24: the work of four uploads done
@@ -1106,6 +1108,7 @@ def test_a_real_server_stores_the_file_as_it_arrives(running, data_dir):
     assert leftovers(data_dir) == []
 
 
+@pytest.mark.system
 def test_a_client_cut_off_mid_upload_leaves_nothing_in_the_store(running, data_dir):
     """The file received so far, in the store as it came, goes with the connection."""
     with half_an_upload(running):
@@ -1117,6 +1120,7 @@ def test_a_client_cut_off_mid_upload_leaves_nothing_in_the_store(running, data_d
     )
 
 
+@pytest.mark.system
 def test_a_body_behind_an_answer_never_read_is_removed_with_its_connection(running, data_dir):
     """A publish pipelined behind a download whose client reads nothing has its file received
     into the store, and waits: once the client goes, the file goes too."""
@@ -1159,6 +1163,7 @@ def test_a_boundary_too_long_is_a_400(web):
     assert "Boundary too long" in resp.json["error"]
 
 
+@pytest.mark.system
 def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):
     """The body is never sent: the answer comes at once, in JSON, and the connection closes."""
     over = (4 << 20) + publish.FRAMING_BYTES + 1
@@ -1168,6 +1173,7 @@ def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):
     assert leftovers(data_dir) == []
 
 
+@pytest.mark.system
 def test_a_real_server_answers_401_and_then_429_on_the_head_alone(running):
     for _ in range(10):
         status, headers, body = answer_to(running.port, head_of_put(running, 10 << 20, token=""))
@@ -1183,6 +1189,7 @@ def head_from(client, running):
     return head.replace(b"Host: x\r\n", f"Host: x\r\nX-Forwarded-For: {client}\r\n".encode())
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("trusted", [False, True])
 def test_the_limit_counts_a_trusted_proxy_s_clients_apart(data_dir, state, trusted):
     """Behind a trusted proxy, the failures of one client (X-Forwarded-For) do not limit
@@ -1196,6 +1203,7 @@ def test_the_limit_counts_a_trusted_proxy_s_clients_apart(data_dir, state, trust
         assert answer_to(port, head_from("192.0.2.2", running))[0] == (401 if trusted else 429)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "one, other",
     [
@@ -1223,6 +1231,7 @@ def test_a_trusted_proxy_s_client_is_its_whole_address(data_dir, state, one, oth
     assert log.count(f" buildshelf.access: {other.strip('[]')} PUT ") == 1, log
 
 
+@pytest.mark.system
 def test_a_real_server_refuses_a_credential_that_cannot_be_valid_on_the_head_alone(running):
     """An unknown token, a revoked one or an expired GitHub token never get a body buffered."""
     unknown = "bs_000000000000_" + "A" * 43
@@ -1267,6 +1276,7 @@ def first_answer(sock, seconds=5):
     return line.decode("latin-1"), rest
 
 
+@pytest.mark.system
 def test_a_forged_github_token_gets_a_401_before_a_byte_of_its_body_is_kept(issuing, data_dir):
     """A token with the issuer's claims and a signature of another key: refused on its head,
     while its body is still on its way, with nothing staged; each refusal counts at once."""
@@ -1285,6 +1295,7 @@ def test_a_forged_github_token_gets_a_401_before_a_byte_of_its_body_is_kept(issu
     assert (status, body["code"]) == (429, "too_many_requests")
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("credential", ["github", "token"])
 def test_a_100_continue_is_sent_only_once_the_credential_is_proven(issuing, credential):
     running, issuer = issuing
@@ -1305,6 +1316,7 @@ def test_a_100_continue_is_sent_only_once_the_credential_is_proven(issuing, cred
         assert line.startswith("HTTP/1.1 201 ")
 
 
+@pytest.mark.system
 def test_a_github_token_valid_on_the_head_is_not_refused_when_it_expires_mid_upload(issuing):
     """The credential is decided once, on the head: a long upload may outlive its token."""
     running, issuer = issuing
@@ -1321,6 +1333,7 @@ def test_a_github_token_valid_on_the_head_is_not_refused_when_it_expires_mid_upl
     assert line.startswith("HTTP/1.1 201 ")
 
 
+@pytest.mark.system
 def test_a_delete_and_what_is_pipelined_after_it_wait_for_its_credential(running):
     """A request with no body awaits its verdict too; what follows it on the connection is
     answered after it, in order."""
@@ -1343,6 +1356,7 @@ def test_a_delete_and_what_is_pipelined_after_it_wait_for_its_credential(running
     assert b'"buildNumber":9' not in received
 
 
+@pytest.mark.system
 def test_a_locked_tokens_database_holds_up_no_read(running, state):
     """The tokens' database is read on a thread of the server's own, never its loop: while
     another process holds it locked, a write waits, and every read is answered at once."""
@@ -1365,6 +1379,7 @@ def test_a_locked_tokens_database_holds_up_no_read(running, state):
     assert line.startswith("HTTP/1.1 401 "), rest
 
 
+@pytest.mark.system
 def test_a_client_that_leaves_mid_upload_leaves_nothing(running, data_dir):
     content_type, body = form(*kept(data=os.urandom(2 << 20)))
     head = head_of_put(running, len(body), content_type=content_type)
@@ -1391,9 +1406,7 @@ def curl(*args):
 # --- any body: never a 500, never anything left ---------------------------------------------------
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)  # each write fsyncs: its time is the disk's
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cuts=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 40)), max_size=3),
     inserts=st.lists(st.tuples(st.integers(0, 600), st.binary(max_size=40)), max_size=3),

@@ -27,6 +27,9 @@ import pytest
 from buildshelf import store as store_module
 from helpers import free_port, wait_for_port
 
+# Each test here starts a process (tests/conftest.py): none is in the fast lane.
+pytestmark = pytest.mark.system
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The places the set-up uses: each moves under the temporary root.
 BOX_PATHS = ("/etc/buildshelf", "/etc/cron.d", "/etc/systemd/system", "/usr/local/bin",

@@ -63,6 +63,7 @@ def latest_number(port, project="alpha"):
     return json.loads(body).get("buildNumber")
 
 
+@pytest.mark.system
 def test_the_real_server_answers_over_http(running_server, data_dir):
     port, proc = running_server
     resp, body = request(
@@ -77,6 +78,7 @@ def test_the_real_server_answers_over_http(running_server, data_dir):
     eventually(lambda: latest_number(port) == 60)
 
 
+@pytest.mark.system
 def test_a_published_build_is_served_within_the_reload_interval(running_server, data_dir):
     port, _ = running_server
     request(port, "/api/v2/builds/latest?project=alpha")  # the server has read the files
@@ -112,6 +114,7 @@ def test_a_published_build_is_served_within_the_reload_interval(running_server, 
     assert json.loads(body)["url"] == "https://ci.example.org/job/Alpha/90/"
 
 
+@pytest.mark.system
 def test_a_304_and_a_204_keep_the_connection_open(running_server):
     port, _ = running_server
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -134,6 +137,7 @@ def test_a_304_and_a_204_keep_the_connection_open(running_server):
     conn.close()
 
 
+@pytest.mark.system
 def test_the_real_server_refuses_oversized_headers(running_server):
     port, _ = running_server
     resp, _ = request(port, "/api/v2/projects", {"X-Big": "a" * 17 * 1024})
@@ -142,6 +146,7 @@ def test_the_real_server_refuses_oversized_headers(running_server):
     assert resp.status == 200
 
 
+@pytest.mark.system
 def test_the_real_server_logs_start_up_to_stderr(running_server):
     port, proc = running_server
     proc.send_signal(signal.SIGINT)
@@ -170,6 +175,7 @@ def access_lines(proc):
     return [re.sub(ACCESS_PREFIX, "", line)[:-1] for line in lines]
 
 
+@pytest.mark.system
 def test_one_access_line_per_request(running_server):
     port, proc = running_server
     resp, body = request(port, "/api/v2/builds?project=alpha")
@@ -200,6 +206,7 @@ def test_one_access_line_per_request(running_server):
         lines.remove(matching[0])
 
 
+@pytest.mark.system
 def test_the_access_log_cannot_be_forged(running_server):
     port, proc = running_server
     request(port, "/api/v2/x%0A1.2.3.4%20GET%20/%20200")
@@ -212,6 +219,7 @@ def test_the_access_log_cannot_be_forged(running_server):
     assert " /api/v2/y%85%E2%80%A8%0D 404 " in lines[1]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("trusted", [True, False], ids=["trusted-proxy", "no-proxy"])
 def test_the_access_log_names_a_trusted_proxy_s_client(data_dir, trusted):
     """Behind nginx (--trusted-proxy), the client that X-Forwarded-For names, as the failure
@@ -231,6 +239,7 @@ BIG = 64 << 20  # more than the kernel's buffers on both sides hold
 READ = 1_500_000  # what the client reads of it before it leaves
 
 
+@pytest.mark.system
 def test_the_access_log_counts_the_body_bytes_written_to_the_socket(data_dir, tmp_path):
     jar = tmp_path / "big.jar"
     jar.write_bytes(b"x" * BIG)
@@ -267,6 +276,7 @@ def test_the_access_log_counts_the_body_bytes_written_to_the_socket(data_dir, tm
     assert [line for line in lines if " HEAD " in line][0].split()[4] == "0"
 
 
+@pytest.mark.system
 def test_a_download_handed_to_nginx_is_logged_as_handed_over(toy_server):
     port, proc = toy_server
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -341,6 +351,7 @@ def read_responses(sock, methods):
     return answers
 
 
+@pytest.mark.system
 def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running_server):
     port, _ = running_server
     requests = [
@@ -380,6 +391,7 @@ def test_pipelined_answers_from_memory_and_from_workers_keep_their_order(running
         assert headers == {name: value for name, value in alone_headers if name != "Date"}
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "request_head, closes",
     [
@@ -464,6 +476,7 @@ def toy_server(tmp_path):
 GET = "GET {} HTTP/1.1\r\nHost: x\r\n\r\n"  # a request for the target put in {}
 
 
+@pytest.mark.system
 def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
     port, _ = toy_server
     with (
@@ -483,6 +496,7 @@ def test_what_the_app_recalls_is_answered_while_every_worker_waits(toy_server):
         ]
 
 
+@pytest.mark.system
 def test_a_long_pipeline_is_answered_whole_and_in_order(toy_server):
     port, _ = toy_server
     targets = [f"/fast?{n}" for n in range(200)]  # a worker thread takes over after 32
@@ -492,6 +506,7 @@ def test_a_long_pipeline_is_answered_whole_and_in_order(toy_server):
     assert [body for _, _, body in answers] == [f"fast{n}".encode() for n in range(200)]
 
 
+@pytest.mark.system
 def test_a_failing_app_gets_a_500_and_one_access_line(toy_server):
     port, proc = toy_server
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -515,6 +530,7 @@ def read_response_head(sock):
     return head, rest, length
 
 
+@pytest.mark.system
 def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_server):
     port, proc = running_server
     write_file(
@@ -566,6 +582,7 @@ HOSTILE_REQUESTS = [  # (raw request, status expected): what waitress refuses ne
 ]
 
 
+@pytest.mark.system
 def test_hostile_requests_get_a_4xx_or_a_safe_answer(running_server):
     port, _ = running_server
     for raw, expected in HOSTILE_REQUESTS:
@@ -580,6 +597,7 @@ def test_hostile_requests_get_a_4xx_or_a_safe_answer(running_server):
         ), raw[:70]
 
 
+@pytest.mark.system
 def test_the_real_server_outlives_its_data_directory(running_server, data_dir):
     port, proc = running_server
     moved = data_dir.with_name("moved")
@@ -607,6 +625,7 @@ def server_with_threads(data_dir):
         yield port
 
 
+@pytest.mark.system
 def test_clients_that_never_read_hold_no_worker_thread(data_dir, server_with_threads):
     port = server_with_threads
     write_file(
@@ -674,6 +693,7 @@ def test_a_turn_sends_at_most_a_connections_share_of_turn_bytes(others):
     assert b"".join(client.sent) == body
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "raw",
     [
@@ -694,6 +714,7 @@ def test_ambiguous_requests_get_a_json_400_and_the_connection_closes(running_ser
     assert json.loads(body)["code"] == "malformed_request"  # and nothing smuggled after it
 
 
+@pytest.mark.system
 def test_idle_connections_past_a_low_open_files_limit_never_lock_out_a_client(data_dir):
     port = free_port()
     proc = subprocess.Popen(

@@ -406,6 +406,7 @@ def test_credentials_refuse_no_bearer(data_dir):
 # --- the watcher ---------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_the_server_never_reads_the_state_directory_as_a_project(data_dir):
     made(data_dir, "alpha")
     keep_open = held_open(data_dir)

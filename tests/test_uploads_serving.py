@@ -132,6 +132,7 @@ def upload(server, body, headers="Authorization: Bearer x\r\n", expect=False):
     return status, headers, json.loads(answer)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("expect", [False, True])
 def test_a_refusal_is_answered_from_the_head_alone_and_the_connection_closed(server, expect):
     with server.connect() as sock:
@@ -143,6 +144,7 @@ def test_a_refusal_is_answered_from_the_head_alone_and_the_connection_closed(ser
         assert headers["connection"] == "close" and closed(sock)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("expect", [False, True])
 def test_a_content_length_over_the_limit_is_a_json_413_at_once(server, expect):
     with server.connect() as sock:
@@ -153,6 +155,7 @@ def test_a_content_length_over_the_limit_is_a_json_413_at_once(server, expect):
         assert headers["connection"] == "close" and closed(sock)
 
 
+@pytest.mark.system
 def test_a_client_that_sends_its_body_anyway_is_answered_and_closed(server):
     with server.connect() as sock:
         size = 32 << 20  # more than the sockets' buffers hold
@@ -166,6 +169,7 @@ def test_a_client_that_sends_its_body_anyway_is_answered_and_closed(server):
     assert server.holds_no_body()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("expect", [False, True])
 def test_a_body_of_up_to_the_limit_is_taken_whole(server, expect):
     body = random.Random(1).randbytes(MAX_BODY)
@@ -180,6 +184,7 @@ def chunked(body, size=100_000):
     return b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
 
 
+@pytest.mark.system
 def test_a_chunked_body_is_taken_and_one_that_grows_past_the_limit_is_a_json_413(server):
     body = random.Random(2).randbytes(MAX_BODY // 2)
     with server.connect() as sock:
@@ -200,6 +205,7 @@ def test_a_chunked_body_is_taken_and_one_that_grows_past_the_limit_is_a_json_413
     assert server.holds_no_body()
 
 
+@pytest.mark.system
 def test_a_stalled_body_is_dropped_at_the_channel_timeout_with_its_buffer(data_dir, tmp_path):
     bodies = tmp_path / "bodies"
     bodies.mkdir()
@@ -225,6 +231,7 @@ def test_a_stalled_body_is_dropped_at_the_channel_timeout_with_its_buffer(data_d
     assert "Traceback" not in log, log
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("pace", ["trickle", "slow but steady"])
 def test_a_trickling_body_is_dropped_at_the_channel_timeout_and_a_slow_one_is_not(
     data_dir, tmp_path, pace
@@ -263,6 +270,7 @@ def test_a_trickling_body_is_dropped_at_the_channel_timeout_and_a_slow_one_is_no
     assert ("less than 500 bytes a second" in log) == (pace == "trickle"), log
 
 
+@pytest.mark.system
 def test_a_content_length_shorter_than_the_body_ends_the_request_there(server):
     body = b"a" * 1000
     with server.connect() as sock:
@@ -274,6 +282,7 @@ def test_a_content_length_shorter_than_the_body_ends_the_request_there(server):
         assert status == 400 and headers["connection"] == "close" and closed(sock)
 
 
+@pytest.mark.system
 def test_a_refusal_pipelined_after_a_request_is_answered_in_its_turn(server):
     with server.connect() as sock:
         sock.sendall(
@@ -284,6 +293,7 @@ def test_a_refusal_pipelined_after_a_request_is_answered_in_its_turn(server):
         assert read_answer(sock)[0] == 401 and closed(sock)
 
 
+@pytest.mark.system
 def test_a_failing_screen_refuses_with_a_500_and_logs_why(server):
     with server.connect() as sock:
         sock.sendall(b"GET /screen-fails HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -293,6 +303,7 @@ def test_a_failing_screen_refuses_with_a_500_and_logs_why(server):
     assert "RuntimeError: a bug in the screen" in log
 
 
+@pytest.mark.system
 def test_the_screen_sees_the_client_address_as_the_proxy_settings_make_it(data_dir, tmp_path):
     (tmp_path / "bodies").mkdir()
     forwarded = b"GET /whom HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 192.0.2.7\r\n\r\n"
@@ -309,6 +320,7 @@ def test_the_screen_sees_the_client_address_as_the_proxy_settings_make_it(data_d
 GET_WITH_BODY = "GET /api/v2/projects HTTP/1.1\r\nHost: x\r\n{}\r\n"
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("stand_in", [False, True])
 def test_a_body_of_a_get_is_still_held_to_1_kib_with_a_json_413(data_dir, tmp_path, stand_in):
     def answers(port):
@@ -342,6 +354,7 @@ def at_most_a_mib_a_file():
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
 
+@pytest.mark.system
 def test_a_body_with_no_room_on_disk_is_a_json_507_and_logged(data_dir, tmp_path):
     (tmp_path / "bodies").mkdir()
     server = UploadServer(data_dir, tmp_path / "bodies", preexec_fn=at_most_a_mib_a_file)
@@ -366,6 +379,7 @@ def test_a_body_with_no_room_on_disk_is_a_json_507_and_logged(data_dir, tmp_path
     assert "Traceback" not in log
 
 
+@pytest.mark.system
 def test_a_body_whose_last_bytes_find_no_room_is_a_json_507(data_dir, tmp_path):
     """The last write fails once the body is whole, as the app reads it: still a 507."""
     (tmp_path / "bodies").mkdir()
@@ -387,6 +401,7 @@ def test_a_body_whose_last_bytes_find_no_room_is_a_json_507(data_dir, tmp_path):
     assert "Traceback" not in log
 
 
+@pytest.mark.system
 def test_a_disk_that_holds_up_a_bodys_writes_holds_up_no_other_request(data_dir, tmp_path):
     """A body held in a file is written off the loop thread, which answers every request:
     while each write of an upload waits half a second for the disk, other requests are
@@ -440,6 +455,7 @@ def test_a_bug_in_a_write_stops_no_later_write(tmp_path, caplog):
     assert "writing a request body failed" in caplog.text and "ZeroDivisionError" in caplog.text
 
 
+@pytest.mark.system
 def test_a_start_removes_what_a_killed_server_was_receiving(data_dir):
     """A server killed (-9) while it copied an upload into the store leaves its temp file,
     which no process holds any more: the next start removes it, at once."""

@@ -19,6 +19,9 @@ from buildshelf import server
 from buildshelf import store as store_module
 from helpers import write_file
 
+# Each test here starts a process (tests/conftest.py): none is in the fast lane.
+pytestmark = pytest.mark.system
+
 CHANNEL = "1.0.0+71"  # the case that failed: the client sends the '+' raw
 JD_BASE = "https://repo.example.org/javadoc/releases/io/canvasmc/horizon/core"
 JD_PAGES = ".cache/unpack"

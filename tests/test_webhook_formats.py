@@ -332,7 +332,7 @@ def huge_events(draw):
                  draw(st.booleans()))  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(huge_events())
 def test_discord_keeps_every_limit_whatever_the_build(an_event):
     payload = discord(an_event)
@@ -342,7 +342,7 @@ def test_discord_keeps_every_limit_whatever_the_build(an_event):
         assert "<" not in re.sub(r"\\.", "", text)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.too_slow])
 @given(huge_events())
 def test_slack_keeps_every_limit_whatever_the_build(an_event):
     slack(an_event)

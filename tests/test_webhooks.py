@@ -608,6 +608,7 @@ def get_latest(port):
         return json.load(answer)
 
 
+@pytest.mark.system
 def test_a_real_server_killed_mid_delivery_delivers_after_restart(data_dir, receiver, state):
     answers = iter([HANG])
     receiver.answer = lambda got: next(answers, (200, {}, b""))
@@ -646,6 +647,7 @@ def test_a_real_server_killed_mid_delivery_delivers_after_restart(data_dir, rece
     assert verified(delivered, time.time())["data"]["build"]["buildNumber"] == 20
 
 
+@pytest.mark.system
 def test_no_url_or_secret_in_logs_output_health_or_other_files(
     data_dir, receiver, state, tmp_path, capsys
 ):

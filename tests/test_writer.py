@@ -14,7 +14,6 @@ import textwrap
 
 import pytest
 from hypothesis import given
-from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from buildshelf import cli, datafile, settings, writer
@@ -126,6 +125,7 @@ def test_publish_takes_every_field(data_dir):
     }
 
 
+@pytest.mark.system
 def test_publish_takes_commits_from_git_newest_first(data_dir, tmp_path, monkeypatch):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -152,6 +152,7 @@ def test_publish_takes_commits_from_git_newest_first(data_dir, tmp_path, monkeyp
     ]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "revision_range, message",
     [
@@ -806,6 +807,7 @@ cli.main({argv!r})
 """
 
 
+@pytest.mark.system
 def test_a_writer_killed_before_the_rename_leaves_the_old_file(data_dir):
     path = data_dir / "alpha.json"
     old = path.read_bytes()
@@ -826,6 +828,7 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(data_dir):
 # --- concurrency --------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_twenty_publishers_at_once_lose_nothing(data_dir):
     procs = [
         subprocess.Popen(
@@ -926,7 +929,6 @@ _VALUES = st.recursive(
 )
 
 
-@hypothesis_settings(max_examples=500, deadline=None)
 @given(extra=st.dictionaries(_TEXT, _VALUES, max_size=4), commit=_VALUES)
 def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     """encode() writes what json.dumps(indent=2, ensure_ascii=False) writes, faster: every
@@ -1029,7 +1031,6 @@ OPERATIONS = st.lists(
 )
 
 
-@hypothesis_settings(max_examples=60, deadline=None)
 @given(operations=OPERATIONS)
 def test_any_writes_leave_the_stable_format_and_the_project_a_fresh_parse_makes(
     operations, tmp_path_factory
