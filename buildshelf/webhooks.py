@@ -25,7 +25,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import msgspec
@@ -33,6 +32,7 @@ import msgspec
 from buildshelf import webhook_formats
 from buildshelf.outbox import Delivery, Outbox, Owed, target_key
 from buildshelf.store import Snapshot
+from buildshelf.web.conditional import http_date
 from buildshelf.webhook_formats import Event
 from buildshelf.webhook_targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
 
@@ -145,10 +145,9 @@ def wait_asked(answer: Answer, now: float) -> float | None:
         try:
             asked.append(float(value))
         except ValueError:
-            try:
-                asked.append(parsedate_to_datetime(value).timestamp() - now)
-            except (TypeError, ValueError, IndexError):
-                pass
+            when = http_date(value)
+            if when is not None:
+                asked.append(when - now)
     if answer.status == 429 or answer.headers.get("x-ratelimit-remaining") == "0":
         try:
             asked.append(float(answer.headers.get("x-ratelimit-reset-after", "")))

@@ -16,7 +16,7 @@ import time
 import tracemalloc
 import urllib.error
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from unittest import mock
 
 import pytest
@@ -256,6 +256,23 @@ def test_next_delay_grows_with_jitter_and_at_most_doubles():
         last = delay
     assert max(seen) <= 3600 and seen[12] > 1000
     assert len({round(d, 3) for d in seen[:8]}) == 8  # jittered: never the same twice
+
+
+@pytest.mark.parametrize(
+    "date",
+    ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"],
+)
+def test_a_retry_after_date_is_read_as_utc_in_any_time_zone(monkeypatch, date):
+    """Each of the three forms of an HTTP date is UTC, asctime's too, which names no zone."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        now = datetime(1994, 11, 6, 8, 49, 0, tzinfo=UTC).timestamp()
+        answer = webhooks.Answer(503, {"retry-after": date}, b"")
+        assert webhooks.wait_asked(answer, now) == 37
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 @pytest.mark.parametrize(
