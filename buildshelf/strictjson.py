@@ -15,11 +15,13 @@ NESTING_SHOWN = 100
 
 
 class Invalid(Exception):
-    """Text that is not strict JSON: the message, and its line and column when known."""
+    """Text that is not strict JSON: the message, and its line and column when known; `key`,
+    for a key written twice in one object, that key (a file whose keys may be secrets words
+    its own message)."""
 
-    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+    def __init__(self, message: str, line: int | None = None, column: int | None = None, key=None):
         super().__init__(message)
-        self.message, self.line, self.column = message, line, column
+        self.message, self.line, self.column, self.key = message, line, column, key
 
 
 def text_of(data: bytes) -> str:
@@ -43,7 +45,7 @@ def loads(text: str):
     except ValueError as error:  # from the hooks, which know no position, or int()
         if str(error).startswith("Exceeds the limit"):  # int(): sys.set_int_max_str_digits
             raise _long_integer(text) from None
-        raise Invalid(str(error)) from None
+        raise _refused_by_a_hook(text) from None
 
 
 def _reject_constant(name):
@@ -59,15 +61,46 @@ def _unique_keys(pairs):
     return obj
 
 
-def _position(text, index):
+def position(text: str, index: int) -> tuple[int, int]:
     """(line, column) of `index` in `text`, counted in characters as JSONDecodeError does."""
     return text.count("\n", 0, index) + 1, index - text.rfind("\n", 0, index)
 
 
 # Only read when a text was refused: strings are skipped so that their content is not taken
-# for numbers or brackets.
+# for numbers or brackets. TOKEN reads text that is JSON (or JSON but for what the hooks
+# refused) a token at a time: a string, a bracket or separator, or a literal.
+TOKEN = re.compile(r'\s*(?:("(?:[^"\\]+|\\.)*")|([][{}:,])|([^][{}:,"\s]+))')
 _STRING_OR_NUMBER = re.compile(r'"(?:[^"\\]+|\\.)*"|-?([0-9]+)(\.[0-9]+)?([eE][-+]?[0-9]+)?')
 _STRING_OR_BRACKET = re.compile(r'"(?:[^"\\]+|\\.)*"|([\[{])|([\]}])')
+
+
+def _refused_by_a_hook(text):
+    """Invalid for the first NaN or Infinity, or key written twice in one object, in `text`
+    (JSON but for them), placed: the parser's hooks that refuse them know no place."""
+    objects = []  # per open array (None) or object ([whether a key comes next, keys seen])
+    for match in TOKEN.finditer(text):
+        string, mark, literal = match.groups()
+        if literal in ("NaN", "Infinity", "-Infinity"):
+            return Invalid(f"{literal} is not valid JSON", *position(text, match.start(3)))
+        if mark == "{":
+            objects.append([True, set()])
+        elif mark == "[":
+            objects.append(None)
+        elif mark in ("}", "]"):
+            objects.pop()
+        elif mark == "," and objects[-1] is not None:
+            objects[-1][0] = True
+        elif string is not None and objects and objects[-1] is not None and objects[-1][0]:
+            key, (_, seen) = json.loads(string), objects[-1]
+            objects[-1][0] = False
+            if key in seen:
+                return Invalid(
+                    f"key {key!r} appears twice in one object",
+                    *position(text, match.start(1)),
+                    key=key,
+                )
+            seen.add(key)
+    return Invalid("not valid JSON")  # not reached: the hooks refuse only those
 
 
 def _long_integer(text):
@@ -78,7 +111,7 @@ def _long_integer(text):
         if digits and not (match.group(2) or match.group(3)) and len(digits) > limit:
             return Invalid(
                 f"an integer of {len(digits)} digits: at most {limit} are allowed",
-                *_position(text, match.start()),
+                *position(text, match.start()),
             )
     return Invalid(f"an integer of more than {limit} digits")
 
@@ -98,5 +131,5 @@ def _too_deep(text):
     return Invalid(
         f"arrays and objects nested more than {NESTING_SHOWN} levels deep "
         "(a project file needs 5): too deep to read",
-        *_position(text, match.start()),
+        *position(text, match.start()),
     )

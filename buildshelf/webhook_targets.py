@@ -118,17 +118,15 @@ def parse_targets(path, data: bytes) -> tuple[Target, ...]:
         text = strictjson.text_of(data)
         doc = strictjson.loads(text)
     except strictjson.Invalid as error:
-        if error.line is not None:
-            raise TargetsError(path, error.message, error.line, error.column) from None
-        # A key written twice or a NaN: strictjson's hooks know no place; the text is
-        # otherwise JSON, so it is found here. A key is not quoted: it may be a pasted URL.
-        index, message = _unplaced(text)
-        raise TargetsError(path, message or error.message, *_position(text, index)) from None
+        message = error.message
+        if error.key is not None:  # a key is not quoted here: it may be a pasted URL
+            message = f"key {_shown(error.key)} appears twice in one object"
+        raise TargetsError(path, message, error.line, error.column) from None
     places = _places(text)
 
     def problem(message, *where):
         index = places.get(where, places.get(where[:-1], 0)) if where else 0
-        return TargetsError(path, message, *_position(text, index))
+        return TargetsError(path, message, *strictjson.position(text, index))
 
     if type(doc) is not dict or doc.keys() != {"targets"} or type(doc["targets"]) is not list:
         unknown = sorted(doc.keys() - {"targets"}) if type(doc) is dict else ()
@@ -249,38 +247,14 @@ def _key(secret) -> bytes:
     raise _Invalid(SECRET_RULE, "secret")
 
 
-def _position(text, index):
-    """(line, column) of `index` in `text`, counted in characters as JSONDecodeError does."""
-    return text.count("\n", 0, index) + 1, index - text.rfind("\n", 0, index)
-
-
-# Valid JSON (strictjson read it) as tokens: a string, a bracket or separator, a literal.
-_TOKEN = re.compile(r'\s*(?:("(?:[^"\\]+|\\.)*")|([][{}:,])|([^][{}:,"\s]+))')
 PLACED_DEPTH = 3  # places kept down to a target's keys: ("targets", 2, "url")
-
-
-def _unplaced(text) -> tuple[int, str | None]:
-    """Where in `text` (JSON but for them) the first key written twice in one object or the
-    first NaN or Infinity is, and what to say of it; (0, None) if there is neither."""
-    for match in _TOKEN.finditer(text):
-        if match.group(3) in ("NaN", "Infinity", "-Infinity"):
-            return match.start(3), f"{match.group(3)} is not valid JSON"
-    places = _places(text)
-    if _TWICE in places:
-        key = places[_TWICE + ("key",)]
-        return places[_TWICE], f"key {_shown(key)} appears twice in one object"
-    return 0, None
-
-
-_TWICE = ("twice",)  # in _places: where the first key written twice in an object is
 
 
 def _places(text) -> dict[tuple, int]:
     """Where values start in `text`, by path (("targets", 0, "url"): the index of its value),
-    and where a key's name starts (("targets", 0, "{url")), down to PLACED_DEPTH; and the
-    first key written twice in one object (_TWICE)."""
-    places, frames = {(): 0}, []  # frames: [path, key or index, expecting a key, keys seen]
-    for match in _TOKEN.finditer(text):
+    and where a key's name starts (("targets", 0, "{url")), down to PLACED_DEPTH."""
+    places, frames = {(): 0}, []  # frames: [path, key or index, expecting a key]
+    for match in strictjson.TOKEN.finditer(text):
         string, mark, _ = match.groups()
         start = match.start(match.lastindex)
         if mark in ("}", "]"):
@@ -296,9 +270,6 @@ def _places(text) -> dict[tuple, int]:
         elif frames and frames[-1][2]:  # an object's key
             frame = frames[-1]
             frame[1], frame[2] = json.loads(string), False
-            if frame[1] in frame[3] and _TWICE not in places:
-                places[_TWICE], places[_TWICE + ("key",)] = start, frame[1]
-            frame[3].add(frame[1])
             if len(frame[0]) < PLACED_DEPTH:
                 places[frame[0] + ("{" + frame[1],)] = start
         else:  # a value
@@ -306,7 +277,7 @@ def _places(text) -> dict[tuple, int]:
             if len(path) <= PLACED_DEPTH:
                 places[path] = start
             if mark == "{":
-                frames.append([path, None, True, set()])
+                frames.append([path, None, True])
             elif mark == "[":
-                frames.append([path, 0, None, None])
+                frames.append([path, 0, None])
     return places

@@ -163,12 +163,19 @@ def test_invalid_utf8_gives_line_and_column():
 @pytest.mark.parametrize(
     "text, message",
     [
-        (b'{"ciJob": NaN}', "NaN is not valid JSON"),
-        (b'{"ciJob": "a", "ciJob": "b"}', "key 'ciJob' appears twice in one object"),
+        (b'{"ciJob": NaN}', "1:11: NaN is not valid JSON"),
+        (b'{"ciJob": [1, -Infinity]}', "1:15: -Infinity is not valid JSON"),
+        (b'{"ciJob": "a",\n "ciJob": "b"}', "2:2: key 'ciJob' appears twice in one object"),
+        (
+            b'{"a": {"ciJob": 1}, "b": {"ciJob": 2, "x": {}, "ciJob": 3}}',
+            "1:48: key 'ciJob' appears twice in one object",
+        ),  # fmt: skip
     ],
 )
 def test_json_that_python_would_accept_but_json_does_not(text, message):
-    assert parse_error(text) == f"data/alpha.json: {message}"
+    """Placed, as every other refusal of the text is (the hooks that refuse them know no
+    place)."""
+    assert parse_error(text) == f"data/alpha.json:{message}"
 
 
 def build_error(**fields):
@@ -425,26 +432,26 @@ def test_both_paths_keep_one_string_per_channel():
             '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "url": "https://a.example/2", '
             '"downloadUrl": "https://a.example/1", "channelVersion": "1", "timestamp": 1, '
             '"isExperimental": false, "commits": []}]}',
-            "key 'url' appears twice in one object",
+            "1:150: key 'url' appears twice in one object",
         ),
         (
             '{"ciJob": "A", "ciJobUrl": "https://a.example/", "javadocBaseUrl": "https://a.example/", '
             '"builds": [{"buildNumber": 1, "url": "https://a.example/1", "downloadUrl": '
             '"https://a.example/1", "channelVersion": "1", "timestamp": 1, "isExperimental": false, '
             '"commits": [{"message": "m", "hash": "ab", "hash": "cd"}]}]}',
-            "key 'hash' appears twice in one object",
+            "1:295: key 'hash' appears twice in one object",
         ),
         # an escaped ':' in a string would make up for the ':' of the key written twice
         (
             '{"ciJob": "A\\u003a", "ciJob": "B", "ciJobUrl": "https://a.example/", "javadocBaseUrl": '
             '"https://a.example/", "builds": []}',
-            "key 'ciJob' appears twice in one object",
+            "1:22: key 'ciJob' appears twice in one object",
         ),
     ],
 )
 def test_a_key_written_twice_is_found_without_the_hook(text, message):
     assert datafile._fast_project("alpha", text) is None
-    assert parse_error(text.encode()) == f"data/alpha.json: {message}"
+    assert parse_error(text.encode()) == f"data/alpha.json:{message}"
 
 
 def file_text(*builds, **fields):
