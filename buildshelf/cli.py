@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from buildshelf import (
     artifacts,
+    datafile,
     jenkins,
     mirror,
     progress,
@@ -684,25 +685,23 @@ def publish(args):
         if args.git is not None
         else [{"message": message, "hash": commit} for commit, message in args.commit]
     )
-    build = {
-        "buildNumber": args.build,
-        "url": args.url,
-        "downloadUrl": args.download_url,
-        "channelVersion": args.channel,
-        "timestamp": time.time_ns() // 1_000_000 if args.timestamp is None else args.timestamp,
-        "isExperimental": args.experimental,
-        "commits": commits,
-    }
+    build = datafile.build_document(
+        args.build,
+        args.channel,
+        time.time_ns() // 1_000_000 if args.timestamp is None else args.timestamp,
+        args.experimental,
+        commits,
+        url=args.url,
+        download_url=args.download_url,
+        **({} if args.file or args.sha256 is None else {"sha256": args.sha256, "size": args.size}),
+    )
     keep, meter = None, contextlib.nullcontext()
     if args.file is not None:
-        del build["downloadUrl"]  # the server makes a kept file's address
         name = args.name or os.path.basename(args.file)
         meter = progress.Meter(f"storing {printable(name)}")
         keep = writer.Keep(
             args.file, args.max_file_mb << 20, args.sha256, name=name, progress=meter
         )
-    elif args.sha256 is not None:
-        build.update(sha256=args.sha256, size=args.size)
     deleted = []  # said after what happened to the build, or before a refusal
     try:
         with meter:  # the line cleared before anything else is said

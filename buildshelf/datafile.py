@@ -114,6 +114,28 @@ class DataError(Exception):
         return lines
 
 
+def build_document(
+    number, channel, timestamp, experimental, commits, url=None, download_url=None, **given
+) -> dict:
+    """A build as a data file holds it, its keys in their written order: a file elsewhere at
+    `download_url`, or (None) one kept, whose address the server makes; `given` what is
+    given of the file's `sha256`, `size` and, for a kept one, its `file` name. `url` None:
+    the job run's, which the writer makes under the lock."""
+    build = {
+        "buildNumber": number,
+        "url": url,
+        "downloadUrl": download_url,
+        "channelVersion": channel,
+        "timestamp": timestamp,
+        "isExperimental": experimental,
+        "commits": commits,
+    }
+    if download_url is None:
+        del build["downloadUrl"]
+    build.update((key, given[key]) for key in ("sha256", "size", "file") if key in given)
+    return build
+
+
 def parse_json(path: str, data: bytes):
     """Decode `data` (bytes) strictly or raise DataError with line and column."""
     return _parse(path, _text(path, data))

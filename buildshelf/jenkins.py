@@ -159,15 +159,15 @@ def to_build(build, artifact=None, experimental=None):
         return "no artifact matching " + (
             repr(artifact.pattern) if artifact else DEFAULT_ARTIFACT_RULE
         )
-    return {
-        "buildNumber": build["number"],
-        "url": url,
-        "downloadUrl": url + "artifact/" + quote(path, safe="/+"),
-        "channelVersion": match["channel"],
-        "timestamp": build.get("timestamp"),
-        "isExperimental": bool(experimental.search(name)) if experimental else name.endswith(")"),
-        "commits": _commits(build),
-    }
+    return datafile.build_document(
+        build["number"],
+        match["channel"],
+        build.get("timestamp"),
+        bool(experimental.search(name)) if experimental else name.endswith(")"),
+        _commits(build),
+        url=url,
+        download_url=url + "artifact/" + quote(path, safe="/+"),
+    )
 
 
 def _problem(doc, slug, build):

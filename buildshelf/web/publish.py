@@ -380,32 +380,28 @@ def _build(given, file, number, ci_job_url):
     timestamp = given.get("timestamp", time.time_ns() // 1_000_000)
     if type(timestamp) is int and (problem := published_timestamp_problem(timestamp)):
         raise _invalid(f"'timestamp' {timestamp} {problem}")
-    build = {
-        "buildNumber": number,
-        "url": given.get("url"),  # None: the job run's, made under the lock
-        "downloadUrl": given.get("downloadUrl"),
-        "channelVersion": given["channelVersion"],
-        "timestamp": timestamp,
-        "isExperimental": given.get("isExperimental", False),
-        "commits": given.get("commits", []),
-    }
-    keep = None
+    keep, integrity = None, {key: given[key] for key in ("sha256", "size") if key in given}
     if file is not None:
         if "downloadUrl" in given:
             raise _invalid(
                 "give 'downloadUrl' or a part 'file', not both: the server makes a kept "
                 "file's address"
             )
-        del build["downloadUrl"]
         _check_received(given, file.staged)
-        build.update(sha256=file.staged.sha256, size=file.staged.size, file=file.name)
+        integrity = dict(sha256=file.staged.sha256, size=file.staged.size, file=file.name)
         keep = writer.Keep(file.staged.path, staged=file.staged, name=file.name)
-    else:
-        if "downloadUrl" not in given:
-            raise _invalid(
-                "missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)"
-            )
-        build.update((key, given[key]) for key in ("sha256", "size") if key in given)
+    elif "downloadUrl" not in given:
+        raise _invalid("missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)")
+    build = datafile.build_document(
+        number,
+        given["channelVersion"],
+        timestamp,
+        given.get("isExperimental", False),
+        given.get("commits", []),
+        url=given.get("url"),  # None: the job run's, made under the lock
+        download_url=given.get("downloadUrl"),
+        **integrity,
+    )
     try:
         url = build["url"] or writer.job_run_url(ci_job_url, number)
     except writer.NoRunUrl as problem:
