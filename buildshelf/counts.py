@@ -37,7 +37,10 @@ MAX_REMEMBERED = 250_000
 MAX_PENDING_ROWS = 100_000
 DATABASE = "downloads"
 _V4 = 1 << 64  # IPv4 networks are keyed above every IPv6 /64
-_SCHEMA = """
+SCHEMA = state.Schema(
+    DATABASE,
+    migrations=(
+        """
 CREATE TABLE IF NOT EXISTS downloads (
     project TEXT NOT NULL,
     build INTEGER NOT NULL,
@@ -46,7 +49,10 @@ CREATE TABLE IF NOT EXISTS downloads (
     downloads INTEGER NOT NULL,
     PRIMARY KEY (project, build, file, day)
 ) WITHOUT ROWID
-"""
+""",
+    ),
+)
+
 _ADD = """
 INSERT INTO downloads (project, build, file, day, downloads) VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (project, build, file, day) DO UPDATE SET downloads = downloads + excluded.downloads
@@ -285,13 +291,8 @@ class Counter:
             if not batch and not os.path.exists(self._path()):
                 self._loaded = True  # nothing stored, and nothing to store yet: no file
                 return
-            connection = state.connect(self.state_dir, DATABASE)
-            try:
-                connection.execute(_SCHEMA)
-            except BaseException:  # locked, full: opened again, its table made, next batch
-                connection.close()
-                raise
-            self._connection = connection
+            # Locked, full: opened again, its table made, at the next batch.
+            self._connection = state.open_database(self.state_dir, SCHEMA)
         if not self._loaded:
             stored = {}
             for project, build, file, day, downloads in self._connection.execute(

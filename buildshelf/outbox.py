@@ -19,7 +19,10 @@ from buildshelf import state
 
 DATABASE = "webhooks"
 
-_SCHEMA = """
+SCHEMA = state.Schema(
+    DATABASE,
+    migrations=(
+        """
 CREATE TABLE IF NOT EXISTS deliveries (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the order events happened in
     target TEXT NOT NULL,                   -- target_key(url, format)
@@ -37,7 +40,12 @@ CREATE TABLE IF NOT EXISTS deliveries (
     UNIQUE (target, event)
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_target ON deliveries (target, seq);
-"""
+""",
+    ),
+    # FULL: a commit is on the disk when it returns, so an event noticed is never lost to a
+    # crash or a power cut (WAL's NORMAL may lose the last commits).
+    pragmas=("synchronous=FULL",),
+)
 
 
 def target_key(url: str, format: str) -> str:
@@ -94,16 +102,8 @@ class Outbox:
     one lock (each call is one short transaction)."""
 
     def __init__(self, state_dir: str):
-        self._db = state.connect(state_dir, DATABASE)
+        self._db = state.open_database(state_dir, SCHEMA)
         self._lock = threading.Lock()
-        try:
-            # FULL: a commit is on the disk when it returns, so an event noticed is never
-            # lost to a crash or a power cut (WAL's NORMAL may lose the last commits).
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except BaseException:
-            self._db.close()
-            raise
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,9 @@
 """The state directory: what Buildshelf keeps that is not hand-edited data (token hashes,
-trusted publishers, and later download counts and webhook deliveries), private to the
-service's user. Each concern keeps its own SQLite database there, opened through `connect`.
+trusted publishers, download counts and webhook deliveries), private to the service's user.
+Each concern keeps its own SQLite database there, declared as a `Schema` (its name, pragmas
+and numbered migrations) and opened through `open_database`: in WAL mode, its pragmas set,
+migrated to this release's version (`PRAGMA user_version`). A command opens one for a call
+(`opened` with a path); a server keeps each open (`Databases`).
 """
 
 import os
@@ -8,6 +11,7 @@ import sqlite3
 import stat
 import threading
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 
 IN_DATA_DIRECTORY = ".buildshelf"  # the default place: the data directory is one backup
 DIRECTORY_MODE = 0o700
@@ -48,6 +52,79 @@ def connect(state_dir: str, name: str) -> sqlite3.Connection:
     return connection
 
 
+@dataclass(frozen=True)
+class Schema:
+    """A database of the state directory: its `name` (the file is NAME.sqlite3), the
+    `pragmas` set on each connection, and its `migrations`, in order: the SQL that takes it
+    from version N (PRAGMA user_version) to N + 1 is migrations[N], so a database is at the
+    version of the number it has had. The first makes the tables with IF NOT EXISTS, so
+    that a database made before versions were kept (at 0, its tables there) takes it as it
+    is. A release adds a migration; it never changes one that has shipped."""
+
+    name: str
+    migrations: tuple[str, ...]
+    pragmas: tuple[str, ...] = ()
+
+    @property
+    def version(self) -> int:
+        return len(self.migrations)
+
+
+class NewerDatabase(sqlite3.DatabaseError):
+    """A database at a version this release does not know: a later release wrote it."""
+
+
+def open_database(state_dir: str, schema: Schema) -> sqlite3.Connection:
+    """The database `schema` of `state_dir`, opened (connect), its pragmas set and migrated
+    to `schema.version`; the caller closes it."""
+    connection = connect(state_dir, schema.name)
+    try:
+        for pragma in schema.pragmas:
+            connection.execute(f"PRAGMA {pragma}")
+        migrate(connection, schema)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def migrate(connection: sqlite3.Connection, schema: Schema) -> None:
+    """Apply the migrations `connection`'s database has not had, in one transaction (another
+    process that migrates it meanwhile waits, then finds nothing left to do)."""
+    if _version(connection) == schema.version:
+        return
+    with connection:
+        connection.execute("BEGIN IMMEDIATE")
+        version = _version(connection)
+        if version > schema.version:
+            raise NewerDatabase(
+                f"the {schema.name} database is at version {version}, and this release knows "
+                f"{schema.version} at most: a later release wrote it (run that one, or restore "
+                "a backup made by this one)"
+            )
+        for migration in schema.migrations[version:]:
+            for statement in _statements(migration):
+                connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {schema.version}")
+
+
+def _version(connection):
+    return connection.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _statements(sql):
+    """The statements of `sql`, one at a time: executescript() would commit the migration's
+    transaction."""
+    statement = ""
+    for line in sql.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            yield statement
+            statement = ""
+    if statement.strip():
+        yield statement
+
+
 class Databases:
     """The databases of the state directory `state_dir` as a long-lived process (the server)
     keeps them: each opened at its first use, its schema made then, and kept open, so that no
@@ -61,19 +138,14 @@ class Databases:
         self._lock = threading.Lock()  # guards the two dicts
 
     @contextmanager
-    def opened(self, name: str, schema: str):
+    def opened(self, schema: Schema):
         with self._lock:
-            lock = self._locks.setdefault(name, threading.Lock())
+            lock = self._locks.setdefault(schema.name, threading.Lock())
         with lock:
-            connection = self._opened.get(name)
+            connection = self._opened.get(schema.name)
             if connection is None:  # not yet, or its opening failed: tried again
-                connection = connect(self.state_dir, name)
-                try:
-                    connection.executescript(schema)
-                except BaseException:
-                    connection.close()
-                    raise
-                self._opened[name] = connection
+                connection = open_database(self.state_dir, schema)
+                self._opened[schema.name] = connection
             yield connection
 
 
@@ -83,14 +155,13 @@ Where = str | Databases
 
 
 @contextmanager
-def opened(where: Where, name: str, schema: str):
-    """A connection to the database `name` (made by `schema` if need be) of `where`: the path
-    of a state directory, for a command that runs once (opened for the block, closed after),
-    or the Databases a server keeps open."""
+def opened(where: Where, schema: Schema):
+    """A connection to the database `schema` of `where`: the path of a state directory, for
+    a command that runs once (opened for the block, closed after), or the Databases a server
+    keeps open."""
     if isinstance(where, Databases):
-        with where.opened(name, schema) as connection:
+        with where.opened(schema) as connection:
             yield connection
         return
-    with closing(connect(where, name)) as connection:
-        connection.executescript(schema)
+    with closing(open_database(where, schema)) as connection:
         yield connection

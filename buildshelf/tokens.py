@@ -29,7 +29,10 @@ LAST_USED_EVERY_MS = 60_000  # `last used` is written at most once a minute per 
 # What an unknown id is compared with, so that it costs what a known one does.
 _NO_HASH = bytes(32)
 
-_SCHEMA = """
+SCHEMA = state.Schema(
+    "tokens",
+    migrations=(
+        """
 CREATE TABLE IF NOT EXISTS tokens (
     id TEXT PRIMARY KEY,
     secret_sha256 BLOB NOT NULL,
@@ -40,7 +43,10 @@ CREATE TABLE IF NOT EXISTS tokens (
     note TEXT NOT NULL,
     revoked INTEGER
 )
-"""
+""",
+    ),
+)
+
 _FIELDS = "id, project, created, expires, last_used, note, revoked"
 
 
@@ -100,7 +106,7 @@ def secret_number(secret: str) -> int:
 
 def _opened(where):
     """The tokens' database of `where`: a state directory, or a server's state.Databases."""
-    return state.opened(where, "tokens", _SCHEMA)
+    return state.opened(where, SCHEMA)
 
 
 def _token(row) -> Token:

@@ -19,7 +19,10 @@ WORKFLOW = re.compile(r"[A-Za-z0-9._-]+\.ya?ml\Z")  # a file name in .github/wor
 ENVIRONMENT = re.compile(r"(?=.*\S)[^\x00-\x1f\x7f]{1,255}\Z")
 WORKFLOWS = ".github/workflows/"
 
-_SCHEMA = """
+SCHEMA = state.Schema(
+    "trust",
+    migrations=(
+        """
 CREATE TABLE IF NOT EXISTS publishers (
     id INTEGER PRIMARY KEY,  -- the order of adding, which --list numbers them in
     project TEXT NOT NULL,
@@ -35,7 +38,9 @@ CREATE TABLE IF NOT EXISTS spent (
     until INTEGER NOT NULL  -- after this the token is refused as expired: the jti may go
 );
 CREATE INDEX IF NOT EXISTS spent_until ON spent (until);
-"""
+""",
+    ),
+)
 
 
 class NotTrusted(Exception):
@@ -66,7 +71,7 @@ class Trusted:
 
 def _opened(where: state.Where):
     """The trust database of `where`: a state directory, or a server's state.Databases."""
-    return state.opened(where, "trust", _SCHEMA)
+    return state.opened(where, SCHEMA)
 
 
 def _listed(connection, project):

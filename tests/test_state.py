@@ -1,0 +1,104 @@
+"""The state directory's databases: each declared as a state.Schema and migrated to this
+release's version when opened; a database written before versions were kept (the fixture
+tests/state_before_versions/, written by the code of 2026-11-28: a token, a trusted publisher
+and a spent jti, two downloads counted, a webhook delivery owed) opens with everything in it;
+one written by a later release is refused with a message that says so."""
+
+import shutil
+import sqlite3
+
+import pytest
+
+from buildshelf import counts, outbox, state, tokens, trust
+from helpers import ROOT
+
+BEFORE_VERSIONS = f"{ROOT}/tests/state_before_versions"
+# The fixture's token, for alpha, made with no expiry.
+TOKEN = "bs_131909971d18_gwHma1XWjMMVDp4ib3pffErhai2dA9NxfSHGrxxlHZY"
+SCHEMAS = (tokens.SCHEMA, trust.SCHEMA, counts.SCHEMA, outbox.SCHEMA)
+
+
+@pytest.fixture
+def before_versions(tmp_path):
+    """A copy of the fixture: opening a database may write beside it (WAL)."""
+    copy = tmp_path / "state"
+    shutil.copytree(BEFORE_VERSIONS, copy)
+    return str(copy)
+
+
+def version(state_dir, schema):
+    with sqlite3.connect(f"{state_dir}/{schema.name}.sqlite3") as connection:
+        return connection.execute("PRAGMA user_version").fetchone()[0]
+
+
+def test_every_database_is_declared_with_its_version(before_versions):
+    assert sorted(schema.name for schema in SCHEMAS) == ["downloads", "tokens", "trust", "webhooks"]
+    assert all(schema.version >= 1 for schema in SCHEMAS)
+    assert [version(before_versions, schema) for schema in SCHEMAS] == [0, 0, 0, 0]
+
+
+def test_a_state_from_before_versions_opens_migrated_with_all_it_held(before_versions):
+    assert tokens.authenticate(before_versions, TOKEN, record=False).project == "alpha"
+    [trusted] = trust.listed(before_versions, "alpha")
+    assert (trusted.repository, trusted.workflow) == ("octo-org/octo-repo", "release.yml")
+    assert not trust.spend(before_versions, "jti-of-a-token-spent", 4_000_000_000, now=0)
+    counter = counts.Counter(before_versions)
+    counter.flush()
+    assert counter.tally().total("alpha") == 2
+    box = outbox.Outbox(before_versions)
+    try:
+        [owed] = box.pending(outbox.target_key("https://example.org/hook", "json"))
+        assert (owed.type, owed.project, owed.number) == ("build.published", "alpha", 9)
+    finally:
+        box.close()
+    assert [version(before_versions, schema) for schema in SCHEMAS] == [
+        schema.version for schema in SCHEMAS
+    ]
+
+
+def test_the_migrations_run_once_and_in_order(tmp_path):
+    schema = state.Schema(
+        "things",
+        migrations=(
+            "CREATE TABLE IF NOT EXISTS things (name TEXT);\nINSERT INTO things VALUES ('one');",
+            "INSERT INTO things VALUES ('two')",
+        ),
+    )
+    for _ in range(3):
+        with state.opened(str(tmp_path), schema) as connection:
+            rows = connection.execute("SELECT name FROM things ORDER BY rowid").fetchall()
+    assert rows == [("one",), ("two",)]
+    assert version(str(tmp_path), schema) == 2
+
+
+def test_a_migration_that_fails_leaves_the_database_as_it_was(tmp_path):
+    first = state.Schema("things", migrations=("CREATE TABLE things (name TEXT)",))
+    with state.opened(str(tmp_path), first):
+        pass
+    broken = state.Schema(
+        "things",
+        migrations=(first.migrations[0], "ALTER TABLE things ADD x INTEGER;\nNOT SQL"),
+    )
+    with pytest.raises(sqlite3.OperationalError):
+        state.open_database(str(tmp_path), broken)
+    assert version(str(tmp_path), first) == 1
+    with sqlite3.connect(f"{tmp_path}/things.sqlite3") as connection:
+        assert [row[1] for row in connection.execute("PRAGMA table_info(things)")] == ["name"]
+
+
+def test_a_database_of_a_later_release_is_refused_saying_so(before_versions):
+    with sqlite3.connect(f"{before_versions}/tokens.sqlite3") as connection:
+        connection.execute(f"PRAGMA user_version = {tokens.SCHEMA.version + 1}")
+    with pytest.raises(state.NewerDatabase, match="a later release wrote it"):
+        tokens.list_tokens(before_versions)
+
+
+def test_a_server_keeps_each_database_open_and_migrates_it_once(before_versions, monkeypatch):
+    databases = state.Databases(before_versions)
+    opened = []
+    connect = state.connect
+    monkeypatch.setattr(state, "connect", lambda *args: opened.append(args) or connect(*args))
+    for _ in range(3):
+        assert tokens.authenticate(databases, TOKEN, record=False) is not None
+        assert trust.listed(before_versions, "alpha")
+    assert [name for _, name in opened] == ["tokens", "trust", "trust", "trust"]
