@@ -199,7 +199,8 @@ def test_last_used_is_written_at_most_once_a_minute(tmp_path):
         [found] = tokens.list_tokens(where)
         return found.last_used
 
-    tokens.authenticate(where, text[:-1] + "0", now=NOW + 1)  # refused: not a use
+    wrong = text[:-1] + ("1" if text.endswith("0") else "0")  # never the token itself
+    tokens.authenticate(where, wrong, now=NOW + 1)  # refused: not a use
     assert last_used() is None
     tokens.authenticate(where, text, now=NOW + 1000)
     assert last_used() == NOW + 1000
