@@ -25,7 +25,8 @@ from buildshelf.serving import server as serving
 from buildshelf.store import Store, check
 from buildshelf.text import counted
 from buildshelf.web import answers, health, hosted, openapi, pages, publish, query
-from buildshelf.web.answers import MALFORMED, REFUSED, encode, redirect, send
+from buildshelf.web.answers import encode, redirect, send
+from buildshelf.web.contract import MALFORMED, REFUSED, App
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
 from buildshelf.web.shapes import DOWNLOADS, Shapes, project_json
@@ -45,7 +46,7 @@ def make_app(
     counter: counts.Counter | None = None,
     notifier: webhooks.Notifier | None = None,
     metrics: bool = True,
-) -> bottle.Bottle:
+) -> App:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
 
@@ -54,9 +55,8 @@ def make_app(
     served at addresses on `public_url`, from `store`'s artifact store.
 
     Builds are published and yanked over HTTP for `credentials` (None: every write is refused
-    401), a kept file of `max_file_mb` MiB at most (publish.install). The server calls
-    `app.screen(environ)` once a request's headers are in, then `app.consume(environ)` for
-    a consumer of its body as it arrives, and takes a body of `app.max_body_bytes` at most.
+    401), a kept file of `max_file_mb` MiB at most (publish.install): the App's `screen`,
+    `consume` and `max_body_bytes` (web/contract.py).
 
     `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
     /downloads/latest and of /api/v2/download; /api/v2/downloads and /downloads/stats serve
@@ -67,7 +67,7 @@ def make_app(
 
     With `metrics`, GET /metrics tells what the server did, from `counter` (a counts.Counter,
     None when downloads are not counted) and `notifier` (a webhooks.Notifier, or None) too;
-    the server hands `app.observe_requests` its access records (metrics.install).
+    the server hands the App's `observe_requests` its access records (metrics.install).
     """
     if compat not in settings.COMPAT_MODES:
         raise ValueError(f"unknown compat mode {compat!r}")
@@ -269,14 +269,12 @@ def make_app(
     if counter is not None:
         problems.append(lambda: _counting_problem(counter))
     health.install(app, store, problems)
-    if metrics:
-        app.observe_requests = prometheus.install(app, store, counter, notifier)
+    observe_requests = prometheus.install(app, store, counter, notifier) if metrics else None
     hosted.install(app, store, shapes, accel_redirect, counter)
     counting = pages.install(
         app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
     )
-    app.screen, app.consume = publish.install(app, store, credentials, shapes, max_file_mb << 20)
-    app.max_body_bytes = publish.max_body_bytes(max_file_mb << 20)
+    screen, consume = publish.install(app, store, credentials, shapes, max_file_mb << 20)
 
     @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
     def removed_v1(rest):
@@ -291,10 +289,16 @@ def make_app(
         app.error(status)(pages.not_found if status == 404 else answers.error_response)
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
         app.route(rule, "OPTIONS", answers.preflight)
-    # Bottle.__call__ calls self.wsgi: the app stays a Bottle, with its routes and config.
-    app.recall = counting(answers.from_memory(store, cache))
-    app.wsgi = answers.repeats_remembered(app.wsgi, app.recall, cache)
-    return app
+    recall = counting(answers.from_memory(store, cache))
+    return App(
+        answers.repeats_remembered(app, recall, cache),
+        recall=recall,
+        screen=screen,
+        consume=consume,
+        observe_requests=observe_requests,
+        max_body_bytes=publish.max_body_bytes(max_file_mb << 20),
+        router=app,
+    )
 
 
 def downloads_by_url(shapes: Shapes):

@@ -13,7 +13,7 @@ import webtest
 
 from buildshelf import server
 from buildshelf import store as store_module
-from buildshelf.web import answers, representation
+from buildshelf.web import answers, contract, representation
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, recalled, write_file
 
 API = "/api/v2"
@@ -395,7 +395,7 @@ def test_errors_and_redirects_are_routed_every_time(client, app, monkeypatch):
 def test_a_malformed_request_is_refused_even_when_its_target_is_remembered(app):
     client = webtest.TestApp(app)
     client.get(API + "/projects")
-    refused = webtest.TestApp(app, extra_environ={answers.MALFORMED: "no Host"})
+    refused = webtest.TestApp(app, extra_environ={contract.MALFORMED: "no Host"})
     assert refused.get(API + "/projects", status=400).json["code"] == "malformed_request"
 
 
@@ -490,7 +490,7 @@ def test_cors_preflight(client, path):
 
 
 def test_every_get_route_answers_a_preflight(app, client):
-    rules = {route.rule for route in app.routes if route.method == "GET"}
+    rules = {route.rule for route in app.router.routes if route.method == "GET"}
     assert "/projects/<slug>" in rules and "/downloads/<project>/<build>/<sha256>/<file>" in rules
     for rule in rules:
         path = re.sub(r"<[^>]*>", "x", rule)

@@ -123,7 +123,7 @@ def test_each_app_has_a_registry_of_its_own(store):
 
 def test_metrics_off_is_no_route_and_nothing_to_observe(store):
     app = server.make_app(store, metrics=False)
-    assert not hasattr(app, "observe_requests")
+    assert app.observe_requests is None
     assert webtest.TestApp(app).get(metrics.PATH, status=404).json["code"] == "not_found"
 
 
@@ -286,6 +286,7 @@ def test_webhook_deliveries_by_target_index_and_outcome(observed, fakes):
 # The real server (server.main, as `buildshelf serve`), its app's recall counting what the
 # loop thread answered from memory, and telling it at /recalled.
 COUNTING_SERVER = """
+import dataclasses
 import sys
 sys.path.insert(0, sys.argv[1])
 from buildshelf import server
@@ -302,9 +303,8 @@ def make_app(*args, **kwargs):
             recalled.append(environ["PATH_INFO"])
         return answer
 
-    app.__dict__["recall"] = counting  # bottle refuses to set an attribute twice
-    app.get("/recalled")(lambda: str(len(recalled)))
-    return app
+    app.router.get("/recalled")(lambda: str(len(recalled)))
+    return dataclasses.replace(app, recall=counting)
 
 server.make_app = make_app
 sys.exit(server.main(sys.argv[2:]))

@@ -227,7 +227,7 @@ def test_path_parameters_match_the_template(path, method):
 def test_every_route_of_the_app_is_documented_and_nothing_else(app):
     v1_rule = "/api/v1<rest:re:(/.*)?>"
     documented = set()
-    for route in app.routes:
+    for route in app.router.routes:
         if route.rule in (
             "/",
             "/api-document",

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from buildshelf import artifacts, credentials, files, oidc, server, tokens, trust, writer
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
-from buildshelf.web.answers import Deferred
+from buildshelf.web.contract import Deferred
 from buildshelf.web.ratelimit import FailureLimit
 from helpers import (
     ALPHA_TOKEN,

@@ -421,6 +421,7 @@ TOY_SERVER = """
 import sys, threading
 sys.path.insert(0, sys.argv[1])
 from buildshelf.serving import server as serving
+from buildshelf.web.contract import App
 released = threading.Event()
 
 def recall(environ):  # what the app knows without waiting
@@ -444,8 +445,8 @@ def app(environ, start_response):
     return answer[2]
 
 log = serving.LineWriter(to_line=serving.access_line)
-serving.serve(app, "127.0.0.1", int(sys.argv[2]), threads=1, recall=recall, access_log=log,
-              on_listening=lambda server: print("listening", flush=True))
+serving.serve(App(app, recall=recall), "127.0.0.1", int(sys.argv[2]), threads=1,
+              access_log=log, on_listening=lambda server: print("listening", flush=True))
 log.close()
 """
 

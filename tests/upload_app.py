@@ -14,6 +14,7 @@ UPLOAD_APP_RECV_BYTES its recv_bytes (for bench/publish_http.py); UPLOAD_APP_SLO
 each write of a body held in a file take that many seconds more (a disk held up).
 """
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -55,11 +56,9 @@ def stand_in(app, max_body_bytes, kept_as):
             return answers.too_large(limit)
         return None
 
-    # Bottle refuses to set an attribute twice; these replace make_app's own, if it has them.
-    app.__dict__.update(screen=screen, max_body_bytes=max_body_bytes)
-    app.error(401)(answers.error_response)  # as JSON as the app's own errors
+    app.router.error(401)(answers.error_response)  # as JSON as the app's own errors
 
-    @app.put("/upload")
+    @app.router.put("/upload")
     def upload():
         digest, size = hashlib.sha256(), 0
         body = bottle.request.environ["wsgi.input"]
@@ -73,7 +72,7 @@ def stand_in(app, max_body_bytes, kept_as):
         bottle.response.content_type = answers.JSON
         return answers.encode({"sha256": digest.hexdigest(), "size": size})
 
-    return app
+    return dataclasses.replace(app, screen=screen, max_body_bytes=max_body_bytes)
 
 
 def slow_disk(seconds):

@@ -26,22 +26,15 @@ from waitress.utilities import InternalServerError, RequestEntityTooLarge
 
 from buildshelf import files
 from buildshelf.serving.accesslog import access_record
-from buildshelf.web.answers import (
-    CONSUMED,
-    MALFORMED,
-    PROVEN,
-    REFUSED,
-    Deferred,
-    no_room,
-    too_large,
-)
+from buildshelf.web.answers import no_room, too_large
+from buildshelf.web.contract import CONSUMED, MALFORMED, PROVEN, REFUSED, Deferred
 from buildshelf.web.downloads import FileShrank
 from buildshelf.web.query import ApiError
 
 log = logging.getLogger(__name__)
 
 # A connection stops taking on pipelined requests while this much of its output is unsent;
-# it goes on when the client has read it. Bodies of answers.BY_REFERENCE_BYTES or more are
+# it goes on when the client has read it. Bodies of contract.BY_REFERENCE_BYTES or more are
 # queued by reference (the app hands them over as wsgi.file_wrapper of shared, immutable
 # bytes), so this bounds what each connection holds as copies, and nothing goes to a
 # temporary file.

@@ -33,6 +33,7 @@ from buildshelf.serving.connection import (
     GuardedChannel,
 )
 from buildshelf.text import counted
+from buildshelf.web.contract import App
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,6 @@ LIMITS = {
     # (docs/performance.md).
     "recv_bytes": 64 * 1024,
 }
-# The largest body taken when the app names none (it has no max_body_bytes).
-BODY_BYTES = 1024
 # waitress watches sockets with select(), which sees none numbered 1,024 or more.
 MAX_CONNECTIONS = 900
 SPARE_FILES = 100  # descriptors kept for data files, logs and the listening sockets
@@ -257,38 +256,21 @@ def connection_limit():
     return limit
 
 
-def serve(
-    app,
-    host,
-    port,
-    threads,
-    on_listening=None,
-    access_log=None,
-    recall=None,
-    screen=None,
-    max_body_bytes=BODY_BYTES,
-    body_directory=None,
-    trusted_proxy=None,
-    consume=None,
-):
-    """Serve until SIGTERM or SIGINT, then finish what is in flight and return.
+def serve(app: App, host, port, threads, on_listening=None, access_log=None,
+          body_directory=None, trusted_proxy=None):  # fmt: skip
+    """Serve `app` (its WSGI app and hooks, web/contract.py) until SIGTERM or SIGINT, then
+    finish what is in flight and return.
 
-    `access_log` is called with an access_record per request. `recall(environ)` is the answer
-    to a request that `app` knows without routing, (status line, headers, body), or None: it
-    is called on the loop thread, which answers with it, so it must never take long.
-    `screen(environ)`, called on the loop thread too, once a request's head is in and before
-    its body is read, returns None or the query.ApiError to answer instead: `app` then gets
-    the request bodiless, with the error as environ[answers.REFUSED], and the connection is
-    closed after the answer. It may also return an answers.Deferred, whose decide() runs on
-    one of DECIDING_THREADS while the connection is not read: what it raises is answered
-    likewise, and what it returns reaches `app` as environ[answers.PROVEN]. A body over `max_body_bytes` is refused likewise (413); one over
-    connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`, unless
-    `consume(environ)`, called on the loop thread once the screen let the request through,
-    returns a consumer: then its feed(data) is given the body as it arrives, on the thread
-    that writes bodies, its discard() is called once the body is dropped, and the app gets it
-    from environ[answers.CONSUMED]() once fed the whole body. A request from
-    the address `trusted_proxy` comes from the last X-Forwarded-For hop it names (waitress's
-    own handling); from any other peer, that header is dropped.
+    `access_log` is called with an access_record per request. `app.recall` and `app.screen`
+    are called on the loop thread. A request the screen refuses reaches the app bodiless,
+    its refusal as environ[contract.REFUSED], and the connection is closed after the answer;
+    a contract.Deferred verdict is decided on one of DECIDING_THREADS while the connection is
+    not read: what it raises is answered likewise, and what it returns reaches the app as
+    environ[contract.PROVEN]. A body over `app.max_body_bytes` is refused likewise (413);
+    one over connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`,
+    unless `app.consume` gives a Consumer, fed as the body arrives on the thread that writes
+    bodies. A request from the address `trusted_proxy` comes from the last X-Forwarded-For
+    hop it names; from any other peer, that header is dropped.
     """
     limit = connection_limit()
     dispatcher = QueueWatchingDispatcher()
@@ -300,7 +282,7 @@ def serve(
         ident="buildshelf",
         connection_limit=limit,
         _dispatcher=dispatcher,
-        max_request_body_size=max_body_bytes + 1,  # waitress refuses a body of this size
+        max_request_body_size=app.max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
         # The proxy's headers are read by _through_the_proxy, for the app and the screen
         # alike: waitress wraps the app in no proxy middleware of its own.
@@ -310,9 +292,9 @@ def serve(
         if isinstance(dispatcher, TcpWSGIServer):
             dispatcher.__class__ = GuardedServer
             dispatcher.connection_limit = limit
-            dispatcher.access_log, dispatcher.recall = access_log, recall
-            dispatcher.screen = screen and _as_the_app_sees_it(screen, trusted_proxy)
-            dispatcher.consume = consume
+            dispatcher.access_log, dispatcher.recall = access_log, app.recall
+            dispatcher.screen = app.screen and _as_the_app_sees_it(app.screen, trusted_proxy)
+            dispatcher.consume = app.consume
             dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
     listeners = [d for d in server._map.values() if isinstance(d, GuardedServer)]
@@ -436,7 +418,7 @@ def resolves(host: str, port: int) -> bool:
 
 
 def run(
-    app,
+    app: App,
     host: str,
     port: int,
     threads: int,
@@ -447,11 +429,10 @@ def run(
 ) -> int:
     """Serve `app` (a server.make_app) until stopped, with an access log unless `quiet`; the
     exit status: 0 once stopped, 1 if it cannot listen. `on_listening(base_url)` is called
-    when it accepts connections. The app's `screen`, `consume` and `max_body_bytes`, if it has
-    them, are serve()'s; bodies are held in `body_directory`, and `trusted_proxy` is trusted (see
-    serve). The app's `observe_requests`, if it has one, is given the access records, a batch
-    at a time, on the access log's thread, `quiet` or not (its metrics)."""
-    observe = getattr(app, "observe_requests", None)
+    when it accepts connections. Bodies are held in `body_directory`, and `trusted_proxy` is
+    trusted (see serve). The app's `observe_requests`, if it has one, is given the access
+    records, a batch at a time, on the access log's thread, `quiet` or not (its metrics)."""
+    observe = app.observe_requests
     if not quiet:
         access_log = LineWriter(to_line=access_line, observe=observe)
     elif observe is not None:  # no line to write: the records only tallied, less often
@@ -468,10 +449,6 @@ def run(
                 base_url(server.effective_host, server.effective_port)
             ),
             access_log=access_log,
-            recall=app.recall,
-            screen=getattr(app, "screen", None),
-            consume=getattr(app, "consume", None),
-            max_body_bytes=getattr(app, "max_body_bytes", BODY_BYTES),
             body_directory=body_directory,
             trusted_proxy=trusted_proxy,
         )

@@ -8,11 +8,10 @@ import io
 import json
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import bottle
 
+from buildshelf.web.contract import BY_REFERENCE_BYTES, MALFORMED, REFUSED
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation
 
@@ -26,40 +25,11 @@ REDIRECT_MAX_AGE = 10  # /jd and /downloads/latest move when a build lands
 GONE_MAX_AGE = 86400
 ERROR_STATUSES = (400, 401, 403, 404, 405, 409, 410, 413, 415, 429, 500, 503, 507)
 ANSWERED = "buildshelf.answered"  # environ: what send() answered with, to answer repeats
-# What the app and the server that runs it agree on (the server imports them from here: this
-# side never imports waitress). The environ keys by which a request that must be refused
-# reaches the app, bodiless, for its before-request hook to answer: MALFORMED with why it is
-# malformed; REFUSED with the ApiError to raise, from the app's `screen(environ)` (which the
-# server calls once a request's head is in, before its body is read) or from the server
-# itself (too_large, no_room); the server closes the connection after either answer.
-# PROVEN: for a request whose screen answered `Deferred`, what its decide() returned, once the
-# server ran it off the loop thread and before it read a byte of the body (the credential the
-# request proved). CONSUMED: for a request whose body the app's `consume(environ)` took as it
-# arrived, the call that gives the consumer once it has been fed the whole body. And the size
-# from which a body
-# is handed to the server by reference, as wsgi.file_wrapper of the shared bytes
-# (serving.connection's UNSENT_OUTPUT_LIMIT counts on it).
-MALFORMED = "buildshelf.malformed_request"
-REFUSED = "buildshelf.refused_request"
-PROVEN = "buildshelf.proven_credential"
-CONSUMED = "buildshelf.consumed_body"
-BY_REFERENCE_BYTES = 16 * 1024
 COMMON_HEADERS = (
     ("X-Content-Type-Options", "nosniff"),
     ("Access-Control-Allow-Origin", "*"),
     ("Access-Control-Expose-Headers", "ETag"),
 )
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """The screen's verdict on a request that only the disk or the network can give (a
-    credential checked against the tokens' database, a GitHub token's signature by the
-    issuer's keys): the server calls `decide()` on a thread of its own, never the loop's,
-    and reads nothing more of the body meanwhile. decide() returns what the app then gets as
-    environ[PROVEN], or raises the ApiError to answer instead (the body is never read)."""
-
-    decide: Callable[[], object]
 
 
 def too_large(limit: int) -> ApiError:

@@ -33,7 +33,8 @@ from buildshelf.credentials import (
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.store import Store
 from buildshelf.text import printable
-from buildshelf.web.answers import CONSUMED, JSON, PROVEN, Deferred, encode
+from buildshelf.web.answers import JSON, encode
+from buildshelf.web.contract import CONSUMED, PROVEN, Deferred
 from buildshelf.web.query import API, ApiError, parse
 from buildshelf.web.ratelimit import FailureLimit
 from buildshelf.web.shapes import Shapes
@@ -182,7 +183,7 @@ def install(
 
     def authorized(environ, slug):
         """The publisher and project of a write, or the refusal: the publisher the server
-        proved before the body (answers.PROVEN), or, under a server that does not screen (a
+        proved before the body (contract.PROVEN), or, under a server that does not screen (a
         test's), the screen's verdict here."""
         publisher = environ.get(PROVEN)
         if publisher is None:
@@ -567,7 +568,7 @@ class Upload:
 
 def _upload(environ, store_dir, max_file_bytes):
     """The Upload of a publish's multipart body, fed whole: by the server as the body
-    arrived (answers.CONSUMED), or here from wsgi.input (a server that does not consume
+    arrived (contract.CONSUMED), or here from wsgi.input (a server that does not consume
     bodies, a test's)."""
     consumed = environ.get(CONSUMED)
     if consumed is not None:
