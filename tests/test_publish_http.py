@@ -33,6 +33,7 @@ from buildshelf import artifacts, credentials, files, oidc, server, tokens, trus
 from buildshelf.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.contract import Deferred
+from buildshelf.web.query import ApiError
 from buildshelf.web.ratelimit import FailureLimit
 from helpers import (
     ALPHA_TOKEN,
@@ -851,6 +852,28 @@ def test_screen_answers_429_with_retry_after_while_an_address_is_limited(app):
     assert app.screen(environ()) is None  # reads are never limited
     other = dict(REMOTE_ADDR="192.0.2.10", HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}")
     assert proven(app.screen(environ("DELETE", WRITE, **other)))
+
+
+def test_writes_let_through_at_once_are_decided_one_by_one_by_the_limit(store, tmp_path):
+    """The limit is asked again when each credential is proven: writes sent together, all
+    let through by their heads, get ten 401s and then 429s, as writes sent one by one do."""
+    creds = Credentials(str(tmp_path / "state"), "https://issuer.invalid", AUDIENCE)
+    app = server.make_app(store, credentials=creds)
+    bad = dict(HTTP_AUTHORIZATION="Bearer bs_000000000000_" + "A" * 43, CONTENT_LENGTH="10")
+    verdicts = [app.screen(environ("DELETE", WRITE, **bad)) for _ in range(15)]
+    statuses = []
+    for verdict in verdicts:
+        with pytest.raises(ApiError) as refused:
+            proven(verdict)
+        statuses.append(refused.value.status_code)
+    assert statuses == [401] * 10 + [429] * 5
+
+
+def test_a_chunked_delete_is_refused_on_its_head(app):
+    """A DELETE takes 1 KiB at most: a chunked body, whose size no header says, is 413."""
+    ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}", HTTP_TRANSFER_ENCODING="chunked")
+    refused = app.screen(environ("DELETE", WRITE, **ok))
+    assert (refused.status_code, refused.code) == (413, "too_large")
 
 
 # --- the log line, and no secret anywhere --------------------------------------------------------

@@ -104,14 +104,9 @@ def install(
                 return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
             return None
         address = environ.get("REMOTE_ADDR", "")
-        wait = limit.retry_after(address)
-        if wait is not None:
-            return ApiError(
-                429,
-                "too_many_requests",
-                f"too many failed authentications from {address}: try again in {wait} s",
-                {"Retry-After": str(wait)},
-            )
+        refused = limited(address)
+        if refused is not None:
+            return refused
         try:
             if credentials is None:
                 raise Unauthorized(NO_WRITES)
@@ -132,6 +127,8 @@ def install(
                 )
             most = max_body_bytes(max_file_bytes) if kind == MULTIPART else BUILD_BYTES
         length = environ.get("CONTENT_LENGTH")
+        if most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ:
+            return _too_large(f"this request may have a body of {most} bytes at most")
         if length and _over(length, most):
             if most > BUILD_BYTES:
                 return _too_large(
@@ -144,6 +141,18 @@ def install(
         # credential is proven: an attacker with no secret cannot fill the disk.
         return Deferred(lambda: prove(environ))
 
+    def limited(address):
+        """The 429 of an address over the failure limit, or None."""
+        wait = limit.retry_after(address)
+        if wait is None:
+            return None
+        return ApiError(
+            429,
+            "too_many_requests",
+            f"too many failed authentications from {address}: try again in {wait} s",
+            {"Retry-After": str(wait)},
+        )
+
     def prove(environ) -> Publisher:
         """The publisher that a write's credential proves for the project its path names, or
         the ApiError raised (a 401 counted against the address at once, 403, 404, 503, 507).
@@ -151,6 +160,9 @@ def install(
         thread. Decided once, before the body: an upload that outlives a GitHub token's few
         minutes is not refused at its end."""
         address = environ.get("REMOTE_ADDR", "")
+        refused = limited(address)  # again: writes sent at once are decided one by one
+        if refused is not None:
+            raise refused
         slug = _slug(environ["PATH_INFO"])
         try:
             return credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
