@@ -1,35 +1,31 @@
-"""The HTTP routes of the build-distribution API (v2): a bottle app over a `store.Store`.
-
-`make_app(store)` builds the app: the JSON routes here, the pages and the feed from pages.py.
-What a route serves is decided by the store's current snapshot, taken once per request; the
-query is read by query.py and the answer sent by answers.py. `python server.py [flags]`
+"""The build-distribution API (v2) as one app over a `store.Store`: `make_app(store)` makes
+the Service the routes share and registers each group of routes (the JSON reads of
+web/reads.py, the counted downloads of web/counted.py, health, metrics, the kept files, the
+pages, publishing), and returns a contract.App for the server. `python server.py [flags]`
 serves it, as `buildshelf serve` does.
 """
 
 import argparse
-import bisect
+import functools
 import logging
 import os
-import threading
 import time
-import weakref
-from operator import attrgetter
 
 import bottle
 
-from buildshelf import artifacts, counts, javadoc, settings, webhooks
+from buildshelf import artifacts, counts, settings, text, webhooks
 from buildshelf import metrics as prometheus
 from buildshelf.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
 from buildshelf.store import Store, check
-from buildshelf.text import counted
-from buildshelf.web import answers, health, hosted, openapi, pages, publish, query
-from buildshelf.web.answers import encode, redirect, send
+from buildshelf.web import answers, counted, health, hosted, openapi, pages, publish, reads
+from buildshelf.web.answers import encode
 from buildshelf.web.contract import MALFORMED, REFUSED, App
 from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
-from buildshelf.web.shapes import DOWNLOADS, Shapes, project_json
+from buildshelf.web.service import Service
+from buildshelf.web.shapes import Shapes
 
 log = logging.getLogger(__name__)
 
@@ -74,197 +70,13 @@ def make_app(
     app = bottle.Bottle()
     cache = RepresentationCache(cache_mb << 20)
     shapes = Shapes(compat, public_url)
-
-    def send_json(data, view, make_body, shown):
-        """The JSON `make_body()` makes of `data`, made once per data version (`view` names
-        what it shows), answering a request to which `shown` is the data version."""
-        representation = cache.get(
-            data, view, lambda: Representation.of(make_body(), data.loaded_at)
-        )
-        return send(representation, max_age, shown=shown)
-
-    @app.hook("before_request")
-    def refuse_malformed():
-        problem = bottle.request.environ.get(MALFORMED)
-        if problem:  # the server closes the connection after this answer
-            raise ApiError(400, "malformed_request", f"malformed request: {problem}")
-
-    @app.hook("before_request")
-    def refuse_screened():
-        if REFUSED in bottle.request.environ:  # the server closes the connection after it too
-            raise bottle.request.environ[REFUSED]
-
-    @app.hook("after_request")
-    def common_headers():
-        answers.set_common_headers(bottle.response)
-
-    @app.get(API + "/projects")
-    def projects():
-        """Every project served."""
-        query.parse()  # takes no parameters, but refuses a malformed query like every route
-        snapshot = store.snapshot()
-        body = lambda: encode({"projects": list(map(project_json, snapshot.projects.values()))})  # noqa: E731
-        return send_json(snapshot, "projects", body, snapshot)
-
-    @app.get(API + "/builds")
-    @app.get(API + "/builds/all")
-    def builds():
-        """A project's builds passing the filters, ascending by build number."""
-        snapshot = store.snapshot()
-        project, channel, experimental = query.build_filter(snapshot, query.build_query())
-        selected = project.select(channel, experimental)
-        # The spec's two names serve one body; the upstream's envelopes differ.
-        with_project = compat is not None and bottle.request.path == API + "/builds"
-        # Keyed by the selection itself: filters that select the same builds share one body.
-        view = ("builds", id(selected), with_project)
-        return send_json(
-            project, view, lambda: shapes.build_list(project, selected, with_project), snapshot
-        )
-
-    @app.get(API + "/builds/latest")
-    def latest_build():
-        """The highest-numbered build passing the filters."""
-        snapshot = store.snapshot()
-        project, _, _, build = query.latest(snapshot, query.build_query())
-        return send_json(
-            project, ("latest", id(build)), lambda: shapes.build(project, build), snapshot
-        )
-
-    @app.get(API + "/jd")
-    def javadoc_redirect():
-        """A redirect to the javadoc of a channel (by default the latest build's), or a page."""
-        params = query.build_query(query.JAVADOC_PARAMETERS)
-        page = query.javadoc_page(params)
-        snapshot = store.snapshot()
-        base = query.javadoc_base(query.build_filter(snapshot, params)[0])
-        project, _, _, build = query.latest(snapshot, params)
-        # Only checked values reach Location: data, and a page path of plain segments.
-        return redirect(
-            javadoc.javadoc_url(base, build.channel, page, project.javadoc_page_prefix), max_age
-        )
-
-    def count_download(project, build):
-        """Whether the request is a download of `build` counted (a GET, counting on)."""
-        environ = bottle.request.environ
-        if counter is None or environ["REQUEST_METHOD"] != "GET":
-            return False
-        counter.count(
-            project.slug, build.number, counts.file_key(build), environ.get("REMOTE_ADDR")
-        )
-        return True
-
-    @app.get(DOWNLOADS + "/latest")
-    def latest_download():
-        """A redirect to the artifact of the build /builds/latest would answer with."""
-        project, *_, build = query.latest(store.snapshot(), query.build_query())
-        location = shapes.download_url(project, build)
-        if not count_download(project, build):
-            return redirect(location, max_age)
-        # Cached by the client alone (whose repeats count once anyway): a shared cache such
-        # as deploy/nginx.conf's would answer other networks' requests uncounted.
-        return redirect(
-            location,
-            max_age,
-            cache_control=f"private, max-age={min(max_age, answers.REDIRECT_MAX_AGE)}",
-        )
-
-    served_urls = downloads_by_url(shapes)
-
-    @app.get(API + "/download")
-    def counting_redirect():
-        """A redirect to URL, counted, when URL is the downloadUrl of a build served."""
-        project, build = query.download_url(served_urls(store.snapshot()))
-        count_download(project, build)
-        # Never stored: each click reaches the server, to be counted.
-        return redirect(shapes.download_url(project, build), max_age, cache_control="no-store")
-
-    counted_now = _counted_versions(store, counter)
-    # Counts change every FLUSH_SECONDS while the data stays the same: answers are cached for
-    # the version they show, but not answered from memory by the loop thread, which knows
-    # only the data's version, and clients may keep them no longer than that.
-    counts_max_age = min(max_age, counts.FLUSH_SECONDS)
-
-    def send_counts(version, view, make_body):
-        """The JSON make_body() makes of the counts' `version`, made once (`view` names what
-        it shows)."""
-        representation = cache.get(
-            version, view, lambda: Representation.of(make_body(), version.loaded_at)
-        )
-        return send(representation, counts_max_age)
-
-    @app.get(API + "/downloads")
-    def downloads():
-        """The downloads counted of one project or all, for the builds passing the filters."""
-        params = query.build_query(query.DOWNLOADS_PARAMETERS)
-        day, (channel, experimental) = query.counted_day(params), query.filters(params)
-        date = params.get("date") or None
-        version = counted_now(query.counts_of(counter))
-        chosen = query.counted_projects(version.snapshot, params)
-
-        def body():
-            return shapes.downloads(chosen, version.tally, channel, experimental, day, date)
-
-        one = chosen[0].slug if params.get("project") else None
-        return send_counts(version, ("downloads", one, channel, experimental, date), body)
-
-    @app.get(API + "/downloads/stats")
-    def download_stats():
-        """A project's downloads counted: in all, by day, by game version and by build."""
-        params = query.build_query(query.STATS_PARAMETERS)
-        days = query.stats_days(params)
-        query.required(params, "project")  # a bad query is said before counting off is
-        version = counted_now(query.counts_of(counter))
-        project, channel, experimental = query.build_filter(version.snapshot, params)
-        now = time.time()
-
-        def body():
-            # Summed once per selection and version, whatever the days asked for: a client
-            # asking for each of 7..730 costs the rows' reading once.
-            selected = project.select(channel, experimental)
-            key = (project.slug, id(selected))  # the version holds the project, so its id
-            sums = version.sums.get(key)
-            if sums is None:  # threads may race to make it: both agree
-                sums = version.sums[key] = shapes.selection_counts(project, version.tally, selected)
-            return shapes.download_stats(
-                project, sums, version.tally.started, channel, experimental, days, now
-            )
-
-        # The series ends today (UTC): a new day, a new body.
-        view = ("stats", project.slug, channel, experimental, days, int(now // 86400))
-        return send_counts(version, view, body)
-
-    openapi_document = Representation.of(encode(openapi.document(compat)), time.time())
-
-    @app.get(API + "/openapi.json")
-    def openapi_json():
-        """The OpenAPI 3.1 description of this API."""
-        query.parse()
-        return send(openapi_document, max_age)
-
-    @app.get(API + "/builds/check")
-    def update_check():
-        """Whether a build, named by number or by its file's sha256, is the latest."""
-        snapshot = store.snapshot()
-        params = query.build_query(query.CHECK_PARAMETERS)
-        asked = query.asked_build(params)
-        project, channel, experimental, latest = query.latest(snapshot, params)
-        try:
-            status, number = query.checked(project, asked, latest)
-        except ApiError as unknown:
-            unknown.fields["latest"] = shapes.build_json(project, latest)
-            raise
-        selected = project.select(channel, experimental)
-        behind = len(selected) - bisect.bisect_right(selected, number, key=attrgetter("number"))
-        if status == "served":
-            status = "outdated" if behind else "up_to_date"
-
-        def body():
-            return encode(
-                {"status": status, "behind": behind, "latest": shapes.build_json(project, latest)}
-            )
-
-        return send_json(project, ("check", id(selected), asked), body, snapshot)
-
+    document = Representation.of(encode(openapi.document(compat)), time.time())
+    service = Service(store, cache, shapes, max_age, compat, counter, document)
+    app.add_hook("before_request", _refuse_malformed)
+    app.add_hook("before_request", _refuse_screened)
+    app.add_hook("after_request", lambda: answers.set_common_headers(bottle.response))
+    for rule, method, route in reads.ROUTES + counted.ROUTES:
+        app.route(rule, method, functools.partial(route, service))
     problems = [notifier.problems] if notifier else []
     if counter is not None:
         problems.append(lambda: _counting_problem(counter))
@@ -275,16 +87,6 @@ def make_app(
         app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
     )
     screen, consume = publish.install(app, store, credentials, shapes, max_file_mb << 20)
-
-    @app.route("/api/v1<rest:re:(/.*)?>", method="ANY")
-    def removed_v1(rest):
-        """API version 1, removed."""
-        raise ApiError(
-            410,
-            "api_version_removed",
-            f"API v1 was removed on 2025-11-05: use {API} (e.g. {API}/projects)",
-        )
-
     for status in answers.ERROR_STATUSES:
         app.error(status)(pages.not_found if status == 404 else answers.error_response)
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
@@ -301,59 +103,20 @@ def make_app(
     )
 
 
-def downloads_by_url(shapes: Shapes):
-    """by_url(snapshot): {downloadUrl as served: {project slug: (project, build)}} of every
-    build served in `snapshot`, made once per snapshot. Builds may share a downloadUrl, in
-    one project (the highest-numbered is kept) or across projects (each is kept)."""
-    made = [(lambda: None, {})]  # (a weak reference to the snapshot, its index)
+def _refuse_malformed():
+    problem = bottle.request.environ.get(MALFORMED)
+    if problem:  # the server closes the connection after this answer
+        raise ApiError(400, "malformed_request", f"malformed request: {problem}")
 
-    def by_url(snapshot):
-        made_for, index = made[0]
-        if made_for() is not snapshot:
-            index = {}
-            for project in snapshot.projects.values():
-                for build in project.builds:  # ascending: the highest number stays
-                    index.setdefault(shapes.download_url(project, build), {})[project.slug] = (
-                        project,
-                        build,
-                    )
-            made[0] = weakref.ref(snapshot), index  # one assignment: readers see both or neither
-        return index
 
-    return by_url
+def _refuse_screened():
+    if REFUSED in bottle.request.environ:  # the server closes the connection after it too
+        raise bottle.request.environ[REFUSED]
 
 
 def _counting_problem(counter):
     problem = counter.problem
     return {} if problem is None else {"downloadCounting": problem}
-
-
-class CountedVersion:
-    """The downloads counted and the data they are counted against, as of one moment: the
-    count routes' answers are cached under it, and go with it once either is replaced."""
-
-    __slots__ = ("tally", "snapshot", "loaded_at", "sums", "__weakref__")
-
-    def __init__(self, tally, snapshot):
-        self.tally, self.snapshot, self.loaded_at = tally, snapshot, time.time()
-        self.sums = {}  # (slug, id(selection)) -> shapes.SelectionCounts, made on first use
-
-
-def _counted_versions(store: Store, counter):
-    """counted_now(tally): the CountedVersion of `tally` and the store's current snapshot,
-    the same object while neither changes."""
-    lock = threading.Lock()
-    current = [None]
-
-    def counted_now(tally):
-        snapshot = store.snapshot()
-        with lock:
-            version = current[0]
-            if version is None or version.tally is not tally or version.snapshot is not snapshot:
-                version = current[0] = CountedVersion(tally, snapshot)
-            return version
-
-    return counted_now
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -398,7 +161,7 @@ def serve(args: argparse.Namespace) -> int:
 
         def listening(base_url):
             snapshot, where = data.snapshot(), os.path.abspath(args.data)
-            served = counted(len(snapshot.projects), "project")
+            served = text.counted(len(snapshot.projects), "project")
             log.info("serving %s from %s on %s%s/projects", served, where, base_url, API)
             if not snapshot.projects:
                 log.warning(

@@ -16,7 +16,7 @@ import webtest
 from buildshelf import server, writer
 from buildshelf import store as store_module
 from buildshelf.counts import Tally
-from buildshelf.web import answers, openapi, pages
+from buildshelf.web import answers, openapi, pages, reads, service
 from helpers import (
     ALPHA_TOKEN,
     FakeCounter,
@@ -613,7 +613,7 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
             )
         elif kind == "failing":
             # /openapi.json reads no store: a bug in sending reaches it too.
-            for module in (server, pages):
+            for module in (reads, service, pages):
                 monkeypatch.setattr(module, "send", fail)
             return webtest.TestApp(
                 server.make_app(

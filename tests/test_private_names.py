@@ -22,6 +22,7 @@ COINCIDENCES = {
         "start": "threading.Thread.start (accesslog.LineWriter)",
     },
     "bottle": {
+        "cache": "Service.cache, ours (SimpleTemplate has a cache)",
         "code": "ApiError.code, ours (SimpleTemplate keeps its compiled code as code)",
         "filename": "a multipart part's, publish.py's parser's (bottle's FileUpload has one)",
         "match": "a regular expression's (bottle's Router has match)",

@@ -46,7 +46,12 @@ DOCUMENTED = (
         ("Bottle", "HTTPError", "SimpleTemplate", "request", "response"),
         "api.rst: the Bottle class, exceptions, request context, templating",
     ),
-    ("bottle", "Bottle", ("delete", "error", "get", "hook", "put", "route"), "api.rst: Bottle"),
+    (
+        "bottle",
+        "Bottle",
+        ("add_hook", "delete", "error", "get", "hook", "put", "route"),
+        "api.rst: Bottle",
+    ),
     (
         "bottle",
         "BaseRequest",
