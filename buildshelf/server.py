@@ -51,7 +51,7 @@ def make_app(
     served at addresses on `public_url`, from `store`'s artifact store.
 
     Builds are published and yanked over HTTP for `credentials` (None: every write is refused
-    401), a kept file of `max_file_mb` MiB at most (publish.install): the App's `screen`,
+    401), a kept file of `max_file_mb` MiB at most (publish.py): the App's `screen`,
     `consume` and `max_body_bytes` (web/contract.py).
 
     `counter` counts the downloads (docs/downloads.md): a kept file's, a 302 of
@@ -71,11 +71,21 @@ def make_app(
     cache = RepresentationCache(cache_mb << 20)
     shapes = Shapes(compat, public_url)
     document = Representation.of(encode(openapi.document(compat)), time.time())
-    service = Service(store, cache, shapes, max_age, compat, counter, document)
+    service = Service(
+        store,
+        cache,
+        shapes,
+        max_age,
+        compat,
+        counter,
+        document,
+        credentials=credentials,
+        max_file_bytes=max_file_mb << 20,
+    )
     app.add_hook("before_request", _refuse_malformed)
     app.add_hook("before_request", _refuse_screened)
     app.add_hook("after_request", lambda: answers.set_common_headers(bottle.response))
-    for rule, method, route in reads.ROUTES + counted.ROUTES:
+    for rule, method, route in reads.ROUTES + counted.ROUTES + publish.ROUTES:
         app.route(rule, method, functools.partial(route, service))
     problems = [notifier.problems] if notifier else []
     if counter is not None:
@@ -86,7 +96,6 @@ def make_app(
     counting = pages.install(
         app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
     )
-    screen, consume = publish.install(app, store, credentials, shapes, max_file_mb << 20)
     for status in answers.ERROR_STATUSES:
         app.error(status)(pages.not_found if status == 404 else answers.error_response)
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
@@ -95,10 +104,10 @@ def make_app(
     return App(
         answers.repeats_remembered(app, recall, cache),
         recall=recall,
-        screen=screen,
-        consume=consume,
+        screen=functools.partial(publish.screen, service),
+        consume=functools.partial(publish.consume, service),
         observe_requests=observe_requests,
-        max_body_bytes=publish.max_body_bytes(max_file_mb << 20),
+        max_body_bytes=publish.max_body_bytes(service.max_file_bytes),
         router=app,
     )
 

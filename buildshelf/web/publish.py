@@ -1,16 +1,18 @@
 """The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build and
-`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py);
-`screen(environ)`, which refuses a request on its headers alone, before its body is read, and
-defers a write's credential to `prove`, which the server runs off its loop thread before it
-reads the body; and `consume(environ)`, which gives the server the Upload that takes a
-publish's body as it arrives.
+`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py), each
+a function of the Service (service.py) listed in ROUTES; `screen`, which refuses a request on
+its headers alone, before its body is read, and defers a write's credential to `prove`,
+which the server runs off its loop thread before it reads the body; and `consume`, which
+gives the server the Upload that takes a publish's body as it arrives. make_app hands the
+server the last two, bound to its Service.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
 messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
 and a part `file`, the artifact, parsed as a stream while it arrives: the file's bytes go
 straight into a staging file inside the artifact store, hashed on the way, which the writer
-then renames into place under the lock. Whatever happens, no staging file outlives its request. Once written,
-the store is read again before the answer, so that the client's next GET shows the write.
+then renames into place under the lock. Whatever happens, no staging file outlives its
+request. Once written, the store is read again before the answer, so that the client's next
+GET shows the write.
 """
 
 import logging
@@ -23,7 +25,6 @@ import multipart
 
 from buildshelf import artifacts, datafile, writer
 from buildshelf.credentials import (
-    Credentials,
     Forbidden,
     NoRoom,
     Publisher,
@@ -31,13 +32,11 @@ from buildshelf.credentials import (
     Unavailable,
 )
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
-from buildshelf.store import Store
 from buildshelf.text import printable
 from buildshelf.web.answers import JSON, encode
 from buildshelf.web.contract import CONSUMED, PROVEN, Deferred
 from buildshelf.web.query import API, ApiError, parse
-from buildshelf.web.ratelimit import FailureLimit
-from buildshelf.web.shapes import Shapes
+from buildshelf.web.service import Service
 
 log = logging.getLogger(__name__)
 
@@ -74,246 +73,240 @@ def max_body_bytes(max_file_bytes: int) -> int:
     return max_file_bytes + FRAMING_BYTES
 
 
-def install(
-    app: bottle.Bottle,
-    store: Store,
-    credentials: Credentials | None,
-    shapes: Shapes,
-    max_file_bytes: int,
-    limit: FailureLimit | None = None,
-):
-    """Add the write routes to `app` (made by server.make_app), writing `store`'s data
-    directory and artifact store; return `screen` and `consume`. Without `credentials` every
-    write is refused 401, as by a Credentials that knows none. A kept file is at most
-    `max_file_bytes`; `limit` counts the failed authentications (a FailureLimit of its own
-    by default)."""
-    limit = limit or FailureLimit()
-
-    def screen(environ) -> ApiError | Deferred | None:
-        """The refusal of a request that its headers (`environ` without a body) earn, or
-        None: for the write routes 429, 401 for a credential whose text shows that it cannot
-        be valid (Credentials.precheck), 415, 413 by Content-Length, and else Deferred(the
-        credential proven, by prove()); for every other route 413 for a body of more than
-        BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
-        file or network is touched here."""
-        if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
-            length = environ.get("CONTENT_LENGTH")
-            if (length and length != "0" and _over(length, BODY_BYTES)) or (
-                "HTTP_TRANSFER_ENCODING" in environ
-            ):
-                return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
-            return None
-        address = environ.get("REMOTE_ADDR", "")
-        refused = limited(address)
-        if refused is not None:
-            return refused
-        try:
-            if credentials is None:
-                raise Unauthorized(NO_WRITES)
-            credentials.precheck(environ.get("HTTP_AUTHORIZATION"))
-        except Unauthorized as error:
-            limit.failed(address)
-            return ApiError(401, "unauthorized", str(error), BEARER)
-        most = BODY_BYTES
-        if environ["REQUEST_METHOD"] == "PUT":
-            kind = _media_type(environ)
-            if kind not in (MULTIPART, JSON):
-                return ApiError(
-                    415,
-                    "unsupported_media_type",
-                    f"a build is published as {MULTIPART} (a part 'build', the build's JSON, "
-                    f"and a part 'file', its file) or as {JSON} (the build, for a file kept "
-                    f"elsewhere), not {printable(kind) or 'a body of no Content-Type'}",
-                )
-            most = max_body_bytes(max_file_bytes) if kind == MULTIPART else BUILD_BYTES
+def screen(service: Service, environ) -> ApiError | Deferred | None:
+    """The refusal of a request that its headers (`environ` without a body) earn, or
+    None: for the write routes 429, 401 for a credential whose text shows that it cannot
+    be valid (Credentials.precheck), 415, 413 by Content-Length, and else Deferred(the
+    credential proven, by prove()); for every other route 413 for a body of more than
+    BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
+    file or network is touched here."""
+    if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
         length = environ.get("CONTENT_LENGTH")
-        if most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ:
-            return _too_large(f"this request may have a body of {most} bytes at most")
-        if length and _over(length, most):
-            if most > BUILD_BYTES:
-                return _too_large(
-                    f"the body is larger than this server takes: a file of "
-                    f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
-                    f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
-                )
-            return _too_large(f"this request may have a body of {most} bytes at most")
-        # No upload is held, and no byte of it read past the server's first read, before its
-        # credential is proven: an attacker with no secret cannot fill the disk.
-        return Deferred(lambda: prove(environ))
-
-    def limited(address):
-        """The 429 of an address over the failure limit, or None."""
-        wait = limit.retry_after(address)
-        if wait is None:
-            return None
-        return ApiError(
-            429,
-            "too_many_requests",
-            f"too many failed authentications from {address}: try again in {wait} s",
-            {"Retry-After": str(wait)},
-        )
-
-    def prove(environ) -> Publisher:
-        """The publisher that a write's credential proves for the project its path names, or
-        the ApiError raised (a 401 counted against the address at once, 403, 404, 503, 507).
-        It reads the state's databases and may fetch the issuer's keys: never on the loop
-        thread. Decided once, before the body: an upload that outlives a GitHub token's few
-        minutes is not refused at its end."""
-        address = environ.get("REMOTE_ADDR", "")
-        refused = limited(address)  # again: writes sent at once are decided one by one
-        if refused is not None:
-            raise refused
-        slug = _slug(environ["PATH_INFO"])
-        try:
-            return credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
-        except Unauthorized as error:
-            limit.failed(address)
-            raise ApiError(401, "unauthorized", str(error), BEARER) from None
-        except Forbidden as error:
-            project(slug)  # a valid credential learns that a project does not exist
-            raise ApiError(403, "forbidden", str(error)) from None
-        except NoRoom as error:
-            raise ApiError(507, "insufficient_storage", str(error)) from None
-        except Unavailable as error:
-            raise ApiError(503, "credentials_unavailable", str(error)) from None
-
-    def consume(environ) -> Upload | None:
-        """The Upload that takes a publish's multipart body as it arrives (called by the
-        server on its loop thread, once screen() let the request through), or None: the
-        file is hashed and stored while it is sent, not in a burst once it is all in (issue
-        24), and no copy of the body is kept meanwhile."""
-        if not (
-            environ["REQUEST_METHOD"] == "PUT"
-            and PATH.match(environ["PATH_INFO"])
-            and _media_type(environ) == MULTIPART
+        if (length and length != "0" and _over(length, BODY_BYTES)) or (
+            "HTTP_TRANSFER_ENCODING" in environ
         ):
-            return None
-        try:
-            return Upload.of(environ, store.artifacts, max_file_bytes)
-        except ApiError:  # the route answers it, from the body kept as any other
-            return None
-
-    def authorized(environ, slug):
-        """The publisher and project of a write, or the refusal: the publisher the server
-        proved before the body (contract.PROVEN), or, under a server that does not screen (a
-        test's), the screen's verdict here."""
-        publisher = environ.get(PROVEN)
-        if publisher is None:
-            verdict = screen(environ)
-            if isinstance(verdict, ApiError):
-                raise verdict
-            publisher = verdict.decide()
-        return publisher, project(slug)
-
-    def project(slug):
-        """The project a URL's slug names, in any letter case, as the reads find it."""
-        found = store.snapshot().project(slug)
-        if found is None:
-            raise ApiError(
-                404,
-                "unknown_project",
-                f"no project {printable(slug)!r}: see {API}/projects for the projects",
+            return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
+        return None
+    address = environ.get("REMOTE_ADDR", "")
+    refused = _limited(service, address)
+    if refused is not None:
+        return refused
+    try:
+        if service.credentials is None:
+            raise Unauthorized(NO_WRITES)
+        service.credentials.precheck(environ.get("HTTP_AUTHORIZATION"))
+    except Unauthorized as error:
+        service.limit.failed(address)
+        return ApiError(401, "unauthorized", str(error), BEARER)
+    most = BODY_BYTES
+    if environ["REQUEST_METHOD"] == "PUT":
+        kind = _media_type(environ)
+        if kind not in (MULTIPART, JSON):
+            return ApiError(
+                415,
+                "unsupported_media_type",
+                f"a build is published as {MULTIPART} (a part 'build', the build's JSON, "
+                f"and a part 'file', its file) or as {JSON} (the build, for a file kept "
+                f"elsewhere), not {printable(kind) or 'a body of no Content-Type'}",
             )
-        return found
+        most = max_body_bytes(service.max_file_bytes) if kind == MULTIPART else BUILD_BYTES
+    length = environ.get("CONTENT_LENGTH")
+    if most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ:
+        return _too_large(f"this request may have a body of {most} bytes at most")
+    if length and _over(length, most):
+        if most > BUILD_BYTES:
+            return _too_large(
+                f"the body is larger than this server takes: a file of "
+                f"{service.max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
+                f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
+            )
+        return _too_large(f"this request may have a body of {most} bytes at most")
+    # No upload is held, and no byte of it read past the server's first read, before its
+    # credential is proven: an attacker with no secret cannot fill the disk.
+    return Deferred(lambda: prove(service, environ))
 
-    @app.put(RULE)
-    def put_build(slug, number):
-        """Publish a build: 201 added, 200 a retry or a replace."""
-        environ = bottle.request.environ
-        publisher, found = authorized(environ, slug)
-        slug = found.slug
-        number = whole_number(number)
-        if number is None:
-            raise _invalid("the path's build number must be a whole number, 0 or more")
-        replace = dict(parse()).get("replace", "").lower() == "true"
-        with _received(environ, store.artifacts, max_file_bytes) as (given, file):
-            build, keep = _build(given, file, number, found.ci_job_url)
-            try:
-                published = writer.publish(
-                    store.directory,
-                    slug,
-                    build,
-                    replace=replace,
-                    any_timestamp="timestamp" not in given,
-                    keep=keep,
-                    store_dir=store.artifacts,
-                )
-            except writer.Refused as refused:
-                raise _answer(refused, slug, number) from None
-        written = datafile.checked_build(build)
-        if published.outcome == "unchanged":  # a retry may match whatever the time there
-            shown, served = _read_back(found, number, lambda served: served is not None)
-        else:
-            shown, served = _read_back(found, number, lambda served: served == written)
-        log.info(
-            "%s build %d of %s (sha256 %s) by %s from %s",
-            published.outcome,
-            number,
-            slug,
-            build.get("sha256", "-"),
-            publisher.who,
-            environ.get("REMOTE_ADDR", "-"),
+
+def _limited(service: Service, address):
+    """The 429 of an address over the failure limit, or None."""
+    wait = service.limit.retry_after(address)
+    if wait is None:
+        return None
+    return ApiError(
+        429,
+        "too_many_requests",
+        f"too many failed authentications from {address}: try again in {wait} s",
+        {"Retry-After": str(wait)},
+    )
+
+
+def prove(service: Service, environ) -> Publisher:
+    """The publisher that a write's credential proves for the project its path names, or
+    the ApiError raised (a 401 counted against the address at once, 403, 404, 503, 507).
+    It reads the state's databases and may fetch the issuer's keys: never on the loop
+    thread. Decided once, before the body: an upload that outlives a GitHub token's few
+    minutes is not refused at its end."""
+    address = environ.get("REMOTE_ADDR", "")
+    refused = _limited(service, address)  # again: writes sent at once are decided one by one
+    if refused is not None:
+        raise refused
+    slug = _slug(environ["PATH_INFO"])
+    try:
+        return service.credentials.authenticate(environ.get("HTTP_AUTHORIZATION"), slug)
+    except Unauthorized as error:
+        service.limit.failed(address)
+        raise ApiError(401, "unauthorized", str(error), BEARER) from None
+    except Forbidden as error:
+        _project(service, slug)  # a valid credential learns that a project does not exist
+        raise ApiError(403, "forbidden", str(error)) from None
+    except NoRoom as error:
+        raise ApiError(507, "insufficient_storage", str(error)) from None
+    except Unavailable as error:
+        raise ApiError(503, "credentials_unavailable", str(error)) from None
+
+
+def consume(service: Service, environ) -> "Upload | None":
+    """The Upload that takes a publish's multipart body as it arrives (called by the
+    server on its loop thread, once screen() let the request through), or None: the
+    file is hashed and stored while it is sent, not in a burst once it is all in (issue
+    24), and no copy of the body is kept meanwhile."""
+    if not (
+        environ["REQUEST_METHOD"] == "PUT"
+        and PATH.match(environ["PATH_INFO"])
+        and _media_type(environ) == MULTIPART
+    ):
+        return None
+    try:
+        return Upload.of(environ, service.store.artifacts, service.max_file_bytes)
+    except ApiError:  # the route answers it, from the body kept as any other
+        return None
+
+
+def _authorized(service: Service, environ, slug):
+    """The publisher and project of a write, or the refusal: the publisher the server
+    proved before the body (contract.PROVEN), or, under a server that does not screen (a
+    test's), the screen's verdict here."""
+    publisher = environ.get(PROVEN)
+    if publisher is None:
+        verdict = screen(service, environ)
+        if isinstance(verdict, ApiError):
+            raise verdict
+        publisher = verdict.decide()
+    return publisher, _project(service, slug)
+
+
+def _project(service: Service, slug):
+    """The project a URL's slug names, in any letter case, as the reads find it."""
+    found = service.store.snapshot().project(slug)
+    if found is None:
+        raise ApiError(
+            404,
+            "unknown_project",
+            f"no project {printable(slug)!r}: see {API}/projects for the projects",
         )
-        bottle.response.status = 201 if published.outcome == "added" else 200
-        bottle.response.content_type = JSON
-        return encode(shapes.build_json(shown, served or written))
+    return found
 
-    @app.delete(RULE)
-    def delete_build(slug, number):
-        """Yank a build: 204."""
-        environ = bottle.request.environ
-        publisher, found = authorized(environ, slug)
-        slug = found.slug
-        parse()
-        given, number = number, whole_number(number)
-        if number is None:
-            raise ApiError(
-                404, "unknown_build", f"project {slug!r} has no build {printable(given)!r}"
-            )
+
+def put_build(service: Service, slug, number):
+    """Publish a build: 201 added, 200 a retry or a replace."""
+    environ = bottle.request.environ
+    publisher, found = _authorized(service, environ, slug)
+    slug = found.slug
+    number = whole_number(number)
+    if number is None:
+        raise _invalid("the path's build number must be a whole number, 0 or more")
+    replace = dict(parse()).get("replace", "").lower() == "true"
+    with _received(environ, service.store.artifacts, service.max_file_bytes) as (given, file):
+        build, keep = _build(given, file, number, found.ci_job_url)
         try:
-            yanked = writer.yank(store.directory, slug, number, store.artifacts)
+            published = writer.publish(
+                service.store.directory,
+                slug,
+                build,
+                replace=replace,
+                any_timestamp="timestamp" not in given,
+                keep=keep,
+                store_dir=service.store.artifacts,
+            )
         except writer.Refused as refused:
             raise _answer(refused, slug, number) from None
-        _read_back(found, number, lambda build: build is None)
-        log.info(
-            "yanked build %d of %s (sha256 %s) by %s from %s",
-            number,
-            slug,
-            yanked.get("sha256", "-"),
-            publisher.who,
-            environ.get("REMOTE_ADDR", "-"),
-        )
-        bottle.response.status = 204
-        return b""
+    written = datafile.checked_build(build)
+    if published.outcome == "unchanged":  # a retry may match whatever the time there
+        shown, served = _read_back(service, found, number, lambda served: served is not None)
+    else:
+        shown, served = _read_back(service, found, number, lambda served: served == written)
+    log.info(
+        "%s build %d of %s (sha256 %s) by %s from %s",
+        published.outcome,
+        number,
+        slug,
+        build.get("sha256", "-"),
+        publisher.who,
+        environ.get("REMOTE_ADDR", "-"),
+    )
+    bottle.response.status = 201 if published.outcome == "added" else 200
+    bottle.response.content_type = JSON
+    return encode(service.shapes.build_json(shown, served or written))
 
-    @app.route(RULE, "ANY")
-    def other_method(slug, number):
-        raise ApiError(
-            405,
-            "method_not_allowed",
-            "PUT publishes a build here and DELETE yanks it: nothing else",
-            {"Allow": ALLOWED},
-        )
 
-    def _read_back(found, number, shows):
-        """(project, build) as the store serves them once `shows(build)` is true of build
-        `number` of project `found`: read your own writes. A check begun after the write
-        reads the file; if one already under way held the store too long, it is waited for.
-        A store that still does not show the write (a hung disk) is logged, and the write
-        answered from what was read before."""
-        for refreshed in (store.refreshed, store.refresh):
-            shown = refreshed().project(found.slug)
-            served = shown.build(number) if shown else None
-            if shown is not None and shows(served):
-                return shown, served
-        log.warning(
-            "build %d of %s was written, but the data read back does not show it",
-            number,
-            found.slug,
-        )
-        return shown or found, served
+def delete_build(service: Service, slug, number):
+    """Yank a build: 204."""
+    environ = bottle.request.environ
+    publisher, found = _authorized(service, environ, slug)
+    slug = found.slug
+    parse()
+    given, number = number, whole_number(number)
+    if number is None:
+        raise ApiError(404, "unknown_build", f"project {slug!r} has no build {printable(given)!r}")
+    try:
+        yanked = writer.yank(service.store.directory, slug, number, service.store.artifacts)
+    except writer.Refused as refused:
+        raise _answer(refused, slug, number) from None
+    _read_back(service, found, number, lambda build: build is None)
+    log.info(
+        "yanked build %d of %s (sha256 %s) by %s from %s",
+        number,
+        slug,
+        yanked.get("sha256", "-"),
+        publisher.who,
+        environ.get("REMOTE_ADDR", "-"),
+    )
+    bottle.response.status = 204
+    return b""
 
-    return screen, consume
+
+def other_method(service: Service, slug, number):
+    raise ApiError(
+        405,
+        "method_not_allowed",
+        "PUT publishes a build here and DELETE yanks it: nothing else",
+        {"Allow": ALLOWED},
+    )
+
+
+def _read_back(service: Service, found, number, shows):
+    """(project, build) as the store serves them once `shows(build)` is true of build
+    `number` of project `found`: read your own writes. A check begun after the write
+    reads the file; if one already under way held the store too long, it is waited for.
+    A store that still does not show the write (a hung disk) is logged, and the write
+    answered from what was read before."""
+    for refreshed in (service.store.refreshed, service.store.refresh):
+        shown = refreshed().project(found.slug)
+        served = shown.build(number) if shown else None
+        if shown is not None and shows(served):
+            return shown, served
+    log.warning(
+        "build %d of %s was written, but the data read back does not show it",
+        number,
+        found.slug,
+    )
+    return shown or found, served
+
+
+ROUTES = (
+    (RULE, "PUT", put_build),
+    (RULE, "DELETE", delete_build),
+    (RULE, "ANY", other_method),
+)
 
 
 NO_WRITES = "this server takes no credential: it takes no writes"

@@ -1,5 +1,5 @@
 """What the routes share: `Service`, made once by server.make_app and handed to each group of
-routes (reads.py, counted.py), as datasette hands its views one app object. It holds the
+routes (reads.py, counted.py, publish.py), as datasette hands its views one app object. It holds the
 store, the cache of encoded answers, the shapes, the settings the routes read and the
 download counter, and the few things made of them that several routes use: an answer of a
 data version made once (`send_json`), a download counted (`count_download`), the counts as
@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 import bottle
 
 from buildshelf import counts
+from buildshelf.credentials import Credentials
 from buildshelf.store import Snapshot, Store
 from buildshelf.web.answers import send
+from buildshelf.web.ratelimit import FailureLimit
 from buildshelf.web.representation import Representation, RepresentationCache
 from buildshelf.web.shapes import Shapes
 
@@ -35,7 +37,8 @@ class CountedVersion:
 class Service:
     """`store`'s data served: JSON successes may be cached `max_age` seconds, in the shapes
     of `shapes` (compat: None, or "upstream"); `counter` counts the downloads (None: off);
-    encoded answers are kept in `cache`."""
+    encoded answers are kept in `cache`. Builds are published and yanked for `credentials`,
+    a kept file of `max_file_bytes` at most."""
 
     store: Store
     cache: RepresentationCache
@@ -44,6 +47,11 @@ class Service:
     compat: str | None
     counter: counts.Counter | None
     openapi_document: Representation  # encoded once: it changes only with the release
+    # Publishing (publish.py): who may write (None: nobody), the failed authentications
+    # counted, the largest kept file.
+    credentials: Credentials | None = None
+    limit: FailureLimit = field(default_factory=FailureLimit)
+    max_file_bytes: int = 0
     _counted: list = field(default_factory=lambda: [None])  # the current CountedVersion
     _counted_lock: threading.Lock = field(default_factory=threading.Lock)
     _by_url: list = field(default_factory=lambda: [(lambda: None, {})])  # (weakref, index)
