@@ -166,8 +166,34 @@ def _max_file_mb(parser, what):
     )
 
 
+class _Commands:
+    """Makes commands' parsers under `under` (the top parser's commands, or a group's: token,
+    webhook), each kept in the top parser's `commands` by its full name ('token create')."""
+
+    def __init__(self, parser, under, parents, prefix=""):
+        self.parser, self.under, self.parents, self.prefix = parser, under, parents, prefix
+
+    def add(self, name, func, help, parents=None):
+        """A command that runs `func`, with the options of `parents` (default: --data and
+        the other directories)."""
+        parents = self.parents if parents is None else parents
+        sub = self.under.add_parser(name, parents=parents, help=help, description=help)
+        sub.set_defaults(func=func, command=self.prefix + name)
+        self.parser.commands[self.prefix + name] = sub
+        return sub
+
+    def group(self, name, help, description):
+        """A command of commands (token create, ...), which the _Commands returned makes."""
+        group = self.under.add_parser(name, help=help, description=description)
+        self.parser.commands[self.prefix + name] = group
+        actions = group.add_subparsers(title="commands", metavar="ACTION", required=True)
+        return _Commands(self.parser, actions, self.parents, f"{self.prefix}{name} ")
+
+
 def make_parser():
-    serve_options, data_option = settings.options(serve=True), settings.options(serve=False)
+    """The top parser, which serves, with every command's parser, each made by a function
+    below (in the order --help lists them) and kept in `parser.commands` by its name."""
+    serve_options = settings.options(serve=True)
     parser = argparse.ArgumentParser(
         prog="buildshelf",
         parents=[serve_options],
@@ -179,17 +205,36 @@ def make_parser():
         "message says why), 2 bad usage. 'buildshelf COMMAND --help' explains a command.",
     )
     parser.set_defaults(func=server.serve, command=None)
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     parser.commands = {}  # each command's parser, by name
+    commands = _Commands(
+        parser,
+        parser.add_subparsers(title="commands", metavar="COMMAND"),
+        [settings.options(serve=False)],
+    )
+    commands.add("serve", server.serve, "serve the API (the same as no command)", [serve_options])
+    for add_parser in (
+        _check_parser,
+        _add_project_parser,
+        _publish_parser,
+        _yank_parser,
+        _unyank_parser,
+        _purge_parser,
+        _import_jenkins_parser,
+        _token_parsers,
+        _trust_parser,
+        _webhook_parsers,
+    ):
+        add_parser(commands)
+    return parser
 
-    def command(name, func, help, parents=(data_option,), under=commands, prefix=""):
-        sub = under.add_parser(name, parents=list(parents), help=help, description=help)
-        sub.set_defaults(func=func, command=prefix + name)
-        parser.commands[prefix + name] = sub
-        return sub
 
-    command("serve", server.serve, "serve the API (the same as no command)", [serve_options])
-    sub = command(
+def _state_options():
+    """The options of the commands that keep their records in the state directory."""
+    return [settings.options(serve=False, only=("data", "state"))]
+
+
+def _check_parser(commands):
+    sub = commands.add(
         "check",
         check,
         "validate every data file and the kept files they name, print each problem, exit 0 if "
@@ -208,7 +253,9 @@ def make_parser():
         "--dry-run", action="store_true", help="with --prune: print what it would delete"
     )
 
-    sub = command(
+
+def _add_project_parser(commands):
+    sub = commands.add(
         "add-project",
         add_project,
         "add a project with no builds (and the data directory, if it is not there)",
@@ -224,7 +271,9 @@ def make_parser():
         help="base address of the project's javadoc pages (default: none, /jd answers 404)",
     )
 
-    sub = command(
+
+def _publish_parser(commands):
+    sub = commands.add(
         "publish", publish, "add a build to a project (a retry of the same build changes nothing)"
     )
     sub.add_argument("slug", metavar="SLUG")
@@ -232,26 +281,7 @@ def make_parser():
         "--build", required=True, type=_build_number, metavar="N", help="the build number"
     )
     sub.add_argument("--channel", required=True, metavar="VERSION", help="its channel version")
-    artifact = sub.add_mutually_exclusive_group(required=True)
-    artifact.add_argument(
-        "--file",
-        metavar="PATH",
-        help="its artifact, kept in the artifact store (see --artifacts); '-': read from "
-        "standard input, named by --name",
-    )
-    artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
-    sub.add_argument("--name", metavar="FILE", help="the artifact's file name, with --file -")
-    sub.add_argument(
-        "--sha256",
-        type=_sha256,
-        metavar="HEX",
-        help="the artifact's SHA-256: with --file, what it must hash to; with --download-url, "
-        "recorded with --size",
-    )
-    sub.add_argument(
-        "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
-    )
-    _max_file_mb(sub, "--file kept")
+    _publish_artifact_arguments(sub)
     sub.add_argument(
         "--url",
         metavar="URL",
@@ -284,7 +314,33 @@ def make_parser():
         "--replace", action="store_true", help="replace a different build of the same number"
     )
 
-    sub = command(
+
+def _publish_artifact_arguments(sub):
+    """publish's arguments of the artifact: its file kept, or its address."""
+    artifact = sub.add_mutually_exclusive_group(required=True)
+    artifact.add_argument(
+        "--file",
+        metavar="PATH",
+        help="its artifact, kept in the artifact store (see --artifacts); '-': read from "
+        "standard input, named by --name",
+    )
+    artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
+    sub.add_argument("--name", metavar="FILE", help="the artifact's file name, with --file -")
+    sub.add_argument(
+        "--sha256",
+        type=_sha256,
+        metavar="HEX",
+        help="the artifact's SHA-256: with --file, what it must hash to; with --download-url, "
+        "recorded with --size",
+    )
+    sub.add_argument(
+        "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
+    )
+    _max_file_mb(sub, "--file kept")
+
+
+def _yank_parser(commands):
+    sub = commands.add(
         "yank",
         yank,
         "stop serving a build: it stays in its file, marked yanked, and its kept file stays "
@@ -300,11 +356,17 @@ def make_parser():
     )
     sub.add_argument("--dry-run", action="store_true", help="print what it would do; write nothing")
 
-    sub = command("unyank", unyank, "serve a yanked build again, if its kept file is still there")
+
+def _unyank_parser(commands):
+    sub = commands.add(
+        "unyank", unyank, "serve a yanked build again, if its kept file is still there"
+    )
     sub.add_argument("slug", metavar="SLUG")
     sub.add_argument("number", type=_build_number, metavar="N", help="the build number")
 
-    sub = command(
+
+def _purge_parser(commands):
+    sub = commands.add(
         "purge",
         purge,
         "delete the kept files of builds yanked at least DAYS ago, printing each and its size "
@@ -320,7 +382,9 @@ def make_parser():
     )
     sub.add_argument("--dry-run", action="store_true", help="print what it would delete")
 
-    sub = command(
+
+def _import_jenkins_parser(commands):
+    sub = commands.add(
         "import-jenkins",
         import_jenkins,
         "add a Jenkins job's successful builds that the project lacks (a second run adds nothing)",
@@ -347,6 +411,22 @@ def make_parser():
         help="a build is experimental when this matches its display name "
         "(default: the display name ends in '(...)')",
     )
+    _import_jenkins_fetch_arguments(sub)
+    sub.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list the builds skipped (unfinished, unsuccessful, not matching) and why, "
+        "and the counts; without it, a run that adds nothing and fails nothing prints nothing",
+    )
+    sub.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be added (and downloaded) and skipped, and why; write nothing",
+    )
+
+
+def _import_jenkins_fetch_arguments(sub):
+    """import-jenkins's arguments of fetching: from Jenkins, and the artifacts --mirror keeps."""
     sub.add_argument(
         "--timeout",
         type=_seconds,
@@ -372,36 +452,43 @@ def make_parser():
         "need none)",
     )
     _max_file_mb(sub, "artifact --mirror keeps")
-    sub.add_argument(
-        "--verbose",
-        action="store_true",
-        help="also list the builds skipped (unfinished, unsuccessful, not matching) and why, "
-        "and the counts; without it, a run that adds nothing and fails nothing prints nothing",
-    )
-    sub.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print what would be added (and downloaded) and skipped, and why; write nothing",
-    )
 
-    token = commands.add_parser(
+
+def _token_parsers(commands):
+    token = commands.group(
         "token",
         help="create, list and revoke the tokens that HTTP publishes take",
         description="Create, list and revoke the tokens that HTTP publishes take "
         "(Authorization: Bearer bs_ID_SECRET). Only a hash of each secret is kept, in the "
         "state directory (--state).",
     )
-    parser.commands["token"] = token
-    token_commands = token.add_subparsers(title="commands", metavar="ACTION", required=True)
-    state_options = [settings.options(serve=False, only=("data", "state"))]
-    sub = command(
+    state_options = _state_options()
+    _token_create_parser(token, state_options)
+    sub = token.add(
+        "list",
+        token_list,
+        "show every token: id, project, created, expires, last used, revoked, note; never a "
+        "secret (times UTC)",
+        state_options,
+    )
+    sub.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON array instead of a table (times in epoch milliseconds, null for none)",
+    )
+    sub = token.add(
+        "revoke", token_revoke, "revoke a token: it stops working at once", state_options
+    )
+    sub.add_argument("id", metavar="ID", help="the token's id: ID in bs_ID_SECRET")
+
+
+def _token_create_parser(token, state_options):
+    sub = token.add(
         "create",
         token_create,
         "make a token that may publish to one project, or to every project ('*'), and print "
         "it once, alone on stdout",
         state_options,
-        under=token_commands,
-        prefix="token ",
     )
     sub.add_argument("slug", metavar="SLUG", help="the project, or '*' for every project")
     expiry = sub.add_mutually_exclusive_group()
@@ -422,35 +509,15 @@ def make_parser():
         metavar="TEXT",
         help="what it is for, shown by 'token list' (such as the CI job that holds it)",
     )
-    sub = command(
-        "list",
-        token_list,
-        "show every token: id, project, created, expires, last used, revoked, note; never a "
-        "secret (times UTC)",
-        state_options,
-        under=token_commands,
-        prefix="token ",
-    )
-    sub.add_argument(
-        "--json",
-        action="store_true",
-        help="a JSON array instead of a table (times in epoch milliseconds, null for none)",
-    )
-    sub = command(
-        "revoke",
-        token_revoke,
-        "revoke a token: it stops working at once",
-        state_options,
-        under=token_commands,
-        prefix="token ",
-    )
-    sub.add_argument("id", metavar="ID", help="the token's id: ID in bs_ID_SECRET")
-    sub = command(
+
+
+def _trust_parser(commands):
+    sub = commands.add(
         "trust",
         trusted_publishers,
         "trust a GitHub repository's Actions jobs to publish to a project over HTTP with their "
         "OIDC token, no secret needed (trusted publishing); list or remove them",
-        state_options,
+        _state_options(),
     )
     sub.add_argument("slug", metavar="SLUG")
     which = sub.add_mutually_exclusive_group(required=True)
@@ -479,22 +546,20 @@ def make_parser():
         help="with --github: only the jobs in this deployment environment",
     )
 
-    webhook = commands.add_parser(
+
+def _webhook_parsers(commands):
+    webhook = commands.group(
         "webhook",
         help="try the webhook targets",
         description="Try the webhook targets of the webhooks file (--webhooks; see "
         "docs/webhooks.md).",
     )
-    parser.commands["webhook"] = webhook
-    webhook_commands = webhook.add_subparsers(title="commands", metavar="ACTION", required=True)
-    sub = command(
+    sub = webhook.add(
         "test",
         webhook_test,
         "send a sample event to each target, one after the other, and print each answer "
         "(index, host, status or error; never a URL or secret): exit 1 unless all are 2xx",
         [settings.options(serve=False, only=("data", "state", "webhooks"))],
-        under=webhook_commands,
-        prefix="webhook ",
     )
     sub.add_argument(
         "--target",
@@ -502,7 +567,6 @@ def make_parser():
         metavar="N",
         help="only the target of index N (from 0, in the file's order)",
     )
-    return parser
 
 
 def parse_args(argv=None, environ=os.environ):
