@@ -93,14 +93,14 @@ def make_app(
     health.install(app, store, problems)
     observe_requests = prometheus.install(app, store, counter, notifier) if metrics else None
     hosted.install(app, store, shapes, accel_redirect, counter)
-    counting = pages.install(
-        app, store, max_age, cache, shapes, lambda: openapi.document(compat), counter
-    )
+    site = pages.Pages(service, lambda: openapi.document(compat))
+    for rule, method, route in pages.ROUTES:
+        app.route(rule, method, functools.partial(route, site))
     for status in answers.ERROR_STATUSES:
         app.error(status)(pages.not_found if status == 404 else answers.error_response)
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
         app.route(rule, "OPTIONS", answers.preflight)
-    recall = counting(answers.from_memory(store, cache))
+    recall = site.counting(answers.from_memory(store, cache))
     return App(
         answers.repeats_remembered(app, recall, cache),
         recall=recall,

@@ -617,149 +617,168 @@ def feed_xml(project, channel, experimental, shapes):
 # --- the routes ---------------------------------------------------------------------------------
 
 
-def install(
-    app, store, max_age: int, cache, shapes, api_document, counter: counts.Counter | None = None
-):
-    """Add the pages, the feed and their static files to `app` (made by server.make_app);
+class Pages:
+    """What the pages share, beside the Service's store, cache, shapes and settings: the
+    counts' Showing when downloads are counted (None when not), the static files, read once,
+    and the API document's page, made on first use (most apps, the tests', never show it).
     `api_document()` gives the OpenAPI document served, which API_PAGE shows to people.
 
     The feed takes the parameters of /builds, gives the same JSON errors and is cached like
-    it, in `cache`; the pages read `channel` and `experimental` as the API does. With a
-    `counter`, the pages show the downloads of its tally() and link the files kept elsewhere
-    through the counting redirect; with None, no count and the files' own addresses.
+    it; the pages read `channel` and `experimental` as the API does. With a counter, the pages
+    show the downloads of its tally() and link the files kept elsewhere through the counting
+    redirect; with None, no count and the files' own addresses."""
 
-    It returns what the app's `recall` must be wrapped in (the identity without a counter).
-    """
-    showings = Showings(counter) if counter is not None else None
-    static = {}
-    for name in STATIC:
-        with open(os.path.join(VIEWS, name), "rb") as f:
-            static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
-    api = []  # its page, made on first use: most apps (the tests') never show it
-
-    def send_page(representation, shown):
-        bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
-        return send(representation, max_age, HTML, shown=shown)
-
-    def kept_page(snapshot, data, view, make):
-        """The page make(shown_counts, loaded_at) makes, kept under `data` (under the Showing
-        when counted: made once per tally) and sent."""
-        if showings is None:
-            page = cache.get(data, view, lambda: make(None, data.loaded_at))
-        else:
-            shown_counts = showings.current(snapshot)
-            showing = shown_counts.showing
-            page = cache.get(showing, view, lambda: make(shown_counts, showing.since))
-        # Answered from memory while the snapshot is current: a counted page too, since a
-        # new tally or day drops the old Showing, its pages, and what was remembered of
-        # them (see the end of install).
-        return send_page(page, snapshot)
-
-    @app.get("/")
-    def index():
-        """Every project with its latest builds, for people."""
-        try:
-            query.build_query()
-        except bottle.HTTPError as error:
-            return fail_page(error)
-        snapshot = store.snapshot()
-        return kept_page(
-            snapshot,
-            snapshot,
-            "page:index",
-            lambda shown_counts, loaded_at: Representation.of(
-                index_page(snapshot, shapes, shown_counts), loaded_at
-            ),
+    def __init__(self, service, api_document):
+        self.store, self.cache, self.shapes = service.store, service.cache, service.shapes
+        self.max_age, self.counter, self.api_document = (
+            service.max_age,
+            service.counter,
+            api_document,
         )
+        self.showings = Showings(self.counter) if self.counter is not None else None
+        self.static = {}
+        for name in STATIC:
+            with open(os.path.join(VIEWS, name), "rb") as f:
+                self.static[name] = Representation.of(f.read(), os.path.getmtime(f.name))
+        self.api = []
 
-    @app.get(API_PAGE)
-    def api_document_page():
-        """The OpenAPI document as a page: the operations, their parameters and responses."""
-        try:
-            query.parse()
-        except bottle.HTTPError as error:
-            return fail_page(error)
-        if not api:
-            api.append(Representation.of(api_page(api_document()), time.time()))
-        return send_page(api[0], None)
-
-    @app.get("/projects/<slug>")
-    def project_builds(slug):
-        """One project's builds, newest first, filtered and paged."""
-        snapshot = store.snapshot()
-        try:
-            project, channel, experimental, page = _page_filter(snapshot, slug)
-        except bottle.HTTPError as error:
-            return fail_page(error)
-
-        def make(shown_counts, loaded_at):
-            return Representation.of(
-                project_page(project, channel, experimental, page, shapes, shown_counts),
-                loaded_at,
-            )
-
-        # Any client may send any channel: keep only those that select builds.
-        if page > KEPT_PAGES or not project.select(channel, experimental):
-            shown_counts = showings and showings.current(snapshot)
-            since = shown_counts.showing.since if shown_counts else project.loaded_at
-            return send_page(make(shown_counts, since), snapshot)
-        view = ("page", project.slug, channel, experimental, page)
-        return kept_page(snapshot, project, view, make)
-
-    @app.get("/projects/<slug>/")
-    def project_builds_slash(slug):
-        """The address with a trailing slash, as people type it: moved to the one without."""
-        try:
-            pairs = query.parse()
-            project = _project(store.snapshot(), slug)
-        except bottle.HTTPError as error:
-            return fail_page(error)
-        target = f"/projects/{project.slug}" + (f"?{urlencode(pairs)}" if pairs else "")
-        return answers.redirect(target, max_age, status=301)
-
-    @app.get(API + "/feed")
-    def feed():
-        """An Atom feed of a project's newest builds passing the filters."""
-        snapshot = store.snapshot()
-        project, channel, experimental = query.build_filter(snapshot, query.build_query())
-
-        def make():
-            return Representation.of(
-                feed_xml(project, channel, experimental, shapes), project.loaded_at
-            )
-
-        if not project.select(channel, experimental):
-            return send(make(), max_age, ATOM, shown=snapshot)
-        return send(
-            cache.get(project, ("feed", channel, experimental), make), max_age, ATOM, shown=snapshot
-        )
-
-    @app.get("/static/<name>")
-    def static_file(name):
-        """The stylesheet and the icon."""
-        if name not in static:
-            raise bottle.HTTPError(404)
-        return send(static[name], max_age, STATIC[name])
-
-    if showings is None:
-        return lambda recall: recall
-
-    def counting(recall):
+    def counting(self, recall):
         """`recall` (answers.from_memory), first making the counts' Showing current: a new
         tally or a new day replaces it, and the old one, no longer held, takes its pages out
         of the cache, and with them every answer remembered, so that no page showing old
         counts is answered from memory. A few identity checks, for the targets of the pages
-        that show counts (index and project_builds) alone: what the loop thread may do."""
+        that show counts (index and project_builds) alone: what the loop thread may do. The
+        identity without a counter."""
+        if self.showings is None:
+            return recall
 
         def counted_recall(environ):
             path = environ["PATH_INFO"]
             if path == "/" or path.startswith("/projects/"):  # those that show counts
-                showings.showing(store.snapshot(), counter.tally())
+                self.showings.showing(self.store.snapshot(), self.counter.tally())
             return recall(environ)
 
         return counted_recall
 
-    return counting
+
+def _send_page(site: Pages, representation, shown):
+    bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    return send(representation, site.max_age, HTML, shown=shown)
+
+
+def _kept_page(site: Pages, snapshot, data, view, make):
+    """The page make(shown_counts, loaded_at) makes, kept under `data` (under the Showing
+    when counted: made once per tally) and sent."""
+    if site.showings is None:
+        page = site.cache.get(data, view, lambda: make(None, data.loaded_at))
+    else:
+        shown_counts = site.showings.current(snapshot)
+        showing = shown_counts.showing
+        page = site.cache.get(showing, view, lambda: make(shown_counts, showing.since))
+    # Answered from memory while the snapshot is current: a counted page too, since a
+    # new tally or day drops the old Showing, its pages, and what was remembered of
+    # them (see Pages.counting).
+    return _send_page(site, page, snapshot)
+
+
+def index(site: Pages):
+    """Every project with its latest builds, for people."""
+    try:
+        query.build_query()
+    except bottle.HTTPError as error:
+        return fail_page(error)
+    snapshot = site.store.snapshot()
+    return _kept_page(
+        site,
+        snapshot,
+        snapshot,
+        "page:index",
+        lambda shown_counts, loaded_at: Representation.of(
+            index_page(snapshot, site.shapes, shown_counts), loaded_at
+        ),
+    )
+
+
+def api_document_page(site: Pages):
+    """The OpenAPI document as a page: the operations, their parameters and responses."""
+    try:
+        query.parse()
+    except bottle.HTTPError as error:
+        return fail_page(error)
+    if not site.api:
+        site.api.append(Representation.of(api_page(site.api_document()), time.time()))
+    return _send_page(site, site.api[0], None)
+
+
+def project_builds(site: Pages, slug):
+    """One project's builds, newest first, filtered and paged."""
+    snapshot = site.store.snapshot()
+    try:
+        project, channel, experimental, page = _page_filter(snapshot, slug)
+    except bottle.HTTPError as error:
+        return fail_page(error)
+
+    def make(shown_counts, loaded_at):
+        return Representation.of(
+            project_page(project, channel, experimental, page, site.shapes, shown_counts),
+            loaded_at,
+        )
+
+    # Any client may send any channel: keep only those that select builds.
+    if page > KEPT_PAGES or not project.select(channel, experimental):
+        shown_counts = site.showings and site.showings.current(snapshot)
+        since = shown_counts.showing.since if shown_counts else project.loaded_at
+        return _send_page(site, make(shown_counts, since), snapshot)
+    view = ("page", project.slug, channel, experimental, page)
+    return _kept_page(site, snapshot, project, view, make)
+
+
+def project_builds_slash(site: Pages, slug):
+    """The address with a trailing slash, as people type it: moved to the one without."""
+    try:
+        pairs = query.parse()
+        project = _project(site.store.snapshot(), slug)
+    except bottle.HTTPError as error:
+        return fail_page(error)
+    target = f"/projects/{project.slug}" + (f"?{urlencode(pairs)}" if pairs else "")
+    return answers.redirect(target, site.max_age, status=301)
+
+
+def feed(site: Pages):
+    """An Atom feed of a project's newest builds passing the filters."""
+    snapshot = site.store.snapshot()
+    project, channel, experimental = query.build_filter(snapshot, query.build_query())
+
+    def make():
+        return Representation.of(
+            feed_xml(project, channel, experimental, site.shapes), project.loaded_at
+        )
+
+    if not project.select(channel, experimental):
+        return send(make(), site.max_age, ATOM, shown=snapshot)
+    return send(
+        site.cache.get(project, ("feed", channel, experimental), make),
+        site.max_age,
+        ATOM,
+        shown=snapshot,
+    )
+
+
+def static_file(site: Pages, name):
+    """The stylesheet and the icon."""
+    if name not in site.static:
+        raise bottle.HTTPError(404)
+    return send(site.static[name], site.max_age, STATIC[name])
+
+
+ROUTES = (
+    ("/", "GET", index),
+    (API_PAGE, "GET", api_document_page),
+    ("/projects/<slug>", "GET", project_builds),
+    ("/projects/<slug>/", "GET", project_builds_slash),
+    (API + "/feed", "GET", feed),
+    ("/static/<name>", "GET", static_file),
+)
 
 
 def not_found(error: bottle.HTTPError) -> bytes:
