@@ -9,7 +9,7 @@ import re
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-from buildshelf import datafile, fetch
+from buildshelf import datafile, fetch, http_client
 
 # What a build's JSON must tell: Jenkins' remote API says only what the tree= asks for.
 BUILD_TREE = {
@@ -52,21 +52,15 @@ def api_url(job_url):
 def fetch_job(job_url, timeout, allowed_hosts=()):
     """The job's JSON from Jenkins, as bytes, as fetch.open_url fetches."""
     url = api_url(job_url)
-    if urlsplit(url).scheme not in fetch.SCHEMES:
+    if urlsplit(url).scheme not in http_client.SCHEMES:
         raise JenkinsError(f"--job-url must be an http:// or https:// address, not {job_url!r}")
-    data = bytearray()
     try:
         with fetch.open_url(
             url, timeout, allowed_hosts, headers={"Accept": "application/json"}
         ) as answer:
-            read = fetch.reader(answer, url, timeout)
-            while (chunk := read()) and len(data) <= MAX_BYTES:
-                data += chunk
-    except fetch.FetchError as error:
+            return answer.read(MAX_BYTES)
+    except http_client.HttpError as error:
         raise JenkinsError(str(error)) from None
-    if len(data) > MAX_BYTES:
-        raise JenkinsError(f"{url} sent more than {MAX_BYTES >> 20} MiB")
-    return bytes(data)
 
 
 def read_job_file(path):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 
 from buildshelf import artifacts, fetch, jenkins, progress, writer
 from buildshelf.artifacts import Refused
+from buildshelf.http_client import HttpError
 from buildshelf.model import file_name_in_url
 
 HTML_NAMES = (".html", ".htm")
@@ -38,7 +39,7 @@ def download(
     the file."""
     try:
         response = fetch.open_url(url, timeout, allowed_hosts)
-    except fetch.FetchError as error:
+    except HttpError as error:
         raise Refused(str(error)) from None
     with response:
         encoding = response.headers.get("Content-Encoding", "identity")
@@ -51,18 +52,18 @@ def download(
                 f"{url} answered an HTML page ({kind}), not the file: it looks like a login "
                 "page (may anonymous users read the job's artifacts?)"
             )
-        read = _refused(fetch.reader(response, url, timeout))
+        read = _refused(response.chunk)
         with progress.Meter(f"downloading {url}") as meter:
             return artifacts.store_stream(store, read, url, max_bytes, response.length, meter)
 
 
 def _refused(read):
-    """`read`, saying FetchError as store_stream hears a reason to give up: Refused."""
+    """`read`, saying HttpError as store_stream hears a reason to give up: Refused."""
 
     def refusing():
         try:
             return read()
-        except fetch.FetchError as error:
+        except HttpError as error:
             raise Refused(str(error)) from None
 
     return refusing
