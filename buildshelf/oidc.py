@@ -6,22 +6,22 @@ cached. A kid not in the cache refreshes them at most once a minute (REFRESH_SEC
 the cache is refreshed when a token comes after an hour (KEYS_MAX_AGE), keeping the old keys
 if the issuer cannot answer then. When keys are needed and cannot be had, `Unreachable`.
 
-The fetches need none of fetch.py's guards against internal addresses: the URLs are the
-operator's (the configured issuer, and the jwks_uri it names), never a request's: a token's
-`iss`, `jku` or `x5u` never chooses where to fetch. They are bounded in time (TIMEOUT for
+The fetches (http_client's) need none of fetch.py's guards against internal addresses: the
+URLs are the operator's (the configured issuer, and the jwks_uri it names), never a
+request's: a token's `iss`, `jku` or `x5u` never chooses where to fetch; so they may follow
+redirects and go through the environment's proxy. They are bounded in time (TIMEOUT for
 both, so that a request thread is not held long) and in size (MAX_BYTES).
 """
 
-import http.client
 import json
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
 import jwt
+
+from buildshelf import http_client
 
 ALGORITHM = "RS256"  # GitHub's; HS256 (keyed with the public key) and none never
 LEEWAY = 60  # seconds of clock difference allowed on exp, nbf and iat
@@ -213,7 +213,7 @@ class Verifier:
 
     def _fetch(self):
         """The issuer's RS256 keys by kid."""
-        deadline = time.monotonic() + self.timeout
+        deadline = http_client.Deadline(self.timeout)
         discovery_url = self.issuer + "/.well-known/openid-configuration"
         discovery = self._get(discovery_url, deadline)
         issuer = discovery.get("issuer") if isinstance(discovery, dict) else None
@@ -245,32 +245,12 @@ class Verifier:
 
     def _get(self, url, deadline):
         """The JSON document at `url`, whole by `deadline`."""
-        request = urllib.request.Request(
-            url, headers={"Accept": "application/json", "User-Agent": "buildshelf"}
-        )
+        headers = {"Accept": "application/json", "User-Agent": "buildshelf"}
         try:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            with urllib.request.urlopen(request, timeout=left) as response:
-                body = bytearray()
-                while chunk := response.read1(64 << 10):
-                    body += chunk
-                    if len(body) > MAX_BYTES:
-                        raise Unreachable(f"{url} answers more than {MAX_BYTES >> 20} MiB")
-                    if time.monotonic() > deadline:
-                        raise TimeoutError
-        except urllib.error.HTTPError as error:
-            error.close()
-            raise Unreachable(f"{url} answered {error.code} {error.reason}") from None
-        except urllib.error.URLError as error:
-            if isinstance(error.reason, TimeoutError):
-                raise Unreachable(f"no answer from {url} within {self.timeout:g} s") from None
-            raise Unreachable(f"cannot reach {url}: {error.reason}") from None
-        except TimeoutError:
-            raise Unreachable(f"no answer from {url} within {self.timeout:g} s") from None
-        except (OSError, ValueError, http.client.HTTPException) as error:
-            raise Unreachable(f"cannot read {url}: {error}") from None
+            with http_client.request(url, deadline, headers=headers, proxies=True) as answer:
+                body = answer.read(MAX_BYTES)
+        except http_client.HttpError as error:
+            raise Unreachable(str(error)) from None
         try:
             return json.loads(body)
         except (ValueError, RecursionError):
