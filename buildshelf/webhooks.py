@@ -16,8 +16,6 @@ import http.client
 import logging
 import os
 import random
-import socket
-import ssl
 import sys
 import threading
 import time
@@ -25,11 +23,11 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import msgspec
 
-from buildshelf import webhook_formats
+from buildshelf import http_client, webhook_formats
+from buildshelf.http_client import HttpError
 from buildshelf.outbox import Delivery, Outbox, Owed, target_key
 from buildshelf.store import Snapshot
 from buildshelf.web.conditional import http_date
@@ -69,60 +67,24 @@ class Answer:
     body: bytes  # its first ANSWER_BYTES
 
 
-class Timeout(OSError):
-    """No whole answer within the attempt's time."""
+Timeout = http_client.Timeout  # what post raises when the attempt's time is up
 
 
 def post(url: str, body: bytes, headers: dict, seconds: float = ATTEMPT_SECONDS) -> Answer:
     """POST `body` to `url` and read the answer, all within `seconds` however slowly the
-    receiver drips it; a redirect is an answer like any other, never followed."""
-    parts = urlsplit(url)
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = kind(parts.hostname, parts.port, timeout=seconds)
-    cut = threading.Event()
-
-    def cut_off():  # a socket timeout bounds one read, not a drip of them: this bounds all
-        cut.set()
-        if connection.sock is not None:
-            try:
-                connection.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    timer = threading.Timer(seconds, cut_off)
-    timer.daemon = True
-    timer.start()
-    try:
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        connection.request(
-            "POST", path, body, {**headers, "User-Agent": USER_AGENT, "Connection": "close"}
-        )
-        response = connection.getresponse()
-        data = response.read(ANSWER_BYTES)
-        if cut.is_set():
-            raise Timeout()
-        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
-    except (OSError, http.client.HTTPException):
-        if cut.is_set():
-            raise Timeout() from None
-        raise
-    finally:
-        timer.cancel()
-        connection.close()
-
-
-def describe(error: BaseException, seconds: float = ATTEMPT_SECONDS) -> str:
-    """An attempt's failure for a log line or a command's output: never str(error), which
-    may quote the URL (http.client's InvalidURL does)."""
-    if isinstance(error, (Timeout, TimeoutError, socket.timeout)):
-        return f"no answer within {seconds:g} s"
-    if isinstance(error, socket.gaierror):
-        return "host name not found"
-    if isinstance(error, ssl.SSLError):
-        return f"TLS failed ({error.reason or type(error).__name__})"
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror.lower()
-    return type(error).__name__
+    receiver drips it; a redirect is an answer like any other, never followed. An attempt
+    with no answer is http_client.HttpError, whose `reason` (never str(), which names the
+    URL) says why."""
+    with http_client.request(
+        url,
+        http_client.Deadline(seconds),
+        method="POST",
+        body=body,
+        headers={**headers, "User-Agent": USER_AGENT},
+        redirects=False,
+    ) as answer:
+        data = answer.first(ANSWER_BYTES)
+        return Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, data)
 
 
 def signed_now(target: Target, body: bytes, headers: dict, now: float) -> dict:
@@ -538,8 +500,8 @@ class Notifier:
             try:
                 headers = signed_now(target, delivery.body, delivery.headers, self._clock())
                 answer = self._post(target.url, delivery.body, headers, self.attempt_seconds)
-            except (OSError, http.client.HTTPException, ValueError) as error:
-                problem = describe(error, self.attempt_seconds)
+            except HttpError as error:
+                problem = error.reason
             now = self._clock()
             asked = None
             if answer is not None:
@@ -633,8 +595,8 @@ def send_samples(targets, only: int | None = None, post=post, seconds=ATTEMPT_SE
         body, headers = webhook_formats.render(target, webhook_formats.sample_event())
         try:
             answer = post(target.url, body, headers, seconds)
-        except (OSError, http.client.HTTPException, ValueError) as error:
-            yield target, None, describe(error, seconds)
+        except HttpError as error:
+            yield target, None, error.reason
             continue
         reason = http.client.responses.get(answer.status, "")
         yield target, answer.status, f"{answer.status} {reason}".strip()
