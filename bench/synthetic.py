@@ -1,4 +1,6 @@
-"""Synthetic data for the benchmarks: projects of many builds with three commits each."""
+"""Synthetic data for the benchmarks: projects of many builds with three commits each, whose
+messages differ as real ones do (a subject of 5 to 11 words, a sixth of them with a body too:
+65 characters on average, none repeated in 300,000)."""
 
 import hashlib
 import json
@@ -8,10 +10,30 @@ import random
 # Twenty projects, p00..p19, of 500 to 2,000 builds: bench/run.py's data, and bench/nginx.py's.
 TWENTY_SIZES = [500 + round(i * 1500 / 19) for i in range(20)]
 
-WORDS = (
-    "fix update chunk entity player world packet tick cache async region light "
-    "command config plugin api event scheduler crash leak login proxy"
+VERBS = (
+    "Fix Add Update Remove Rework Bump Improve Handle Avoid Allow Check Document Log Move "
+    "Rename Restore Revert Simplify Skip Support Test Cache Refactor Expose Deprecate"
 ).split()
+WORDS = (
+    "chunk entity player world packet tick cache async region light command config plugin api "
+    "event scheduler crash leak login proxy loading race teleport inventory block item biome "
+    "spawn redstone hopper portal recipe permission console message null pointer exception "
+    "thread lock deadlock timeout retry buffer overflow offset index map list queue sync save "
+    "load unload shutdown startup reload mob villager trade enchantment potion armor damage "
+    "knockback velocity gravity collision bounding box heightmap lighting engine generator "
+    "structure schematic metadata registry codec json yaml gradle build test docs javadoc "
+    "when while after before during with without on in for from to the a of and"
+).split()
+
+
+def message(rng):
+    """A commit message: a subject of 5 to 11 words, and in a sixth of them a body of 6 to 16
+    words; with this many words, 300,000 messages never repeat one (startup.py checks)."""
+    subject = " ".join([rng.choice(VERBS), *(rng.choice(WORDS) for _ in range(rng.randint(4, 10)))])
+    if rng.random() < 1 / 6:
+        body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 16)))
+        return f"{subject}\n\n{body.capitalize()}."
+    return subject
 
 
 def build(rng, number, channel, experimental):
@@ -25,7 +47,7 @@ def build(rng, number, channel, experimental):
         "isExperimental": experimental,
         "commits": [
             {
-                "message": " ".join(rng.choice(WORDS) for _ in range(6)).capitalize(),
+                "message": message(rng),
                 "hash": f"{rng.getrandbits(160):040x}",
             }
             for _ in range(3)
