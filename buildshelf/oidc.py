@@ -19,9 +19,11 @@ import threading
 import time
 from collections.abc import Callable
 
-import jwt
-
 from buildshelf import http_client
+
+# PyJWT is imported by the functions that use it, at the first JWT a server sees: with the
+# cryptography it loads, it was 20 MB of every server's memory, which a server that no
+# GitHub token ever reaches never needs (issue 34).
 
 ALGORITHM = "RS256"  # GitHub's; HS256 (keyed with the public key) and none never
 LEEWAY = 60  # seconds of clock difference allowed on exp, nbf and iat
@@ -112,6 +114,8 @@ class Verifier:
         checks but the signature, with no key needed, so no fetch, ever."""
         if len(token) > MAX_TOKEN_BYTES or not looks_like_jwt(token):
             raise Invalid("the bearer token is not a JWT")
+        import jwt
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError:
@@ -127,6 +131,8 @@ class Verifier:
 
     def _decode(self, token, key):
         """The claims, checked; their signature too unless `key` is None."""
+        import jwt
+
         try:
             # The times first, as sent: PyJWT takes int() of each, so a string of digits passed
             # its checks (and then `exp + LEEWAY` failed), as did 1e300 and 2**70 (too large
@@ -227,6 +233,8 @@ class Verifier:
         ):
             raise Unreachable(f"{discovery_url} names no jwks_uri of the issuer's scheme")
         jwks = self._get(jwks_uri, deadline)
+        import jwt
+
         try:
             found = jwt.PyJWKSet.from_dict(jwks).keys if isinstance(jwks, dict) else []
         except jwt.PyJWKSetError:

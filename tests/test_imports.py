@@ -217,3 +217,22 @@ def test_only_the_serving_side_loads_waitress():
         check=True,
     )
     assert json.loads(run.stdout) == {}
+
+
+# Loaded by a server only when a request needs them: PyJWT and the cryptography under it (20 MB
+# of every server's memory) at the first GitHub OIDC token (issue 34).
+LOADED_WHEN_NEEDED = ("jwt", "cryptography")
+
+
+@pytest.mark.system
+def test_a_server_loads_no_module_it_needs_only_for_a_token():
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys, buildshelf.server; print(*sorted(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    loaded = {name.partition(".")[0] for name in run.stdout.split()}
+    assert "buildshelf" in loaded
+    assert loaded.isdisjoint(LOADED_WHEN_NEEDED)
