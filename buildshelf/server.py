@@ -143,6 +143,7 @@ def serve(args: argparse.Namespace) -> int:
             "BUILDSHELF_PUBLIC_URL)",
             serving.base_url(args.host, args.port),
         )
+    serving.return_large_blocks()  # before the files are read
     data = Store(args.data, artifacts_dir=args.artifacts)
     public_url = args.public_url or serving.base_url(args.host, args.port)
     notifier = _notifier(data, args, public_url)
