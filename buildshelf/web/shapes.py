@@ -20,7 +20,11 @@ from buildshelf.model import HTTP_URL, Build, Commit, Project, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
 
-ENCODE_SLICE = 1000  # builds encoded in one call
+# Builds encoded in one call. Each slice's dicts and text are made, then freed, and the room
+# they took stays the process's: a list of 2,000 builds (1.3 MB of JSON, 0.3 MB gzipped) left
+# a server 6.0 MB larger at 1,000 a slice, 3.4 MB at 100, made in the same time (15.5 and
+# 15.8 ms; issue 34).
+ENCODE_SLICE = 100
 SCHEMA_REF = "#/components/schemas/{name}"
 
 
