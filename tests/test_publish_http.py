@@ -1022,7 +1022,12 @@ def running(data_dir, state, tmp_path):
             yield Running(port, token, text, log_path)
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait(10)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:  # a server that does not stop: killed, failed
+                proc.kill()
+                proc.wait()
+                raise
 
 
 @pytest.mark.system
@@ -1384,6 +1389,26 @@ def test_a_delete_and_what_is_pipelined_after_it_wait_for_its_credential(running
 
 
 @pytest.mark.system
+@pytest.mark.system
+def test_many_writes_pipelined_are_each_decided_and_the_server_stops(running):
+    """Each verdict comes back to the loop thread through waitress's trigger, whose thunks
+    run under its lock: a write parsed there, from what was pipelined, whose verdict was
+    decided at once, called the trigger again under that lock, and the loop thread hung."""
+    head = f"Authorization: Bearer {running.text}\r\n\r\n"
+    deletes = "".join(
+        f"DELETE {API}/projects/alpha/builds/{900 + n} HTTP/1.1\r\nHost: x\r\n{head}"
+        for n in range(50)
+    )
+    with socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock:
+        sock.sendall(
+            deletes.encode() + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", received) == [b"404"] * 50 + [b"200"]
+
+
 def test_a_locked_tokens_database_holds_up_no_read(running, state):
     """The tokens' database is read on a thread of the server's own, never its loop: while
     another process holds it locked, a write waits, and every read is answered at once."""

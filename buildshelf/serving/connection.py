@@ -484,16 +484,21 @@ class GuardedChannel(HTTPChannel):
 
         def deciding():
             try:
-                return verdict.decide(), None
+                outcome = verdict.decide(), None
             except ApiError as refusal:
-                return None, refusal
+                outcome = None, refusal
             except Exception:
-                return None, _failed("the screen's verdict")
+                outcome = None, _failed("the screen's verdict")
+            # From this thread, always: the loop thread runs the trigger's thunks holding
+            # its lock, and a verdict decided before add_done_callback would call it there.
+            self.server.trigger.pull_trigger(lambda: self.decided(request, *outcome))
 
-        def done(future):
-            self.server.trigger.pull_trigger(lambda: self.decided(request, *future.result()))
-
-        self.server.deciders.submit(deciding).add_done_callback(done)
+        try:
+            self.server.deciders.submit(deciding)
+        except RuntimeError:  # the server is stopping: its deciding threads are gone
+            request.refuse(
+                ApiError(503, "credentials_unavailable", "the server is stopping: try again")
+            )
 
     def decided(self, request, proven, refusal):
         """On the loop thread: `request`'s verdict has come. A refusal is answered, and its
