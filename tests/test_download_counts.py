@@ -535,6 +535,7 @@ def scenario(port, prefix):
     return answers
 
 
+@pytest.mark.system
 def test_through_nginx_the_counts_are_those_without_it(nginx_available, kept):  # noqa: F811
     expected = {("alpha", 9, SHA): 6, ("alpha", 5, ELSEWHERE): 1}
     with tempfile.TemporaryDirectory() as work:

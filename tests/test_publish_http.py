@@ -1409,6 +1409,7 @@ def test_many_writes_pipelined_are_each_decided_and_the_server_stops(running):
     assert re.findall(rb"HTTP/1\.1 (\d{3}) ", received) == [b"404"] * 50 + [b"200"]
 
 
+@pytest.mark.system
 def test_a_locked_tokens_database_holds_up_no_read(running, state):
     """The tokens' database is read on a thread of the server's own, never its loop: while
     another process holds it locked, a write waits, and every read is answered at once."""
