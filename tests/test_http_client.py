@@ -69,24 +69,22 @@ def redirect(location, status=302):
     return answering(b"", ("Location", location), status=status)
 
 
-def drip_head(handler):
-    """A status line, then a header a byte each 50 ms, for 5 s at most."""
-    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-    for _ in range(100):
-        handler.wfile.write(b"x")
-        handler.wfile.flush()
-        if handler.server.release.wait(0.05):
-            return
+def dripping(start):
+    """A handler that writes `start`, then a byte each 50 ms, for 5 s at most."""
+
+    def drip(handler):
+        handler.wfile.write(start)
+        for _ in range(100):
+            handler.wfile.write(b"x")
+            handler.wfile.flush()
+            if handler.server.release.wait(0.05):
+                return
+
+    return drip
 
 
-def drip_body(handler):
-    """A body of 1,000 bytes announced, then a byte each 50 ms, for 5 s at most."""
-    handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
-    for _ in range(100):
-        handler.wfile.write(b"x")
-        handler.wfile.flush()
-        if handler.server.release.wait(0.05):
-            return
+drip_head = dripping(b"HTTP/1.1 200 OK\r\nX-Drip: ")  # a header that never ends
+drip_body = dripping(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
 
 
 def stall(handler):
