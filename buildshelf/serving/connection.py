@@ -489,8 +489,9 @@ class GuardedChannel(HTTPChannel):
                 outcome = None, refusal
             except Exception:
                 outcome = None, _failed("the screen's verdict")
-            # From this thread, always: the loop thread runs the trigger's thunks holding
-            # its lock, and a verdict decided before add_done_callback would call it there.
+            # From this thread, never the loop's: the loop runs the trigger's thunks holding
+            # the lock that pull_trigger takes (a future's done-callback, which runs on the
+            # thread that adds it when the future is done already, hung the loop so).
             self.server.trigger.pull_trigger(lambda: self.decided(request, *outcome))
 
         try:
