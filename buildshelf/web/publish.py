@@ -81,12 +81,10 @@ def screen(service: Service, environ) -> ApiError | Deferred | None:
     BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
     file or network is touched here."""
     if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
-        length = environ.get("CONTENT_LENGTH")
-        if (length and length != "0" and _over(length, BODY_BYTES)) or (
-            "HTTP_TRANSFER_ENCODING" in environ
-        ):
-            return _too_large(f"this request may have a body of {BODY_BYTES} bytes at most")
-        return None
+        # Most requests have no body: let through here, without the call (every request).
+        if environ.get("CONTENT_LENGTH", "0") == "0" and "HTTP_TRANSFER_ENCODING" not in environ:
+            return None
+        return _over_the_body_limit(environ, BODY_BYTES, service.max_file_bytes)
     address = environ.get("REMOTE_ADDR", "")
     refused = _limited(service, address)
     if refused is not None:
@@ -110,20 +108,27 @@ def screen(service: Service, environ) -> ApiError | Deferred | None:
                 f"elsewhere), not {printable(kind) or 'a body of no Content-Type'}",
             )
         most = max_body_bytes(service.max_file_bytes) if kind == MULTIPART else BUILD_BYTES
-    length = environ.get("CONTENT_LENGTH")
-    if most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ:
-        return _too_large(f"this request may have a body of {most} bytes at most")
-    if length and _over(length, most):
-        if most > BUILD_BYTES:
-            return _too_large(
-                f"the body is larger than this server takes: a file of "
-                f"{service.max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
-                f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
-            )
-        return _too_large(f"this request may have a body of {most} bytes at most")
     # No upload is held, and no byte of it read past the server's first read, before its
     # credential is proven: an attacker with no secret cannot fill the disk.
-    return Deferred(lambda: prove(service, environ))
+    return _over_the_body_limit(environ, most, service.max_file_bytes) or Deferred(
+        lambda: prove(service, environ)
+    )
+
+
+def _over_the_body_limit(environ, most, max_file_bytes):
+    """The 413 of a body over `most` bytes by its Content-Length, or chunked (a size no
+    header says) where BODY_BYTES are taken at most; None if it is within."""
+    length = environ.get("CONTENT_LENGTH")
+    chunked = most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ
+    if not (chunked or (length and _over(length, most))):
+        return None
+    if most > BUILD_BYTES:
+        return _too_large(
+            f"the body is larger than this server takes: a file of "
+            f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
+            f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
+        )
+    return _too_large(f"this request may have a body of {most} bytes at most")
 
 
 def _limited(service: Service, address):
