@@ -620,12 +620,6 @@ class GuardedChannel(HTTPChannel):
 
     def received(self, data):
         received = super().received(data)
-        self.answer_queued()
-        return received
-
-    def answer_queued(self):
-        """Answer from memory what add_task left to this thread, or hand it to a worker; send
-        what is queued now."""
         # Here no lock is held, and no worker thread has this connection: add_task left it.
         answered = 0
         while self.answer_at_once:
@@ -636,6 +630,7 @@ class GuardedChannel(HTTPChannel):
             answered += 1
         if (self.total_outbufs_len or self.close_when_flushed) and not self.requests:
             self.handle_write()  # now, rather than after another turn of select()
+        return received
 
     def answered_from_memory(self):
         """Answer the first request if the server's recall() knows the answer; True if so.
