@@ -34,7 +34,7 @@ import time
 import harness
 
 sys.path.insert(0, os.path.join(harness.ROOT, "tests"))
-from buildshelf import tokens  # noqa: E402
+from buildshelf.publishing import tokens  # noqa: E402
 from oidc_issuer import OidcIssuer, new_key  # noqa: E402
 
 AUDIENCE = "http://127.0.0.1:8080"

@@ -18,24 +18,14 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from buildshelf import (
-    artifacts,
-    datafile,
-    jenkins,
-    mirror,
-    progress,
-    server,
-    settings,
-    store,
-    tokens,
-    trust,
-    webhook_targets,
-    webhooks,
-    writer,
-)
+from buildshelf import artifacts, datafile, progress, server, settings, store, writer
+from buildshelf.jenkins import mirror, remote_api
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.publishing import tokens, trust
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
+from buildshelf.webhooks import delivery
+from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
 
 GIT_TIMEOUT = 60
 GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL
@@ -402,7 +392,7 @@ def _import_jenkins_parser(commands):
         type=_regex,
         metavar="REGEX",
         help="the artifact whose "
-        f"relativePath this matches (default: {jenkins.DEFAULT_ARTIFACT_RULE})",
+        f"relativePath this matches (default: {remote_api.DEFAULT_ARTIFACT_RULE})",
     )
     sub.add_argument(
         "--experimental-pattern",
@@ -634,7 +624,7 @@ def main(argv=None):
         )
     try:
         return args.func(args)
-    except (writer.Refused, jenkins.JenkinsError, tokens.TokenError) as refused:
+    except (writer.Refused, remote_api.JenkinsError, tokens.TokenError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -646,10 +636,10 @@ def check(args):
     accesslog.log_to_stderr()
     status = store.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
     try:
-        webhook_targets.read_targets(args.webhooks)
-    except webhook_targets.NoTargetsFile:
+        read_targets(args.webhooks)
+    except NoTargetsFile:
         pass
-    except webhook_targets.TargetsError as error:
+    except TargetsError as error:
         print("\n".join(error.lines()))
         status = 1
     if args.prune:
@@ -864,16 +854,16 @@ def _job_host(job_url):
 
 def import_jenkins(args):
     if args.job_json is not None:
-        data, source = jenkins.read_job_file(args.job_json), args.job_json
+        data, source = remote_api.read_job_file(args.job_json), args.job_json
     else:  # fetched before the lock is taken: other writers need not wait for Jenkins
         data, source = (
-            jenkins.fetch_job(args.job_url, args.timeout, args.allow_host),
-            jenkins.api_url(args.job_url),
+            remote_api.fetch_job(args.job_url, args.timeout, args.allow_host),
+            remote_api.api_url(args.job_url),
         )
-    builds = jenkins.parse_job(data, source)
+    builds = remote_api.parse_job(data, source)
 
     def select(doc):
-        return jenkins.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
+        return remote_api.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
 
     if args.mirror:
         selection = mirror.add_builds(
@@ -1020,8 +1010,8 @@ def token_revoke(args):
 def webhook_test(args):
     accesslog.log_to_stderr()
     try:
-        targets = webhook_targets.read_targets(args.webhooks)
-    except webhook_targets.TargetsError as error:
+        targets = read_targets(args.webhooks)
+    except TargetsError as error:
         print("\n".join(error.lines()), file=sys.stderr)
         return 1
     if args.target is not None and not any(t.index == args.target for t in targets):
@@ -1037,7 +1027,7 @@ def webhook_test(args):
         )
         return 1
     status = 0
-    for target, code, said in webhooks.send_samples(targets, args.target):
+    for target, code, said in delivery.send_samples(targets, args.target):
         print(f"target {target.index} ({target.host}, {target.format}): {said}", flush=True)
         if code is None or not 200 <= code < 300:
             status = 1

@@ -176,7 +176,7 @@ class Served:
 def install(app: bottle.Bottle, store, counter=None, notifier=None):
     """Add GET /metrics to `app` (made by server.make_app), over a registry of its own, for
     `store`, `counter` (a counts.Counter, or None when downloads are not counted) and
-    `notifier` (a webhooks.Notifier, or None). Returns what the server hands access records
+    `notifier` (a webhooks.delivery.Notifier, or None). Returns what the server hands access records
     to, a batch at a time, on a thread that answers no request."""
     registry = CollectorRegistry()
     requests = Requests(app.router)

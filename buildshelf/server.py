@@ -13,9 +13,9 @@ import time
 
 import bottle
 
-from buildshelf import artifacts, counts, settings, text, webhooks
+from buildshelf import artifacts, counts, settings, text
 from buildshelf import metrics as prometheus
-from buildshelf.credentials import Credentials
+from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
 from buildshelf.store import Store, check
@@ -26,6 +26,7 @@ from buildshelf.web.query import API, ApiError
 from buildshelf.web.representation import Representation, RepresentationCache
 from buildshelf.web.service import Service
 from buildshelf.web.shapes import Shapes
+from buildshelf.webhooks import delivery
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ def make_app(
     credentials: Credentials | None = None,
     max_file_mb: int = settings.setting("max_file_mb").default,
     counter: counts.Counter | None = None,
-    notifier: webhooks.Notifier | None = None,
+    notifier: delivery.Notifier | None = None,
     metrics: bool = True,
 ) -> App:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
@@ -62,7 +63,7 @@ def make_app(
     `notifier` sends the webhooks: /healthz reports its problems.
 
     With `metrics`, GET /metrics tells what the server did, from `counter` (a counts.Counter,
-    None when downloads are not counted) and `notifier` (a webhooks.Notifier, or None) too;
+    None when downloads are not counted) and `notifier` (a webhooks.delivery.Notifier, or None) too;
     the server hands the App's `observe_requests` its access records (metrics.install).
     """
     if compat not in settings.COMPAT_MODES:
@@ -201,9 +202,9 @@ def serve(args: argparse.Namespace) -> int:
         notifier.stop()
 
 
-def _notifier(data: Store, args: argparse.Namespace, public_url: str) -> webhooks.Notifier:
+def _notifier(data: Store, args: argparse.Namespace, public_url: str) -> delivery.Notifier:
     """The webhooks' notifier over `data`, started."""
-    notifier = webhooks.Notifier(
+    notifier = delivery.Notifier(
         data,
         args.state,
         args.webhooks,

@@ -17,7 +17,7 @@ import webtest
 
 from buildshelf import datafile
 from buildshelf import store as store_module
-from buildshelf.credentials import Forbidden, Publisher, Unauthorized, Unavailable
+from buildshelf.publishing.credentials import Forbidden, Publisher, Unauthorized, Unavailable
 
 
 def make_build(number, channel="1.21", experimental=False, commit_count=1, **fields):

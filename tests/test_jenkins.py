@@ -13,9 +13,10 @@ from contextlib import suppress
 import pytest
 import webtest
 
-from buildshelf import cli, jenkins, server, writer
-from buildshelf import mirror as jenkins_mirror
+from buildshelf import cli, server, writer
 from buildshelf import store as store_module
+from buildshelf.jenkins import mirror as jenkins_mirror
+from buildshelf.jenkins import remote_api
 from helpers import FREESTYLE, JENKINS_JOBS, ROOT
 
 PIPELINE = os.path.join(JENKINS_JOBS, "pipeline.json")
@@ -280,12 +281,12 @@ def test_a_build_the_server_would_refuse_fails_with_its_reason(project, tmp_path
         (
             b"[]",
             "{path} has no 'allBuilds' array: is it the remote API JSON of a job "
-            f"(.../job/NAME/api/json?tree={jenkins.TREE})?",
+            f"(.../job/NAME/api/json?tree={remote_api.TREE})?",
         ),
         (
             b'{"allBuilds": {}}',
             "{path} has no 'allBuilds' array: is it the remote API JSON of a "
-            f"job (.../job/NAME/api/json?tree={jenkins.TREE})?",
+            f"job (.../job/NAME/api/json?tree={remote_api.TREE})?",
         ),
         (b"[" * 100000, "{path} is not JSON Buildshelf can read: maximum recursion depth exceeded"),
     ],
@@ -324,13 +325,13 @@ def test_the_job_is_fetched_from_its_url(project, fake_jenkins):
     base, paths = fake_jenkins.base, fake_jenkins.paths
     assert run(project.parent, "--job-url", base + "/job/Alpha/") == 0
     assert builds_in(project) == FREESTYLE_BUILDS
-    assert paths == ["/job/Alpha/api/json?tree=" + jenkins.quote(jenkins.TREE, safe="")]
+    assert paths == ["/job/Alpha/api/json?tree=" + remote_api.quote(remote_api.TREE, safe="")]
 
 
 def test_an_http_error_is_refused(project, fake_jenkins, capsys):
     base = fake_jenkins.base
     assert run(project.parent, "--job-url", base + "/job/Nope/") == 1
-    url = f"{base}/job/Nope/api/json?tree=" + jenkins.quote(jenkins.TREE, safe="")
+    url = f"{base}/job/Nope/api/json?tree=" + remote_api.quote(remote_api.TREE, safe="")
     assert capsys.readouterr().err == f"buildshelf import-jenkins: {url} answered 404 Not Found\n"
 
 
@@ -902,10 +903,10 @@ def test_the_docs_save_the_job_json_with_the_tree_import_jenkins_reads():
     with open(PUBLISHING, encoding="utf-8") as f:
         docs = f.read()
     job = "https://ci.buildshelf.example/job/Tinplate/"
-    assert f"curl -fsS '{jenkins.api_url(job)}' -o tinplate-job.json" in docs
+    assert f"curl -fsS '{remote_api.api_url(job)}' -o tinplate-job.json" in docs
     sample = docs.split("A saved file looks", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
-    [build] = jenkins.parse_job(sample.encode(), "the sample")
-    assert jenkins.to_build(build)["channelVersion"] == "1.21.4"
+    [build] = remote_api.parse_job(sample.encode(), "the sample")
+    assert remote_api.to_build(build)["channelVersion"] == "1.21.4"
 
 
 def test_the_plain_api_json_is_one_message_saying_what_to_fetch(project, tmp_path, capsys):
@@ -924,6 +925,6 @@ def test_the_plain_api_json_is_one_message_saying_what_to_fetch(project, tmp_pat
         "",
         f"buildshelf import-jenkins: {path} tells no build's displayName, result, timestamp, "
         "artifacts: save the job's JSON with the fields Buildshelf reads: curl -fsS "
-        f"'{jenkins.api_url(JOB)}' -o job.json\n",
+        f"'{remote_api.api_url(JOB)}' -o job.json\n",
     )
     assert project.read_bytes() == before

@@ -13,8 +13,15 @@ from contextlib import closing
 import jwt
 import pytest
 
-from buildshelf import cli, oidc, state, trust
-from buildshelf.credentials import Credentials, Forbidden, Publisher, Unauthorized, Unavailable
+from buildshelf import cli, state
+from buildshelf.publishing import oidc, trust
+from buildshelf.publishing.credentials import (
+    Credentials,
+    Forbidden,
+    Publisher,
+    Unauthorized,
+    Unavailable,
+)
 from oidc_issuer import AUDIENCE, OidcIssuer, new_key
 
 REPOSITORY = "octo-org/octo-repo"  # the issuer's default

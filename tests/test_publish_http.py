@@ -29,8 +29,9 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, credentials, files, oidc, server, tokens, trust, writer
-from buildshelf.credentials import Credentials
+from buildshelf import artifacts, files, server, writer
+from buildshelf.publishing import credentials, oidc, tokens, trust
+from buildshelf.publishing.credentials import Credentials
 from buildshelf.web import publish
 from buildshelf.web.contract import Deferred
 from buildshelf.web.query import ApiError

@@ -9,7 +9,9 @@ import sqlite3
 
 import pytest
 
-from buildshelf import counts, outbox, state, tokens, trust
+from buildshelf import counts, state
+from buildshelf.publishing import tokens, trust
+from buildshelf.webhooks import outbox
 from helpers import ROOT
 
 BEFORE_VERSIONS = f"{ROOT}/tests/state_before_versions"

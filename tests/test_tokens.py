@@ -15,7 +15,8 @@ import urllib.request
 
 import pytest
 
-from buildshelf import cli, credentials, state, tokens
+from buildshelf import cli, state
+from buildshelf.publishing import credentials, tokens
 from helpers import real_server
 
 TOKEN = re.compile(r"bs_([0-9a-f]{12})_([0-9A-Za-z]{43})\Z")

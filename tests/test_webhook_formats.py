@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf.webhook_formats import Event, render, sample_event
-from buildshelf.webhook_targets import EVENTS, Target
+from buildshelf.webhooks.formats import Event, render, sample_event
+from buildshelf.webhooks.targets import EVENTS, Target
 
 KEY = bytes(range(32))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()

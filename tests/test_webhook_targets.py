@@ -7,8 +7,16 @@ import os
 
 import pytest
 
-from buildshelf import datafile, webhook_targets
-from buildshelf.webhook_targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
+from buildshelf import datafile
+from buildshelf.webhooks.targets import (
+    EVENTS,
+    SECRET_RULE,
+    NoTargetsFile,
+    Target,
+    TargetsError,
+    read_targets,
+)
+from buildshelf.webhooks.targets import host as address_shown
 
 KEY = bytes(range(32))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
@@ -78,7 +86,7 @@ def test_a_target_shows_neither_its_url_nor_its_secret(tmp_path):
     ],
 )
 def test_host_is_all_a_log_is_told(url, host):
-    assert webhook_targets.host(url) == host
+    assert address_shown(url) == host
 
 
 def test_a_url_may_point_anywhere_whatever_the_format(tmp_path):
@@ -202,7 +210,6 @@ EVENTS_RULE = (
     "'events' must be a non-empty array of 'build.published' and 'build.yanked' (leave it out "
     "for both)"
 )
-SECRET_RULE = webhook_targets.SECRET_RULE
 
 
 @pytest.mark.parametrize(

@@ -24,14 +24,14 @@ import bottle
 import multipart
 
 from buildshelf import artifacts, datafile, writer
-from buildshelf.credentials import (
+from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.publishing.credentials import (
     Forbidden,
     NoRoom,
     Publisher,
     Unauthorized,
     Unavailable,
 )
-from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import printable
 from buildshelf.web.answers import JSON, encode
 from buildshelf.web.contract import CONSUMED, PROVEN, Deferred

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import bottle
 
 from buildshelf import counts
-from buildshelf.credentials import Credentials
+from buildshelf.publishing.credentials import Credentials
 from buildshelf.store import Snapshot, Store
 from buildshelf.web.answers import send
 from buildshelf.web.ratelimit import FailureLimit

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 
 import msgspec
 
-from buildshelf import http_client, webhook_formats
+from buildshelf import http_client
 from buildshelf.http_client import HttpError
-from buildshelf.outbox import Delivery, Outbox, Owed, target_key
 from buildshelf.store import Snapshot
 from buildshelf.web.conditional import http_date
-from buildshelf.webhook_formats import Event
-from buildshelf.webhook_targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
+from buildshelf.webhooks import formats
+from buildshelf.webhooks.formats import Event
+from buildshelf.webhooks.outbox import Delivery, Outbox, Owed, target_key
+from buildshelf.webhooks.targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def signed_now(target: Target, body: bytes, headers: dict, now: float) -> dict:
     if "webhook-signature" not in headers or target.secret is None:
         return headers
     stamp = str(int(now))
-    signature = webhook_formats.sign(target.secret, headers["webhook-id"], stamp, body)
+    signature = formats.sign(target.secret, headers["webhook-id"], stamp, body)
     return {**headers, "webhook-timestamp": stamp, "webhook-signature": signature}
 
 
@@ -403,7 +404,7 @@ class Notifier:
         for event in events:
             for target in targets:
                 if target.wants(event.type, event.project):
-                    body, headers = webhook_formats.render(target, event)
+                    body, headers = formats.render(target, event)
                     owed.append(
                         Owed(
                             target_key(target.url, target.format),
@@ -587,12 +588,12 @@ def _named(delivery: Delivery) -> str:
 
 
 def send_samples(targets, only: int | None = None, post=post, seconds=ATTEMPT_SECONDS):
-    """Send webhook_formats.sample_event() to each target (or the one of index `only`), one
+    """Send formats.sample_event() to each target (or the one of index `only`), one
     after the other: (target, status or None, what to say) for each."""
     for target in targets:
         if only is not None and target.index != only:
             continue
-        body, headers = webhook_formats.render(target, webhook_formats.sample_event())
+        body, headers = formats.render(target, formats.sample_event())
         try:
             answer = post(target.url, body, headers, seconds)
         except HttpError as error:

@@ -9,15 +9,16 @@ skipped, and leaves nothing in the store (artifacts.store_stream).
 
 from collections.abc import Callable, Iterable
 
-from buildshelf import artifacts, fetch, jenkins, progress, writer
+from buildshelf import artifacts, progress, writer
 from buildshelf.artifacts import Refused
 from buildshelf.http_client import HttpError
+from buildshelf.jenkins import fetch, remote_api
 from buildshelf.model import file_name_in_url
 
 HTML_NAMES = (".html", ".htm")
 
 
-def named(selection: jenkins.Selection) -> jenkins.Selection:
+def named(selection: remote_api.Selection) -> remote_api.Selection:
     """The selection without the builds whose file name may not be kept (skipped, with the
     rule): nothing is downloaded for them."""
     added, skipped = [], list(selection.skipped)
@@ -69,7 +70,7 @@ def _refused(read):
     return refusing
 
 
-def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins.Selection:
+def hosted(selection: remote_api.Selection, downloads: dict, store: str) -> remote_api.Selection:
     """The selection's builds kept as `publish --file` keeps them, from `downloads`; under the
     lock. A build whose download failed, did not happen or is gone failed, saying why."""
     added, failed = [], list(selection.failed)
@@ -92,14 +93,14 @@ def hosted(selection: jenkins.Selection, downloads: dict, store: str) -> jenkins
 def add_builds(
     directory: str,
     slug: str,
-    select: Callable[[dict], jenkins.Selection],
+    select: Callable[[dict], remote_api.Selection],
     store: str,
     max_bytes: int,
     timeout: float,
     dry_run: bool = False,
     report: writer.Report = writer.unreported,
     allowed_hosts: Iterable[str] = (),
-) -> jenkins.Selection:
+) -> remote_api.Selection:
     """writer.add_builds for the builds `select(doc)` adds to project `slug`, kept: each one's
     file downloaded into `store` first, without the lock, then the builds added under it.
     Objects the downloads made that no build uses at the end (a write refused, a download

@@ -11,7 +11,8 @@ import shutil
 import sqlite3
 from dataclasses import dataclass
 
-from buildshelf import oidc, state, tokens, trust
+from buildshelf import state
+from buildshelf.publishing import oidc, tokens, trust
 from buildshelf.text import printable
 
 log = logging.getLogger(__name__)

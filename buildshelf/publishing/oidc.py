@@ -6,7 +6,7 @@ cached. A kid not in the cache refreshes them at most once a minute (REFRESH_SEC
 the cache is refreshed when a token comes after an hour (KEYS_MAX_AGE), keeping the old keys
 if the issuer cannot answer then. When keys are needed and cannot be had, `Unreachable`.
 
-The fetches (http_client's) need none of fetch.py's guards against internal addresses: the
+The fetches (http_client's) need none of jenkins/fetch.py's guards against internal addresses: the
 URLs are the operator's (the configured issuer, and the jwks_uri it names), never a
 request's: a token's `iss`, `jku` or `x5u` never chooses where to fetch; so they may follow
 redirects and go through the environment's proxy. They are bounded in time (TIMEOUT for

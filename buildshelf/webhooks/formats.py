@@ -3,7 +3,7 @@ the body and its headers. Discord gets an embed and Slack Block Kit blocks, each
 receiver's documented limits and with no way for a commit message to mention anyone; `json`
 gets the event as data, signed the Standard Webhooks way.
 
-Nothing here sends anything: webhooks.py delivers what this makes.
+Nothing here sends anything: delivery.py delivers what this makes.
 """
 
 import base64
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from buildshelf.model import SHA256_PATTERN, file_name_in_url
-from buildshelf.webhook_targets import EVENTS
+from buildshelf.webhooks.targets import EVENTS
 
 JSON_TYPE = "application/json"
 PRODUCT = "Buildshelf"

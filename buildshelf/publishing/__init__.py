@@ -1,0 +1,1 @@
+"""Publishing's credentials: scoped tokens, trusted publishers and their GitHub OIDC tokens."""

@@ -1,0 +1,1 @@
+"""Webhooks: the targets file, the payload formats, the outbox and the delivery threads."""
