@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import weakref
+from types import SimpleNamespace
 
 import pytest
 import webob
@@ -229,7 +230,7 @@ def test_a_repeated_request_does_no_encoding(big_data_dir, client, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("encoded again")
 
-    monkeypatch.setattr(answers.json, "dumps", fail)
+    monkeypatch.setattr(answers, "ENCODER", SimpleNamespace(encode=fail))
     monkeypatch.setattr(server.Representation, "of", fail)
     for accept in ("gzip", "identity"):
         client.get(API + "/builds?project=big", headers={"Accept-Encoding": accept})

@@ -558,3 +558,23 @@ def test_the_fast_path_refuses_what_the_checks_refuse(doc, changes, which):
         return
     if fast is not None:
         assert_same_values(fast, checked)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_categories=["Cs"])), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES)
+def test_answers_are_encoded_byte_for_byte_as_json_dumps_would(value):
+    # answers.encode is msgspec's, which writes packed commits as they are; what a client
+    # reads must not change with it (issue 34).
+    assert (
+        answers.encode(value)
+        == json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    )
