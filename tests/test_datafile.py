@@ -700,3 +700,30 @@ def test_a_file_name_of_200_characters_is_accepted():
     build = make_build(12, sha256=SHA, size=1, file="a" * 196 + ".jar")
     del build["downloadUrl"]
     assert parse(make_project([build])).builds[0].file == "a" * 196 + ".jar"
+
+
+TRICKY_COMMITS = [
+    {"message": 'Quote ","author":"Mallory" in a message', "hash": "ab"},
+    {"message": "Plain", "hash": "cd"},
+]
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["fast path", "slow path"])
+@pytest.mark.parametrize(
+    "commits, authored",
+    [
+        (TRICKY_COMMITS, False),
+        (TRICKY_COMMITS + [{"message": "x", "hash": "ef", "author": "Jo"}], True),
+    ],
+    ids=["no author", "an author"],
+)
+def test_a_snapshot_keeps_commits_packed_and_reads_them_back_whole(quick, commits, authored):
+    # 300,000 commits took 82 MB as Commit objects, 37 MB packed (issue 34's memory goal).
+    data = json.dumps(make_project([make_build(4, commit_count=0, commits=commits)])).encode()
+    [build] = datafile.parse_project("alpha.json", "alpha", data, quick=quick).builds
+    assert type(build.commits) is model.Commits
+    expected = tuple(model.Commit(c["message"], c["hash"], c.get("author", "")) for c in commits)
+    assert build.commits == expected and tuple(build.commits) == expected
+    assert len(build.commits) == len(commits) and build.commits[-1] == expected[-1]
+    assert build.commits.authored is authored
+    assert json.loads(build.commits.json) == commits

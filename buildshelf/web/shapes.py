@@ -16,7 +16,7 @@ import msgspec
 from msgspec import Meta
 
 from buildshelf.counts import Tally
-from buildshelf.model import HTTP_URL, Build, Commit, Project, served_fields
+from buildshelf.model import HTTP_URL, Build, Commit, Commits, Project, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
 
@@ -26,30 +26,42 @@ from buildshelf.web.answers import encode
 # 15.8 ms; issue 34).
 ENCODE_SLICE = 100
 SCHEMA_REF = "#/components/schemas/{name}"
+PACKED_COMMIT_KEYS = ("message", "hash")  # a Commit's keys in Commits.json, but "author"
 
 
-def json_maker(struct: type, mode: str | None = None) -> typing.Callable[[object], dict]:
+def json_maker(
+    struct: type, mode: str | None = None, packed: bool = False
+) -> typing.Callable[[object], dict]:
     """A function making the JSON object of a `struct` value: its fields served in `mode`,
-    under their JSON names, in order; a field of structs holds their JSON objects."""
+    under their JSON names, in order; a field of structs holds their JSON objects. With
+    `packed`, packed commits that are already in their served shape are a msgspec.Raw of
+    their JSON (for answers.encode, which writes it as it is; no Commit is made)."""
     fields = served_fields(struct, mode)
     keys = tuple(field.encode_name for field in fields)
     names = [field.name for field in fields]
     values = attrgetter(*names) if len(names) > 1 else lambda value: (getattr(value, names[0]),)
     nested = {
-        field.encode_name: json_maker(item, mode)
+        field.encode_name: json_maker(item, mode, packed)
         for field in fields
         if (item := _struct_items(field.type)) is not None
     }
 
     optional = any(field.default is msgspec.UNSET for field in fields)
+    as_packed = packed and keys == PACKED_COMMIT_KEYS  # the shape of Commits.json
 
     def to_json(value):
         obj = dict(zip(keys, values(value)))
         if optional:  # a field a value does not have is left out
             obj = {key: item for key, item in obj.items() if item is not msgspec.UNSET}
         for key, make in nested.items():
-            obj[key] = [make(item) for item in obj[key]]
+            items = obj[key]
+            if make.as_packed and type(items) is Commits and not items.authored:
+                obj[key] = msgspec.Raw(items.json)
+            else:
+                obj[key] = [make(item) for item in items]
         return obj
+
+    to_json.as_packed = as_packed
 
     return to_json
 
@@ -81,11 +93,17 @@ class Shapes:
 
     def __init__(self, mode: str | None = None, public_url: str = ""):
         self.mode, self.public_url = mode, public_url
-        self._fields = json_maker(Build, mode)
+        self._values = json_maker(Build, mode)
+        # What answers.encode writes: the packed commits as they are. A list of 2,000 builds
+        # is encoded in 5.7 ms instead of 14.6 (with msgspec's encoder, which alone took 10.0).
+        self._encodable = json_maker(Build, mode, packed=True)
         self._extra = upstream.BUILD_FIELDS if mode else {}
 
     def build_json(self, project: Project, build: Build) -> dict:
-        obj = self._fields(build)
+        return self._build_json(project, build, self._values)
+
+    def _build_json(self, project: Project, build: Build, fields) -> dict:
+        obj = fields(build)
         if build.hosted:
             obj["downloadUrl"] = self.download_url(project, build)
         return {**self._extra, **obj} if self._extra else obj
@@ -94,7 +112,7 @@ class Shapes:
         return self.public_url + hosted_path(project, build) if build.hosted else build.download_url
 
     def build(self, project: Project, build: Build) -> bytes:
-        return encode(self.build_json(project, build))
+        return encode(self._build_json(project, build, self._encodable))
 
     def build_list(self, project: Project, builds: tuple, with_project: bool) -> bytes:
         """The JSON of `builds`: an array, or the upstream's envelope (with the project's slug
@@ -112,7 +130,9 @@ class Shapes:
         for i in range(0, len(builds), ENCODE_SLICE):
             if i:
                 out.write(b",")
-            chunk = [self.build_json(project, b) for b in builds[i : i + ENCODE_SLICE]]
+            chunk = [
+                self._build_json(project, b, self._encodable) for b in builds[i : i + ENCODE_SLICE]
+            ]
             out.write(encode(chunk)[1:-1])
         out.write(b"]")
         return out.getvalue()
