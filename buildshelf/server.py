@@ -45,7 +45,7 @@ def make_app(
     metrics: bool = True,
 ) -> App:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
-    With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.install).
+    With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.download).
 
     At most `cache_mb` MiB of encoded responses are kept. `compat="upstream"` serves the
     upstream Canvas API's build shapes instead of the spec's. The files Buildshelf keeps are
@@ -72,6 +72,9 @@ def make_app(
     cache = RepresentationCache(cache_mb << 20)
     shapes = Shapes(compat, public_url)
     document = Representation.of(encode(openapi.document(compat)), time.time())
+    problems = [notifier.problems] if notifier else []
+    if counter is not None:
+        problems.append(lambda: _counting_problem(counter))
     service = Service(
         store,
         cache,
@@ -82,18 +85,16 @@ def make_app(
         document,
         credentials=credentials,
         max_file_bytes=max_file_mb << 20,
+        accel_redirect=accel_redirect,
+        problems=tuple(problems),
     )
     app.add_hook("before_request", _refuse_malformed)
     app.add_hook("before_request", _refuse_screened)
     app.add_hook("after_request", lambda: answers.set_common_headers(bottle.response))
-    for rule, method, route in reads.ROUTES + counted.ROUTES + publish.ROUTES:
+    routes = reads.ROUTES + counted.ROUTES + publish.ROUTES + health.ROUTES + hosted.ROUTES
+    for rule, method, route in routes:
         app.route(rule, method, functools.partial(route, service))
-    problems = [notifier.problems] if notifier else []
-    if counter is not None:
-        problems.append(lambda: _counting_problem(counter))
-    health.install(app, store, problems)
     observe_requests = prometheus.install(app, store, counter, notifier) if metrics else None
-    hosted.install(app, store, shapes, accel_redirect, counter)
     site = pages.Pages(service, lambda: openapi.document(compat))
     for rule, method, route in pages.ROUTES:
         app.route(rule, method, functools.partial(route, site))

@@ -7,49 +7,48 @@ from buildshelf.web.answers import JSON, iso_time
 from buildshelf.web.shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
 
 
-def install(app: bottle.Bottle, store, problems=()) -> None:
-    """Add /healthz to `app` (made by server.make_app), reporting on `store` and on the
-    `problems`: zero-argument callables, each returning the fields it adds to the report
-    (a problem of a part of the service, which makes it `degraded`) or {}."""
+def health(service):
+    """Whether `service`'s store serves data, and what is not served as it is on disk; its
+    `problems` (zero-argument callables, each returning the fields it adds to the report: a
+    problem of a part of the service, which makes it `degraded`, or {}) too."""
+    query.parse()
+    store = service.store
+    snapshot = store.snapshot()
+    checking_for, stalled = store.progress()
+    late = stalled or (checking_for or 0) > 2 * store.read_wait
+    unavailable = [
+        UnavailableFile(slug, build.number, build.file, problem)
+        for slug, build, problem in store.unavailable()
+    ]
+    reported = {}
+    for problem in service.problems:
+        reported.update(problem())
+    bottle.response.status = 200 if snapshot.projects else 503
+    bottle.response.content_type = JSON
+    return health_json(
+        Health(
+            status="no_data"
+            if not snapshot.projects
+            else "stalled"
+            if late
+            else "degraded"
+            if snapshot.errors or unavailable or reported
+            else "ok",
+            projects=len(snapshot.projects),
+            last_reload=iso_time(snapshot.loaded_at),
+            last_check=iso_time(store.last_check),
+            check_running_for=None if checking_for is None else round(checking_for, 1),
+            rejected_files=[
+                RejectedFile(name, error.located(), error.lines(located=True))
+                for name, error in sorted(snapshot.errors.items())
+            ],
+            unavailable_files=unavailable,
+            stalled_reads=[
+                StalledRead(name, round(seconds, 1)) for name, seconds in sorted(stalled.items())
+            ],
+        ),
+        reported,
+    )
 
-    @app.get("/healthz")
-    def health():
-        """Whether data is being served, and what is not served as it is on disk."""
-        query.parse()
-        snapshot = store.snapshot()
-        checking_for, stalled = store.progress()
-        late = stalled or (checking_for or 0) > 2 * store.read_wait
-        unavailable = [
-            UnavailableFile(slug, build.number, build.file, problem)
-            for slug, build, problem in store.unavailable()
-        ]
-        reported = {}
-        for problem in problems:
-            reported.update(problem())
-        bottle.response.status = 200 if snapshot.projects else 503
-        bottle.response.content_type = JSON
-        return health_json(
-            Health(
-                status="no_data"
-                if not snapshot.projects
-                else "stalled"
-                if late
-                else "degraded"
-                if snapshot.errors or unavailable or reported
-                else "ok",
-                projects=len(snapshot.projects),
-                last_reload=iso_time(snapshot.loaded_at),
-                last_check=iso_time(store.last_check),
-                check_running_for=None if checking_for is None else round(checking_for, 1),
-                rejected_files=[
-                    RejectedFile(name, error.located(), error.lines(located=True))
-                    for name, error in sorted(snapshot.errors.items())
-                ],
-                unavailable_files=unavailable,
-                stalled_reads=[
-                    StalledRead(name, round(seconds, 1))
-                    for name, seconds in sorted(stalled.items())
-                ],
-            ),
-            reported,
-        )
+
+ROUTES = (("/healthz", "GET", health),)

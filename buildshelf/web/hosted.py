@@ -22,102 +22,102 @@ log = logging.getLogger(__name__)
 FROM_NGINX = "HTTP_X_BUILDSHELF_ACCEL"
 
 
-def install(
-    app: bottle.Bottle, store, shapes, accel_redirect: str | None = None, counter=None
-) -> None:
-    """Add the download routes to `app` (made by server.make_app), serving the objects of
-    `store`'s artifact store; `shapes` (shapes.Shapes) makes the builds an answer shows.
-    `counter` (counts.Counter, or None: not counted) counts each GET answered with the file
-    from its first byte, by nginx too (downloads.from_first_byte).
+def download(service, project, build, sha256, file):
+    """A kept file, or its checksum line (FILE.sha256), of `service`'s store's artifact store;
+    `service.counter` (None: not counted) counts each GET answered with the file from its
+    first byte, by nginx too (downloads.from_first_byte).
 
-    With `accel_redirect` (an nginx location's prefix) a download's bytes are nginx's to send
-    (see downloads.handed_over), but only for a request that says it came through nginx
-    (FROM_NGINX): any other client would get the headers and no body, an empty jar. Forging
-    the header without nginx in front gets the forger that empty answer, nothing more."""
-    warned = []
+    With `service.accel_redirect` (an nginx location's prefix) a download's bytes are nginx's
+    to send (see downloads.handed_over), but only for a request that says it came through
+    nginx (FROM_NGINX): any other client would get the headers and no body, an empty jar.
+    Forging the header without nginx in front gets the forger that empty answer, nothing
+    more."""
+    query.parse()
+    store = service.store
+    try:
+        return _answered(service, store.snapshot(), project, build, sha256, file)
+    except _Unavailable:
+        # A yank or a replace rewrites the project file, then deletes the object no build
+        # uses any more, and the watcher reads the file up to a second later: data read
+        # now that no longer names the object answers 404, as it would a moment later.
+        pass
+    try:
+        return _answered(service, store.refreshed(), project, build, sha256, file)
+    except _Unavailable as unavailable:
+        log.error("%s", unavailable)
+        raise ApiError(
+            503,
+            "artifact_unavailable",
+            f"the file of build {unavailable.number} of {unavailable.slug!r} is "
+            "unavailable on this server; try again later",
+        ) from None
 
-    @app.get(DOWNLOADS + "/<project>/<build>/<sha256>/<file>")
-    def download(project, build, sha256, file):
-        """A kept file, or its checksum line (FILE.sha256)."""
-        query.parse()
-        try:
-            return answered(store.snapshot(), project, build, sha256, file)
-        except _Unavailable:
-            # A yank or a replace rewrites the project file, then deletes the object no build
-            # uses any more, and the watcher reads the file up to a second later: data read
-            # now that no longer names the object answers 404, as it would a moment later.
-            pass
-        try:
-            return answered(store.refreshed(), project, build, sha256, file)
-        except _Unavailable as unavailable:
-            log.error("%s", unavailable)
-            raise ApiError(
-                503,
-                "artifact_unavailable",
-                f"the file of build {unavailable.number} of {unavailable.slug!r} is "
-                "unavailable on this server; try again later",
-            ) from None
 
-    def answered(snapshot, slug, number, sha256, name):
-        """The answer to a download as `snapshot` names it: ApiError 404 when it names no
-        such file, _Unavailable when its object is not as recorded."""
-        project = snapshot.project(slug)
-        number = whole_number(number)
-        build = project.build(number) if project and number is not None else None
-        if build is None and project and number is not None:
-            _gone_if_yanked(shapes, project, project.yanked_build(number), sha256, name)
-        if not (
-            build
-            and build.hosted
-            and build.sha256 == sha256
-            and name in (build.file, build.file + SIDECAR)
-        ):
-            raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
-        wanted = downloads.Download(
-            object_path(store.artifacts, sha256),
-            build.file,
-            sha256,
-            build.size,
-            int(epoch_seconds(build.timestamp)),
+ROUTES = ((DOWNLOADS + "/<project>/<build>/<sha256>/<file>", "GET", download),)
+
+
+def _answered(service, snapshot, slug, number, sha256, name):
+    """The answer to a download as `snapshot` names it: ApiError 404 when it names no
+    such file, _Unavailable when its object is not as recorded."""
+    project = snapshot.project(slug)
+    number = whole_number(number)
+    build = project.build(number) if project and number is not None else None
+    if build is None and project and number is not None:
+        _gone_if_yanked(service.shapes, project, project.yanked_build(number), sha256, name)
+    if not (
+        build
+        and build.hosted
+        and build.sha256 == sha256
+        and name in (build.file, build.file + SIDECAR)
+    ):
+        raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
+    wanted = downloads.Download(
+        object_path(service.store.artifacts, sha256),
+        build.file,
+        sha256,
+        build.size,
+        int(epoch_seconds(build.timestamp)),
+    )
+    if name != build.file:
+        return _sent(*downloads.checksum_answer(wanted, bottle.request.environ))
+    # bottle wraps a file it is handed in the server's wsgi.file_wrapper itself, so that
+    # waitress sends it from its loop thread: hand it the open file. Without one, the
+    # chunks downloads.py makes stop at the range's end, where bottle's would not.
+    environ = bottle.request.environ
+    if "wsgi.file_wrapper" in environ:
+        environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
+    try:
+        if service.accel_redirect is None or not _from_nginx(service, environ):
+            status, headers, body = downloads.answer(wanted, environ)
+        else:  # the store's own layout, under nginx's internal location
+            uri = object_path(service.accel_redirect, sha256)
+            status, headers, body = downloads.handed_over(wanted, environ, uri)
+    except downloads.Unavailable as problem:
+        where = f"{wanted.path} (build {build.number} of {project.slug})"
+        raise _Unavailable(project.slug, build.number, f"{where}: {problem}") from None
+    counter = service.counter
+    if (
+        counter is not None
+        and environ["REQUEST_METHOD"] == "GET"
+        and downloads.from_first_byte(wanted, environ)
+    ):
+        counter.count(project.slug, build.number, sha256, environ.get("REMOTE_ADDR"))
+    return _sent(status, headers, body)
+
+
+def _from_nginx(service, environ):
+    if environ.get(FROM_NGINX) == "1":
+        return True
+    if not service.accel_warned.is_set():
+        service.accel_warned.set()
+        log.warning(
+            "--accel-redirect (BUILDSHELF_ACCEL_REDIRECT) is %s, but a download came "
+            "without the header "
+            "X-Buildshelf-Accel: 1 that deploy/nginx.conf sets: Buildshelf sends the bytes "
+            "of such downloads itself. Is nginx in front? (warned once)",
+            service.accel_redirect,
         )
-        if name != build.file:
-            return _sent(*downloads.checksum_answer(wanted, bottle.request.environ))
-        # bottle wraps a file it is handed in the server's wsgi.file_wrapper itself, so that
-        # waitress sends it from its loop thread: hand it the open file. Without one, the
-        # chunks downloads.py makes stop at the range's end, where bottle's would not.
-        environ = bottle.request.environ
-        if "wsgi.file_wrapper" in environ:
-            environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
-        try:
-            if accel_redirect is None or not from_nginx(environ):
-                status, headers, body = downloads.answer(wanted, environ)
-            else:  # the store's own layout, under nginx's internal location
-                uri = object_path(accel_redirect, sha256)
-                status, headers, body = downloads.handed_over(wanted, environ, uri)
-        except downloads.Unavailable as problem:
-            where = f"{wanted.path} (build {build.number} of {project.slug})"
-            raise _Unavailable(project.slug, build.number, f"{where}: {problem}") from None
-        if (
-            counter is not None
-            and environ["REQUEST_METHOD"] == "GET"
-            and downloads.from_first_byte(wanted, environ)
-        ):
-            counter.count(project.slug, build.number, sha256, environ.get("REMOTE_ADDR"))
-        return _sent(status, headers, body)
-
-    def from_nginx(environ):
-        if environ.get(FROM_NGINX) == "1":
-            return True
-        if not warned:
-            warned.append(True)
-            log.warning(
-                "--accel-redirect (BUILDSHELF_ACCEL_REDIRECT) is %s, but a download came "
-                "without the header "
-                "X-Buildshelf-Accel: 1 that deploy/nginx.conf sets: Buildshelf sends the bytes "
-                "of such downloads itself. Is nginx in front? (warned once)",
-                accel_redirect,
-            )
-        return False
+    return False
 
 
 def _gone_if_yanked(shapes, project, build, sha256, name):

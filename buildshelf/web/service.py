@@ -1,5 +1,5 @@
 """What the routes share: `Service`, made once by server.make_app and handed to each group of
-routes (reads.py, counted.py, publish.py), as datasette hands its views one app object. It holds the
+routes (reads.py, counted.py, publish.py, hosted.py, health.py, pages.py), as datasette hands its views one app object. It holds the
 store, the cache of encoded answers, the shapes, the settings the routes read and the
 download counter, and the few things made of them that several routes use: an answer of a
 data version made once (`send_json`), a download counted (`count_download`), the counts as
@@ -38,7 +38,8 @@ class Service:
     """`store`'s data served: JSON successes may be cached `max_age` seconds, in the shapes
     of `shapes` (compat: None, or "upstream"); `counter` counts the downloads (None: off);
     encoded answers are kept in `cache`. Builds are published and yanked for `credentials`,
-    a kept file of `max_file_bytes` at most."""
+    a kept file of `max_file_bytes` at most; kept files are sent by nginx at
+    `accel_redirect`; /healthz reports `problems` too."""
 
     store: Store
     cache: RepresentationCache
@@ -52,6 +53,12 @@ class Service:
     credentials: Credentials | None = None
     limit: FailureLimit = field(default_factory=FailureLimit)
     max_file_bytes: int = 0
+    # The kept files (hosted.py): nginx's location that sends their bytes (None: we do), and
+    # whether a download that did not come through it was warned of.
+    accel_redirect: str | None = None
+    accel_warned: threading.Event = field(default_factory=threading.Event)
+    # /healthz (health.py): the problems of the parts of the service, each a callable.
+    problems: tuple = ()
     _counted: list = field(default_factory=lambda: [None])  # the current CountedVersion
     _counted_lock: threading.Lock = field(default_factory=threading.Lock)
     _by_url: list = field(default_factory=lambda: [(lambda: None, {})])  # (weakref, index)
