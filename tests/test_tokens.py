@@ -17,6 +17,7 @@ import pytest
 
 from buildshelf import cli, state
 from buildshelf.publishing import credentials, tokens
+from buildshelf.publishing.commands import utc_minute
 from helpers import real_server
 
 TOKEN = re.compile(r"bs_([0-9a-f]{12})_([0-9A-Za-z]{43})\Z")
@@ -240,7 +241,7 @@ def test_create_says_the_expiry_on_stderr_and_defaults_to_90_days(data_dir):
     [token] = tokens.list_tokens(state_of(data_dir))
     assert token.expires - token.created == 90 * DAY
     assert token.note == "jenkins release job" and token.project == "alpha"
-    assert "expires" in err and cli.utc_minute(token.expires) in err
+    assert "expires" in err and utc_minute(token.expires) in err
     assert "every project" not in err
     status, out, err = create(data_dir, "beta", "--expires", "7")
     token = tokens.list_tokens(state_of(data_dir))[-1]
