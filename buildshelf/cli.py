@@ -1,8 +1,9 @@
 """The `buildshelf` command line: serve the API, check the data files, the commands that
 write them (add-project, publish, yank, import-jenkins): every command and its arguments, the
-settings' options made by settings.py; and main(), which runs them all. The commands of HTTP
-publishing, which keep their records in the state directory (token create|list|revoke,
-trust), are made beside it, in publishing/commands.py.
+settings' options made by settings.py; and main(), which runs them all. Made beside their
+capability: the commands of HTTP publishing, which keep their records in the state directory
+(token create|list|revoke, trust), in publishing/commands.py; webhook test in
+webhooks/commands.py.
 
 `buildshelf [flags]` with no command serves, as `python server.py [flags]` does. Exit status:
 0 done, 1 refused (one line on stderr saying why), 2 bad usage (argparse's own).
@@ -25,7 +26,7 @@ from buildshelf.publishing import tokens
 from buildshelf.publishing.commands import token_parsers, trust_parser
 from buildshelf.serving import accesslog
 from buildshelf.text import counted, printable, size
-from buildshelf.webhooks import delivery
+from buildshelf.webhooks.commands import webhook_parsers
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
 
 GIT_TIMEOUT = 60
@@ -170,7 +171,7 @@ def make_parser():
         _import_jenkins_parser,
         token_parsers,
         trust_parser,
-        _webhook_parsers,
+        webhook_parsers,
     ):
         add_parser(commands)
     return parser
@@ -397,28 +398,6 @@ def _import_jenkins_fetch_arguments(sub):
     _max_file_mb(sub, "artifact --mirror keeps")
 
 
-def _webhook_parsers(commands):
-    webhook = commands.group(
-        "webhook",
-        help="try the webhook targets",
-        description="Try the webhook targets of the webhooks file (--webhooks; see "
-        "docs/webhooks.md).",
-    )
-    sub = webhook.add(
-        "test",
-        webhook_test,
-        "send a sample event to each target, one after the other, and print each answer "
-        "(index, host, status or error; never a URL or secret): exit 1 unless all are 2xx",
-        [settings.options(serve=False, only=("data", "state", "webhooks"))],
-    )
-    sub.add_argument(
-        "--target",
-        type=settings.number_in(0, 1 << 20),
-        metavar="N",
-        help="only the target of index N (from 0, in the file's order)",
-    )
-
-
 def parse_args(argv=None, environ=os.environ):
     parser = make_parser()
     args = parser.parse_args(argv)
@@ -468,6 +447,11 @@ WRITING = (
 )
 
 
+# The commands whose work logs (the webhooks' deliveries): their lines go to stderr as a
+# server's do. Set up here: only the modules that start the server import the serving side.
+LOGGING = ("webhook test",)
+
+
 def _writes(args):
     if args.command == "check":
         return args.prune
@@ -485,6 +469,8 @@ def main(argv=None):
             file=sys.stderr,
         )
     try:
+        if args.command in LOGGING:
+            accesslog.log_to_stderr()
         return args.func(args)
     except (writer.Refused, remote_api.JenkinsError, tokens.TokenError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
@@ -739,30 +725,3 @@ def import_jenkins(args):
     elif skipped and not (added or failed or present):
         print(f"{args.slug}: none of the job's builds is for it: --verbose says why of each")
     return 0
-
-
-def webhook_test(args):
-    accesslog.log_to_stderr()
-    try:
-        targets = read_targets(args.webhooks)
-    except TargetsError as error:
-        print("\n".join(error.lines()), file=sys.stderr)
-        return 1
-    if args.target is not None and not any(t.index == args.target for t in targets):
-        print(
-            f"buildshelf webhook test: no target {args.target}: the file has "
-            f"{counted(len(targets), 'target')} (numbered from 0)",
-            file=sys.stderr,
-        )
-        return 1
-    if not targets:
-        print(
-            f"buildshelf webhook test: {printable(args.webhooks)} has no targets", file=sys.stderr
-        )
-        return 1
-    status = 0
-    for target, code, said in delivery.send_samples(targets, args.target):
-        print(f"target {target.index} ({target.host}, {target.format}): {said}", flush=True)
-        if code is None or not 200 <= code < 300:
-            status = 1
-    return status
