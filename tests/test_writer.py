@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import cli, datafile, settings, writer
+from buildshelf import cli, commands, datafile, settings, writer
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -63,7 +63,7 @@ def canonical(data_dir):
 
 
 def test_publish_adds_the_build_with_the_defaults(data_dir, capsys, monkeypatch):
-    monkeypatch.setattr(cli.time, "time_ns", lambda: 1_712_000_000_123_456_789)
+    monkeypatch.setattr(commands.time, "time_ns", lambda: 1_712_000_000_123_456_789)
     assert (
         cli.main(
             [

@@ -1,0 +1,407 @@
+"""The commands of the data directory: `check` (its files, the kept files they name and the
+webhooks file; `--prune`), and those that change it through writer.py: `add-project`,
+`publish`, `yank`, `unyank` and `purge`; their arguments and what they print. check's log
+lines (the store's) go to stderr as a server's do: cli.main sets that up.
+"""
+
+import argparse
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+
+from buildshelf import artifacts, datafile, kept_files, progress, settings, store, writer
+from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.text import printable, size
+from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
+
+GIT_TIMEOUT = 60
+GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL
+
+
+# --- values ------------------------------------------------------------------------------------
+
+
+def _integer(value, pattern=re.compile(r"-?[0-9]{1,30}\Z")):
+    if not pattern.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
+    return int(value)
+
+
+def _millis(value):
+    millis = _integer(value)
+    if problem := published_timestamp_problem(millis):
+        raise argparse.ArgumentTypeError(f"{value!r} {problem}")
+    return millis
+
+
+def _build_number(value):
+    if (number := whole_number(value)) is None:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a build number (a whole number, 0 or more)"
+        )
+    return number
+
+
+def _sha256(value):
+    if (digest := sha256_hex(value)) is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a SHA-256 (64 hexadecimal digits)")
+    return digest
+
+
+def _size(value):
+    if (size := whole_number(value)) is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size in bytes (a whole number)")
+    return size
+
+
+def _days(text):
+    days = whole_number(text)
+    if days is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days")
+    return days
+
+
+# --- the parsers -------------------------------------------------------------------------------
+
+
+def check_parser(commands):
+    sub = commands.add(
+        "check",
+        check,
+        "validate every data file and the kept files they name, print each problem, exit 0 if "
+        "all are valid and 1 otherwise",
+    )
+    sub.set_defaults(usage_problem=_check_usage_problem)
+    sub.add_argument(
+        "--verify", action="store_true", help="hash every kept file again: its bytes unchanged"
+    )
+    sub.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete the kept files' objects that no build names, printing each and its size "
+        "(none while a data file cannot be read)",
+    )
+    sub.add_argument(
+        "--dry-run", action="store_true", help="with --prune: print what it would delete"
+    )
+
+
+def _check_usage_problem(args):
+    if args.dry_run and not args.prune:
+        return "--dry-run goes with --prune: it prints what --prune would delete"
+    return None
+
+
+def add_project_parser(commands):
+    sub = commands.add(
+        "add-project",
+        add_project,
+        "add a project with no builds (and the data directory, if it is not there)",
+        [settings.options(serve=False, makes_data=True)],
+    )
+    sub.add_argument("slug", metavar="SLUG", help="the project's slug: its file is SLUG.json")
+    sub.add_argument("--ci-job", required=True, metavar="NAME", help="the CI job's name")
+    sub.add_argument("--ci-job-url", required=True, metavar="URL", help="the CI job's address")
+    sub.add_argument(
+        "--javadoc-base-url",
+        default="",
+        metavar="URL",
+        help="base address of the project's javadoc pages (default: none, /jd answers 404)",
+    )
+
+
+def publish_parser(commands):
+    sub = commands.add(
+        "publish", publish, "add a build to a project (a retry of the same build changes nothing)"
+    )
+    sub.set_defaults(usage_problem=_publish_usage_problem)
+    sub.add_argument("slug", metavar="SLUG")
+    sub.add_argument(
+        "--build", required=True, type=_build_number, metavar="N", help="the build number"
+    )
+    sub.add_argument("--channel", required=True, metavar="VERSION", help="its channel version")
+    _publish_artifact_arguments(sub)
+    sub.add_argument(
+        "--url",
+        metavar="URL",
+        help="address of its CI run (default, for a Jenkins job only: the project's ciJobUrl + N/)",
+    )
+    sub.add_argument("--experimental", action="store_true", help="mark it experimental")
+    sub.add_argument(
+        "--timestamp",
+        type=_millis,
+        metavar="MILLIS",
+        help="its time in epoch milliseconds (default: now; a retry without it "
+        "matches the build already there whatever its time)",
+    )
+    commits = sub.add_mutually_exclusive_group()
+    commits.add_argument(
+        "--commit",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("HASH", "MESSAGE"),
+        help="a commit in it, newest first; repeat for more",
+    )
+    commits.add_argument(
+        "--git",
+        metavar="RANGE",
+        help="its commits from 'git log RANGE' "
+        "(such as A..B) in the current directory, newest first",
+    )
+    sub.add_argument(
+        "--replace", action="store_true", help="replace a different build of the same number"
+    )
+
+
+def _publish_artifact_arguments(sub):
+    """publish's arguments of the artifact: its file kept, or its address."""
+    artifact = sub.add_mutually_exclusive_group(required=True)
+    artifact.add_argument(
+        "--file",
+        metavar="PATH",
+        help="its artifact, kept in the artifact store (see --artifacts); '-': read from "
+        "standard input, named by --name",
+    )
+    artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
+    sub.add_argument("--name", metavar="FILE", help="the artifact's file name, with --file -")
+    sub.add_argument(
+        "--sha256",
+        type=_sha256,
+        metavar="HEX",
+        help="the artifact's SHA-256: with --file, what it must hash to; with --download-url, "
+        "recorded with --size",
+    )
+    sub.add_argument(
+        "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
+    )
+    kept_files.max_file_mb(sub, "--file kept")
+
+
+def _publish_usage_problem(args):
+    if args.file == writer.STDIN and args.name is None:
+        return "--file - needs --name: the name of the file read from standard input"
+    if args.name is not None and args.file != writer.STDIN:
+        return "--name goes with --file -: a file's own name is its artifact's"
+    if args.size is not None and args.file is not None:
+        return "--size goes with --download-url: a kept file's size is measured"
+    if args.file is None and (args.sha256 is None) != (args.size is None):
+        return "--sha256 and --size go together with --download-url: both or neither"
+    return None
+
+
+def yank_parser(commands):
+    sub = commands.add(
+        "yank",
+        yank,
+        "stop serving a build: it stays in its file, marked yanked, and its kept file stays "
+        "until purged ('unyank' restores it; its number may be published again)",
+    )
+    sub.add_argument("slug", metavar="SLUG")
+    sub.add_argument("number", type=_build_number, metavar="N", help="the build number")
+    sub.add_argument("--reason", metavar="TEXT", default="", help="why, kept in the mark")
+    sub.add_argument(
+        "--purge",
+        action="store_true",
+        help="delete its kept file at once (a takedown), unless a build served uses it",
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print what it would do; write nothing")
+
+
+def unyank_parser(commands):
+    sub = commands.add(
+        "unyank", unyank, "serve a yanked build again, if its kept file is still there"
+    )
+    sub.add_argument("slug", metavar="SLUG")
+    sub.add_argument("number", type=_build_number, metavar="N", help="the build number")
+
+
+def purge_parser(commands):
+    sub = commands.add(
+        "purge",
+        purge,
+        "delete the kept files of builds yanked at least DAYS ago, printing each and its size "
+        "(never one a build served uses)",
+    )
+    sub.add_argument("slug", metavar="SLUG", nargs="?", help="only this project's builds")
+    sub.add_argument(
+        "--older-than",
+        type=_days,
+        default=30,
+        metavar="DAYS",
+        help="yanked at least this many days ago (default: 30; 0: every yanked build)",
+    )
+    sub.add_argument("--dry-run", action="store_true", help="print what it would delete")
+
+
+# --- check -------------------------------------------------------------------------------------
+
+
+def check(args):
+    status = store.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+    try:
+        read_targets(args.webhooks)
+    except NoTargetsFile:
+        pass
+    except TargetsError as error:
+        print("\n".join(error.lines()))
+        status = 1
+    if args.prune:
+        say = kept_files.would_delete if args.dry_run else kept_files.deleted
+        writer.prune(args.data, args.artifacts, args.dry_run, say)
+    return status
+
+
+# --- the commands that write -------------------------------------------------------------------
+
+
+def add_project(args):
+    if not os.path.isdir(args.data):
+        shown = printable(args.data)
+        print(f"buildshelf add-project: {shown} does not exist: creating it", file=sys.stderr)
+        try:
+            os.makedirs(args.data, exist_ok=True)
+        except OSError as error:
+            raise writer.Refused(f"cannot create {shown}: {error.strerror}") from None
+    created = writer.add_project(
+        args.data, args.slug, args.ci_job, args.ci_job_url, args.javadoc_base_url
+    )
+    print(
+        f"added project {args.slug} ({writer.project_path(args.data, args.slug)})"
+        if created
+        else f"project {args.slug} is already there as given: nothing changed"
+    )
+    return 0
+
+
+def git_commits(revision_range):
+    """The commits of `git log RANGE` in the current directory, newest first."""
+    if revision_range.startswith("-"):
+        raise writer.Refused(f"--git {revision_range!r} is not a revision range (such as A..B)")
+    try:
+        done = subprocess.run(
+            ["git", "log", "--no-color", "--format=%H %s", revision_range, "--"],
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+        )
+    except FileNotFoundError:
+        raise writer.Refused("--git needs the git command, which is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise writer.Refused(f"git log {revision_range} took over {GIT_TIMEOUT} s") from None
+    if done.returncode:
+        reason = done.stderr.decode(errors="replace").strip().splitlines() or ["no reason"]
+        raise writer.Refused(f"git log {revision_range} failed: {reason[0]}")
+    lines = done.stdout.decode(errors="replace").splitlines()
+    return [
+        {"message": subject, "hash": commit}
+        for commit, _, subject in (line.partition(" ") for line in lines)
+    ]
+
+
+def publish(args):
+    commits = (
+        git_commits(args.git)
+        if args.git is not None
+        else [{"message": message, "hash": commit} for commit, message in args.commit]
+    )
+    build = datafile.build_document(
+        args.build,
+        args.channel,
+        time.time_ns() // 1_000_000 if args.timestamp is None else args.timestamp,
+        args.experimental,
+        commits,
+        url=args.url,
+        download_url=args.download_url,
+        **({} if args.file or args.sha256 is None else {"sha256": args.sha256, "size": args.size}),
+    )
+    keep, meter = None, contextlib.nullcontext()
+    if args.file is not None:
+        name = args.name or os.path.basename(args.file)
+        meter = progress.Meter(f"storing {printable(name)}")
+        keep = writer.Keep(
+            args.file, args.max_file_mb << 20, args.sha256, name=name, progress=meter
+        )
+    deleted = []  # said after what happened to the build, or before a refusal
+    try:
+        with meter:  # the line cleared before anything else is said
+            published = writer.publish(
+                args.data,
+                args.slug,
+                build,
+                replace=args.replace,
+                any_timestamp=args.timestamp is None,
+                keep=keep,
+                store_dir=args.artifacts,
+                report=deleted.append,
+            )
+        said = {
+            "added": f"published build {args.build} of {args.slug}",
+            "replaced": f"replaced build {args.build} of {args.slug}",
+            "unchanged": f"build {args.build} of {args.slug} is already there as given",
+        }[published.outcome]
+        stored = published.stored
+        if stored is not None and stored.repaired:
+            said += f": repaired {printable(stored.path)}, found damaged (it {stored.repaired})"
+        elif stored is not None and stored.created and published.outcome == "unchanged":
+            # The build there names these bytes, and the store had no object of them.
+            said += f": restored its missing file {printable(stored.path)}"
+        elif published.outcome == "unchanged":
+            said += ": nothing changed"
+        print(said)
+    except writer.NoRunUrl as refused:
+        raise writer.Refused(f"{refused} with --url (on GitHub Actions: {GITHUB_RUN})") from None
+    finally:
+        for removed in deleted:
+            kept_files.deleted(removed)
+    return 0
+
+
+def yank(args):
+    would = args.dry_run
+    deleted = []
+    build = writer.yank(
+        args.data, args.slug, args.number, args.artifacts, deleted.append,
+        args.reason, args.purge, args.dry_run,
+    )  # fmt: skip
+    said = f"build {args.number} of {args.slug}"
+    if "yankedAt" in build:
+        print(f"{said} is already yanked: nothing changed")
+        return 0
+    line = f"{'would yank' if would else 'yanked'} {said}"
+    if args.reason:
+        line += f" (reason: {printable(args.reason)})"
+    if "file" in build and not deleted:
+        path = printable(artifacts.object_path(args.artifacts, build["sha256"]))
+        line += f": {'would keep' if would else 'kept'} its file {path}"
+        if args.purge:
+            line += ", which a build served uses"
+    if not deleted:
+        line += f"; 'buildshelf unyank {args.slug} {args.number}' restores it"
+    print(line)
+    for removed in deleted:
+        print(f"{'would delete' if would else 'deleted'} {printable(removed.path)} "
+              f"({size(removed.size)}), its file")  # fmt: skip
+    return 0
+
+
+def unyank(args):
+    writer.unyank(args.data, args.slug, args.number, args.artifacts)
+    print(f"unyanked build {args.number} of {args.slug}: it is served again")
+    return 0
+
+
+def purge(args):
+    would = args.dry_run
+    for purged in writer.purge(args.data, args.artifacts, args.slug, args.older_than, would):
+        build = f"yanked build {purged.build['buildNumber']} of {purged.slug}"
+        if purged.removed is not None:
+            print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
+                  f"({size(purged.removed.size)}), the file of {build}")  # fmt: skip
+        else:
+            path = printable(artifacts.object_path(args.artifacts, purged.build["sha256"]))
+            print(f"{'would keep' if would else 'kept'} {path}, the file of {build}: another "
+                  "build uses it")  # fmt: skip
+    return 0
