@@ -13,7 +13,7 @@ from contextlib import suppress
 import pytest
 import webtest
 
-from buildshelf import cli, server, writer
+from buildshelf import cli, rewrite, server, writer
 from buildshelf import store as store_module
 from buildshelf.jenkins import mirror as jenkins_mirror
 from buildshelf.jenkins import remote_api
@@ -368,7 +368,7 @@ def test_only_http_urls_are_fetched(project, capsys, url):
 
 
 def test_a_dry_run_takes_no_lock_and_writes_nothing(project):
-    os.unlink(project.parent / writer.LOCK_NAME)  # so that taking the lock would show
+    os.unlink(project.parent / rewrite.LOCK_NAME)  # so that taking the lock would show
     before = sorted(os.listdir(project.parent)), project.read_bytes()
     assert run(project.parent, "--job-json", FREESTYLE, "--dry-run") == 0
     assert (sorted(os.listdir(project.parent)), project.read_bytes()) == before
@@ -455,7 +455,7 @@ def test_mirror_downloads_before_taking_the_lock(project, mirrored_job, fake_jen
     free = []
 
     def lock_is_free(handler):
-        fd = os.open(project.parent / writer.LOCK_NAME, os.O_RDONLY | os.O_CREAT)
+        fd = os.open(project.parent / rewrite.LOCK_NAME, os.O_RDONLY | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             free.append(True)
@@ -616,7 +616,7 @@ def test_a_failed_write_leaves_no_object_behind(project, mirrored_job, monkeypat
     def full_disk(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer, "replace_file", full_disk)
+    monkeypatch.setattr(rewrite, "replace_file", full_disk)
     before = project.read_bytes()
     assert mirror(project.parent, mirrored_job) == 1
     assert capsys.readouterr().err == (
@@ -641,7 +641,7 @@ def test_a_failed_write_deletes_only_the_objects_its_downloads_made(
     def full_disk(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(writer, "replace_file", full_disk)
+    monkeypatch.setattr(rewrite, "replace_file", full_disk)
     assert mirror(project.parent, mirrored_job) == 1
     assert capsys.readouterr().out == (
         f"deleted {store_dir / object_of(JAR25)} (83.0 KiB), no build uses it\n"

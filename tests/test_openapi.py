@@ -13,7 +13,7 @@ import referencing.exceptions
 import referencing.jsonschema
 import webtest
 
-from buildshelf import server, writer
+from buildshelf import rewrite, server
 from buildshelf import store as store_module
 from buildshelf.counts import Tally
 from buildshelf.web import answers, openapi, pages, reads, service
@@ -577,7 +577,7 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
                 publishing.screen({"REQUEST_METHOD": "DELETE", "PATH_INFO": WRITE})
             return webtest.TestApp(publishing)
         if kind == "full":
-            monkeypatch.setattr(writer, "replace_file", full_disk)
+            monkeypatch.setattr(rewrite, "replace_file", full_disk)
             return webtest.TestApp(publishing)
         if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
             real_time = answers.time.time

@@ -29,7 +29,7 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, files, server, writer
+from buildshelf import artifacts, files, rewrite, server
 from buildshelf.publishing import credentials, oidc, tokens, trust
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.web import publish
@@ -582,7 +582,7 @@ def test_a_full_disk_while_writing_the_project_file_is_507(web, data_dir, monkey
     def full(path, data, mode):
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(writer, "replace_file", full)
+    monkeypatch.setattr(rewrite, "replace_file", full)
     before = (data_dir / "alpha.json").read_bytes()
     error(put(web, 9, *kept()), 507, "insufficient_storage")
     assert (data_dir / "alpha.json").read_bytes() == before

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import cli, commands, datafile, settings, writer
+from buildshelf import cli, commands, datafile, rewrite, settings, writer
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -55,7 +55,7 @@ def state(path):
 def canonical(data_dir):
     """alpha.json as the tool writes it."""
     path = data_dir / "alpha.json"
-    path.write_bytes(writer.encode(json.loads(path.read_bytes())))
+    path.write_bytes(rewrite.encode(json.loads(path.read_bytes())))
     return path
 
 
@@ -775,7 +775,7 @@ def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(
 ):
     path = data_dir / "alpha.json"
     old = path.read_bytes()
-    monkeypatch.setattr(writer.os, step, failing(getattr(os, step), when))
+    monkeypatch.setattr(rewrite.os, step, failing(getattr(os, step), when))
     with pytest.raises(
         writer.Refused,
         match="may not survive a crash"
@@ -796,13 +796,13 @@ KILLED_WRITER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from buildshelf import cli
-from buildshelf import writer
+from buildshelf import rewrite
 real_replace = os.replace
 def replace(src, dst):
     if dst.endswith("alpha.json"):
         os.kill(os.getpid(), signal.SIGKILL)  # killed between the temp file and the rename
     real_replace(src, dst)
-writer.os.replace = replace
+rewrite.os.replace = replace
 cli.main({argv!r})
 """
 
@@ -935,10 +935,10 @@ def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     file written before keeps its bytes."""
     doc = make_project([make_build(2, commits=[{"message": commit, "hash": "ab"}]), make_build(1)])
     doc.update((key, value) for key, value in extra.items() if key not in doc)
-    ordered = writer._ordered(doc, datafile.PROJECT_KEYS)
+    ordered = rewrite._ordered(doc, datafile.PROJECT_KEYS)
     ordered["builds"] = sorted(ordered["builds"], key=lambda b: b["buildNumber"])
     expected = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
-    assert writer.encode(doc) == expected.encode()
+    assert rewrite.encode(doc) == expected.encode()
 
 
 # --- what a write remembers for the next (issue 24: a publish over HTTP decoded, encoded and
@@ -973,7 +973,7 @@ def test_each_write_leaves_the_stable_format_and_notes_the_project_it_parses_to(
     for argv in WRITES:
         assert cli.main([*argv, "--data", str(data_dir)]) == 0, capsys.readouterr().err
         assert_written_as_read(data_dir / "alpha.json")
-        remembered = writer._KNOWN[target].doc
+        remembered = rewrite._KNOWN[target].doc
         # Equal, and in the same order: the next write encodes it to the same bytes.
         assert json.dumps(remembered) == json.dumps(
             json.loads((data_dir / "alpha.json").read_bytes())
@@ -983,12 +983,12 @@ def test_each_write_leaves_the_stable_format_and_notes_the_project_it_parses_to(
 def test_a_write_checks_and_encodes_only_the_builds_it_changes(data_dir, capsys, monkeypatch):
     assert cli.main([*WRITES[0], "--data", str(data_dir)]) == 0  # the file now written here
     checked, encoded = [], []
-    check, encode = datafile._build, writer._build_bytes
+    check, encode = datafile._build, rewrite._build_bytes
     monkeypatch.setattr(
         datafile, "_build", lambda value, *a: checked.append(value) or check(value, *a)
     )
     monkeypatch.setattr(
-        writer, "_build_bytes", lambda value: encoded.append(value) or encode(value)
+        rewrite, "_build_bytes", lambda value: encoded.append(value) or encode(value)
     )
     monkeypatch.setattr(datafile, "_fast_project", None)  # no parse of the whole file either
     for argv, number in [(WRITES[1], 150), (WRITES[2], 150), (WRITES[4], 200)]:
@@ -1014,7 +1014,7 @@ def test_a_build_given_and_changed_after_its_write_changes_nothing_known(data_di
     writer.publish(str(data_dir), "alpha", make_build(201))
     written = builds_in(data_dir / "alpha.json")[200]
     assert (written["channelVersion"], written["commits"][0]["message"]) == ("1.21", "Change 200.0")
-    assert json.dumps(writer._KNOWN[target].doc) == json.dumps(
+    assert json.dumps(rewrite._KNOWN[target].doc) == json.dumps(
         json.loads((data_dir / "alpha.json").read_bytes())
     )
     assert_written_as_read(data_dir / "alpha.json")

@@ -1,0 +1,37 @@
+"""The objects of the artifact store that the data directory's builds use: those of every
+build (yanked ones too: their files stay until purged), read from every data file, and none
+known while a file cannot be read, since it may use any of them."""
+
+from itertools import chain
+
+from buildshelf import datafile, store
+from buildshelf.refusals import Refused
+
+
+def kept_objects(builds):
+    """The sha256s of the objects whose files these build documents keep."""
+    return {b["sha256"] for b in builds if "file" in b}
+
+
+def readable_projects(directory):
+    """(path, Project) of every data file; Refused while one cannot be read, since it may
+    use any object."""
+    read = list(store.read_projects(directory))
+    for path, project in read:
+        if isinstance(project, datafile.DataError):
+            raise Refused(
+                f"{path} cannot be read as a project file: it may use objects, so none was deleted"
+            )
+    return read
+
+
+def used_objects(directory: str, ignoring: frozenset = frozenset()) -> set[str]:
+    """The sha256s of the objects the builds of `directory` use, yanked ones too (their files
+    stay until purged) but those `ignoring` names as (slug, number); Refused while a data
+    file cannot be read, since it may use any of them."""
+    used = set()
+    for _, project in readable_projects(directory):
+        for build in chain(project.hosted_builds, project.yanked):
+            if build.hosted and (project.slug, build.number) not in ignoring:
+                used.add(build.sha256)
+    return used

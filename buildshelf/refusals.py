@@ -1,0 +1,32 @@
+"""Why a change to the data files was not made: `Refused`, and the kinds of it that a caller
+answers differently (the HTTP routes)."""
+
+
+class Refused(Exception):
+    """A change not made: the message says why and what to do. Nothing was written."""
+
+
+# What a refusal was, for a caller that answers each differently (the HTTP routes); the
+# message is the same for every caller.
+class NoProject(Refused):
+    """The project has no file."""
+
+
+class NoBuild(Refused):
+    """The project has no build of that number."""
+
+
+class Invalid(Refused):
+    """The build given breaks a rule of the data files, or its file cannot be kept."""
+
+
+class Exists(Refused):
+    """A different build of that number is there; `fields` are the keys that differ."""
+
+    def __init__(self, message: str, fields: list[str]):
+        super().__init__(message)
+        self.fields = fields
+
+
+class NoSpace(Refused):
+    """The disk (or the quota) is full."""
