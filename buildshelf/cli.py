@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from buildshelf import server, settings, writer
+from buildshelf import refusals, server, settings
 from buildshelf.commands import (
     add_project_parser,
     check_parser,
@@ -160,7 +160,7 @@ def main(argv=None):
         if args.command in LOGGING:
             accesslog.log_to_stderr()
         return args.func(args)
-    except (writer.Refused, remote_api.JenkinsError, tokens.TokenError) as refused:
+    except (refusals.Refused, remote_api.JenkinsError, tokens.TokenError) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -12,7 +12,17 @@ import subprocess
 import sys
 import time
 
-from buildshelf import artifacts, datafile, kept_files, progress, settings, store, writer
+from buildshelf import (
+    artifacts,
+    datafile,
+    kept_files,
+    progress,
+    refusals,
+    rewrite,
+    settings,
+    store,
+    writer,
+)
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import printable, size
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
@@ -265,12 +275,12 @@ def add_project(args):
         try:
             os.makedirs(args.data, exist_ok=True)
         except OSError as error:
-            raise writer.Refused(f"cannot create {shown}: {error.strerror}") from None
+            raise refusals.Refused(f"cannot create {shown}: {error.strerror}") from None
     created = writer.add_project(
         args.data, args.slug, args.ci_job, args.ci_job_url, args.javadoc_base_url
     )
     print(
-        f"added project {args.slug} ({writer.project_path(args.data, args.slug)})"
+        f"added project {args.slug} ({rewrite.project_path(args.data, args.slug)})"
         if created
         else f"project {args.slug} is already there as given: nothing changed"
     )
@@ -280,7 +290,7 @@ def add_project(args):
 def git_commits(revision_range):
     """The commits of `git log RANGE` in the current directory, newest first."""
     if revision_range.startswith("-"):
-        raise writer.Refused(f"--git {revision_range!r} is not a revision range (such as A..B)")
+        raise refusals.Refused(f"--git {revision_range!r} is not a revision range (such as A..B)")
     try:
         done = subprocess.run(
             ["git", "log", "--no-color", "--format=%H %s", revision_range, "--"],
@@ -288,12 +298,12 @@ def git_commits(revision_range):
             timeout=GIT_TIMEOUT,
         )
     except FileNotFoundError:
-        raise writer.Refused("--git needs the git command, which is not installed") from None
+        raise refusals.Refused("--git needs the git command, which is not installed") from None
     except subprocess.TimeoutExpired:
-        raise writer.Refused(f"git log {revision_range} took over {GIT_TIMEOUT} s") from None
+        raise refusals.Refused(f"git log {revision_range} took over {GIT_TIMEOUT} s") from None
     if done.returncode:
         reason = done.stderr.decode(errors="replace").strip().splitlines() or ["no reason"]
-        raise writer.Refused(f"git log {revision_range} failed: {reason[0]}")
+        raise refusals.Refused(f"git log {revision_range} failed: {reason[0]}")
     lines = done.stdout.decode(errors="replace").splitlines()
     return [
         {"message": subject, "hash": commit}
@@ -352,7 +362,7 @@ def publish(args):
             said += ": nothing changed"
         print(said)
     except writer.NoRunUrl as refused:
-        raise writer.Refused(f"{refused} with --url (on GitHub Actions: {GITHUB_RUN})") from None
+        raise refusals.Refused(f"{refused} with --url (on GitHub Actions: {GITHUB_RUN})") from None
     finally:
         for removed in deleted:
             kept_files.deleted(removed)

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import cli, commands, datafile, rewrite, settings, writer
+from buildshelf import cli, commands, datafile, refusals, rewrite, settings, writer
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -777,7 +777,7 @@ def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(
     old = path.read_bytes()
     monkeypatch.setattr(rewrite.os, step, failing(getattr(os, step), when))
     with pytest.raises(
-        writer.Refused,
+        refusals.Refused,
         match="may not survive a crash"
         if lands
         else r"No space left on device \(the file is as it was\)",
@@ -908,14 +908,14 @@ def test_a_staged_file_of_bytes_already_stored_is_removed(data_dir):
 
 
 def test_the_writers_refusals_say_what_they_are(data_dir):
-    with pytest.raises(writer.NoProject):
+    with pytest.raises(refusals.NoProject):
         writer.yank(str(data_dir), "gamma", 1)
-    with pytest.raises(writer.NoBuild):
+    with pytest.raises(refusals.NoBuild):
         writer.yank(str(data_dir), "alpha", 99)
-    with pytest.raises(writer.Exists) as exists:
+    with pytest.raises(refusals.Exists) as exists:
         writer.publish(str(data_dir), "alpha", make_build(1, "9.9"))
     assert exists.value.fields == ["channelVersion"]
-    with pytest.raises(writer.Invalid):
+    with pytest.raises(refusals.Invalid):
         writer.publish(str(data_dir), "alpha", make_build(99, "bad/channel"))
 
 
@@ -1056,7 +1056,7 @@ def test_any_writes_leave_the_stable_format_and_the_project_a_fresh_parse_makes(
                 )
             else:
                 getattr(writer, what)(str(directory), "alpha", number, store_dir)
-        except writer.Refused:  # no such build, another one there, not yanked: nothing written
+        except refusals.Refused:  # no such build, another one there, not yanked: nothing written
             pass
         if path.read_bytes() != by_hand:
             assert_written_as_read(path)

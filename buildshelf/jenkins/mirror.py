@@ -9,7 +9,7 @@ skipped, and leaves nothing in the store (artifacts.store_stream).
 
 from collections.abc import Callable, Iterable
 
-from buildshelf import artifacts, progress, writer
+from buildshelf import artifacts, progress, rewrite, writer
 from buildshelf.artifacts import Refused
 from buildshelf.http_client import HttpError
 from buildshelf.jenkins import fetch, remote_api
@@ -132,6 +132,6 @@ def add_builds(
             if isinstance(got, artifacts.Stored) and got.created
         }
         if leftovers := made - {build["sha256"] for build in used}:
-            with writer.locked(directory):
+            with rewrite.locked(directory):
                 writer.remove_if_unused(directory, store, leftovers, report)
     return selection

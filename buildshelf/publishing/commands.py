@@ -10,7 +10,7 @@ import re
 import sys
 import time
 
-from buildshelf import settings, writer
+from buildshelf import refusals, rewrite, settings, writer
 from buildshelf.publishing import tokens, trust
 from buildshelf.text import counted, printable
 
@@ -188,12 +188,12 @@ def trusted_publishers(args):
     elif args.remove is not None:
         removed = trust.remove(args.state, args.slug, args.remove)
         if removed is None:
-            raise writer.Refused(
+            raise refusals.Refused(
                 f"{args.slug} has no trusted publisher {args.remove} (--list numbers them)"
             )
         print(f"{args.slug} no longer trusts {removed}")
     else:
-        if not os.path.isfile(writer.project_path(args.data, args.slug)):
+        if not os.path.isfile(rewrite.project_path(args.data, args.slug)):
             raise writer.no_project(args.data, args.slug)
         trusted, added = trust.add(
             args.state, args.slug, args.github, args.workflow, args.environment
@@ -241,7 +241,7 @@ def token_create(args):
 
 def _existing_project(data, slug):
     """Refused unless `slug` is a project of the data directory `data`."""
-    if not os.path.isfile(writer.project_path(data, slug)):  # refuses a name that is no slug
+    if not os.path.isfile(rewrite.project_path(data, slug)):  # refuses a name that is no slug
         raise writer.no_project(data, slug, "'*' is every project")
 
 

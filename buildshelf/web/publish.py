@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import bottle
 import multipart
 
-from buildshelf import artifacts, datafile, writer
+from buildshelf import artifacts, datafile, refusals, writer
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
@@ -232,7 +232,7 @@ def put_build(service: Service, slug, number):
                 keep=keep,
                 store_dir=service.store.artifacts,
             )
-        except writer.Refused as refused:
+        except refusals.Refused as refused:
             raise _answer(refused, slug, number) from None
     written = datafile.checked_build(build)
     if published.outcome == "unchanged":  # a retry may match whatever the time there
@@ -264,7 +264,7 @@ def delete_build(service: Service, slug, number):
         raise ApiError(404, "unknown_build", f"project {slug!r} has no build {printable(given)!r}")
     try:
         yanked = writer.yank(service.store.directory, slug, number, service.store.artifacts)
-    except writer.Refused as refused:
+    except refusals.Refused as refused:
         raise _answer(refused, slug, number) from None
     _read_back(service, found, number, lambda build: build is None)
     log.info(
@@ -342,11 +342,11 @@ def _media_type(environ):
 
 def _answer(refused, slug, number):
     """The HTTP answer to a writer's refusal."""
-    if isinstance(refused, writer.NoProject):
+    if isinstance(refused, refusals.NoProject):
         return ApiError(404, "unknown_project", f"no project {slug!r}")
-    if isinstance(refused, writer.NoBuild):
+    if isinstance(refused, refusals.NoBuild):
         return ApiError(404, "unknown_build", f"project {slug!r} has no build {number}")
-    if isinstance(refused, writer.Exists):
+    if isinstance(refused, refusals.Exists):
         return ApiError(
             409,
             "build_exists",
@@ -354,10 +354,10 @@ def _answer(refused, slug, number):
             f"{', '.join(refused.fields)}: PUT it with ?replace=true to replace it (nothing "
             "written)",
         )
-    if isinstance(refused, writer.Invalid):
+    if isinstance(refused, refusals.Invalid):
         return _invalid(str(refused))
     log.error("a write was refused: %s", refused)
-    if isinstance(refused, writer.NoSpace):
+    if isinstance(refused, refusals.NoSpace):
         return ApiError(
             507,
             "insufficient_storage",
@@ -572,7 +572,7 @@ class Upload:
                 "server's --max-file-mb)"
             ) from None
         except artifacts.Refused as error:  # the store cannot take it: full, or not writable
-            refusal = writer.NoSpace if isinstance(error, artifacts.NoSpace) else writer.Refused
+            refusal = refusals.NoSpace if isinstance(error, artifacts.NoSpace) else refusals.Refused
             raise _answer(refusal(str(error)), None, None) from None
 
 
