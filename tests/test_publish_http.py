@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from buildshelf import artifacts, files, rewrite, server
 from buildshelf.publishing import credentials, oidc, tokens, trust
 from buildshelf.publishing.credentials import Credentials
-from buildshelf.web import publish
+from buildshelf.web import given_build, publish
 from buildshelf.web.contract import Deferred
 from buildshelf.web.query import ApiError
 from buildshelf.web.ratelimit import FailureLimit
@@ -187,8 +187,8 @@ def test_a_retry_without_a_timestamp_matches_whatever_the_time(web, caplog, monk
     build = {"channelVersion": "1.21"}
     first = put(web, 9, *kept(build=build))
     assert first.status_int == 201
-    later = publish.time.time_ns() + 60 * 10**9
-    monkeypatch.setattr(publish.time, "time_ns", lambda: later)
+    later = given_build.time.time_ns() + 60 * 10**9
+    monkeypatch.setattr(given_build.time, "time_ns", lambda: later)
     again = put(web, 9, *kept(build=build))
     assert again.status_int == 200
     assert again.json == first.json  # the build there, with its own time

@@ -8,23 +8,22 @@ server the last two, bound to its Service.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
 messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
-and a part `file`, the artifact, parsed as a stream while it arrives: the file's bytes go
-straight into a staging file inside the artifact store, hashed on the way, which the writer
-then renames into place under the lock. Whatever happens, no staging file outlives its
-request. Once written, the store is read again before the answer, so that the client's next
-GET shows the write.
+and a part `file`, the artifact, parsed as a stream while it arrives (upload.py): the file's
+bytes go straight into a staging file inside the artifact store, hashed on the way, which
+the writer then renames into place under the lock. Whatever happens, no staging file
+outlives its request. The build it gives is checked by the data files' rules
+(given_build.py). Once written, the store is read again before the answer, so that the
+client's next GET shows the write.
 """
 
 import logging
 import re
-import time
 from contextlib import contextmanager
 
 import bottle
-import multipart
 
 from buildshelf import artifacts, datafile, refusals, writer
-from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.model import whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
     NoRoom,
@@ -34,9 +33,20 @@ from buildshelf.publishing.credentials import (
 )
 from buildshelf.text import printable
 from buildshelf.web.answers import JSON, encode
-from buildshelf.web.contract import CONSUMED, PROVEN, Deferred
+from buildshelf.web.contract import PROVEN, Deferred
+from buildshelf.web.given_build import build_of
 from buildshelf.web.query import API, ApiError, parse
 from buildshelf.web.service import Service
+from buildshelf.web.upload import (
+    BUILD_BYTES,
+    MULTIPART,
+    Upload,
+    chunks,
+    fed_whole,
+    invalid,
+    parse_build,
+    too_large,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,27 +54,10 @@ RULE = API + "/projects/<slug>/builds/<number>"
 PATH = re.compile(re.escape(API) + r"/projects/([^/]+)/builds/[^/]+\Z")
 METHODS = frozenset({"PUT", "DELETE"})
 ALLOWED = "PUT, DELETE"
-MULTIPART = "multipart/form-data"
 BODY_BYTES = 1024  # the body any other request may have (DELETE's too)
-BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
 # Room in a multipart body for what is not the file: the part `build`, and the parts'
 # headers and boundaries (a few hundred bytes).
 FRAMING_BYTES = BUILD_BYTES + (64 << 10)
-PART_HEADER_BYTES = 4096
-PARTS = ("build", "file")
-READ_BYTES = artifacts.CHUNK_BYTES
-# What a build's JSON may hold: the data files' keys, less those the route makes.
-BUILD_KEYS = (
-    "channelVersion",
-    "url",
-    "timestamp",
-    "isExperimental",
-    "commits",
-    "downloadUrl",
-    "sha256",
-    "size",
-    "buildNumber",  # the path's number, if given
-)
 BEARER = {"WWW-Authenticate": "Bearer"}
 
 
@@ -123,12 +116,12 @@ def _over_the_body_limit(environ, most, max_file_bytes):
     if not (chunked or (length and _over(length, most))):
         return None
     if most > BUILD_BYTES:
-        return _too_large(
+        return too_large(
             f"the body is larger than this server takes: a file of "
             f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
             f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
         )
-    return _too_large(f"this request may have a body of {most} bytes at most")
+    return too_large(f"this request may have a body of {most} bytes at most")
 
 
 def _limited(service: Service, address):
@@ -218,10 +211,10 @@ def put_build(service: Service, slug, number):
     slug = found.slug
     number = whole_number(number)
     if number is None:
-        raise _invalid("the path's build number must be a whole number, 0 or more")
+        raise invalid("the path's build number must be a whole number, 0 or more")
     replace = dict(parse()).get("replace", "").lower() == "true"
     with _received(environ, service.store.artifacts, service.max_file_bytes) as (given, file):
-        build, keep = _build(given, file, number, found.ci_job_url)
+        build, keep = build_of(given, file, number, found.ci_job_url)
         try:
             published = writer.publish(
                 service.store.directory,
@@ -328,14 +321,6 @@ def _over(length, most):
     return not length.isdigit() or len(length) > 18 or int(length) > most
 
 
-def _too_large(message):
-    return ApiError(413, "too_large", message)
-
-
-def _invalid(message):
-    return ApiError(400, "invalid_build", message)
-
-
 def _media_type(environ):
     return environ.get("CONTENT_TYPE", "").partition(";")[0].strip().lower()
 
@@ -355,7 +340,7 @@ def _answer(refused, slug, number):
             "written)",
         )
     if isinstance(refused, refusals.Invalid):
-        return _invalid(str(refused))
+        return invalid(str(refused))
     log.error("a write was refused: %s", refused)
     if isinstance(refused, refusals.NoSpace):
         return ApiError(
@@ -366,260 +351,37 @@ def _answer(refused, slug, number):
     return ApiError(500, "internal_error", "internal error: the cause is in the server's log")
 
 
-class _File:
-    """The part `file` of a publish: its name, and the bytes received (Staged)."""
-
-    def __init__(self, name, staged):
-        self.name, self.staged = name, staged
-
-
-def _build(given, file, number, ci_job_url):
-    """(the build's document, writer.Keep or None) of a publish's JSON `given` and `file`,
-    checked by the data files' rules; 400 invalid_build for the first problem."""
-    if type(given) is not dict:
-        raise _invalid('the build must be a JSON object, such as {"channelVersion": "1.21"}')
-    unknown = [key for key in given if key not in BUILD_KEYS]
-    if unknown:
-        raise _invalid(
-            f"unknown key {unknown[0]!r}: a build takes {', '.join(BUILD_KEYS[:-1])}"
-            + (" (the file's name is the part 'file''s filename)" if unknown[0] == "file" else "")
-        )
-    if given.get("buildNumber", number) != number:
-        raise _invalid(f"'buildNumber' is {given['buildNumber']!r}, but the path says {number}")
-    if "channelVersion" not in given:
-        raise _invalid("missing key 'channelVersion'")
-    timestamp = given.get("timestamp", time.time_ns() // 1_000_000)
-    if type(timestamp) is int and (problem := published_timestamp_problem(timestamp)):
-        raise _invalid(f"'timestamp' {timestamp} {problem}")
-    keep, integrity = None, {key: given[key] for key in ("sha256", "size") if key in given}
-    if file is not None:
-        if "downloadUrl" in given:
-            raise _invalid(
-                "give 'downloadUrl' or a part 'file', not both: the server makes a kept "
-                "file's address"
-            )
-        _check_received(given, file.staged)
-        integrity = dict(sha256=file.staged.sha256, size=file.staged.size, file=file.name)
-        keep = writer.Keep(file.staged.path, staged=file.staged, name=file.name)
-    elif "downloadUrl" not in given:
-        raise _invalid("missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)")
-    build = datafile.build_document(
-        number,
-        given["channelVersion"],
-        timestamp,
-        given.get("isExperimental", False),
-        given.get("commits", []),
-        url=given.get("url"),  # None: the job run's, made under the lock
-        download_url=given.get("downloadUrl"),
-        **integrity,
-    )
-    try:
-        url = build["url"] or writer.job_run_url(ci_job_url, number)
-    except writer.NoRunUrl as problem:
-        raise _invalid(f"{problem}: give it as 'url'") from None
-    try:
-        datafile.checked_build(dict(build, url=url))
-    except datafile.InvalidBuild as problem:
-        raise _invalid(str(problem)) from None
-    return build, keep
-
-
-def _check_received(given, staged):
-    """The sha256 and size the client gave of a kept file against the bytes received."""
-    if "sha256" in given:
-        claimed = given["sha256"]
-        digest = sha256_hex(claimed) if type(claimed) is str else None
-        if digest is None:
-            raise _invalid("'sha256' must be 64 hexadecimal digits")
-        if digest != staged.sha256:
-            raise _invalid(
-                f"sha256 mismatch: the file received hashes to {staged.sha256}, 'sha256' says "
-                f"{digest} (nothing written)"
-            )
-    if "size" in given:
-        size = given["size"]
-        if not (type(size) is int and size >= 0):
-            raise _invalid("'size' must be a whole number of bytes, 0 or more")
-        if size != staged.size:
-            raise _invalid(
-                f"'size' is {size}, but the file received is {staged.size} bytes (nothing written)"
-            )
-
-
 @contextmanager
 def _received(environ, store_dir, max_file_bytes):
-    """(the build's JSON, _File or None) of a publish's body; the file received into
-    `store_dir` (`max_file_bytes` at most) is removed at the end of the block, unless the
-    writer placed it."""
+    """(the build's JSON, the file received or None) of a publish's body; the file received
+    into `store_dir` (`max_file_bytes` at most) is removed at the end of the block, unless
+    the writer placed it."""
     upload = None
     try:
         if _media_type(environ) == MULTIPART:
-            upload = _upload(environ, store_dir, max_file_bytes)
-            yield upload.result()
+            upload = fed_whole(environ, store_dir, max_file_bytes)
+            yield _result(upload)
         else:
-            yield _json(_body(environ, BUILD_BYTES), "the body"), None
+            yield parse_build(_body(environ, BUILD_BYTES), "the body"), None
     finally:
         if upload is not None:
             upload.discard()
 
 
-def _json(data, what):
+def _result(upload):
+    """What `upload` received, or its refusal: a store that could not take the file (full,
+    or not writable) answered as the writer's refusals are."""
     try:
-        return datafile.parse_json("build", data)
-    except datafile.DataError as error:
-        raise _invalid(f"{what} is not a JSON build: {error.located()}") from None
-
-
-def _chunks(environ):
-    """The body, chunk by chunk, as the request's Content-Length gives it."""
-    body, left = environ["wsgi.input"], int(environ.get("CONTENT_LENGTH") or 0)
-    while left > 0:
-        chunk = body.read(min(READ_BYTES, left))
-        if not chunk:
-            return  # the client left: the parser says what is missing
-        left -= len(chunk)
-        yield chunk
+        return upload.result()
+    except artifacts.Refused as error:
+        refusal = refusals.NoSpace if isinstance(error, artifacts.NoSpace) else refusals.Refused
+        raise _answer(refusal(str(error)), None, None) from None
 
 
 def _body(environ, most):
     data = bytearray()
-    for chunk in _chunks(environ):
+    for chunk in chunks(environ):
         data += chunk
         if len(data) > most:
-            raise _too_large(f"a build's JSON may have {most} bytes at most")
+            raise too_large(f"a build's JSON may have {most} bytes at most")
     return bytes(data)
-
-
-class Upload:
-    """A publish's multipart body, parsed as it arrives: the part 'build' kept (BUILD_BYTES
-    at most), the part 'file' received into `store_dir` by an artifacts.Staging, hashed on
-    the way. feed() each chunk, then b"" at the end; result() is (the part 'build' as JSON,
-    _File or None), or raises the ApiError the body earned, the first found; discard()
-    removes the file received, at any point."""
-
-    def __init__(self, boundary, store_dir, max_file_bytes):
-        self.store_dir, self.max_file_bytes = store_dir, max_file_bytes
-        try:
-            self.parser = multipart.PushMultipartParser(
-                boundary,
-                max_header_size=PART_HEADER_BYTES,
-                max_segment_count=len(PARTS),
-                strict=True,
-            )
-        except multipart.MultipartError as error:  # a boundary of over 1,024 characters
-            raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
-        self.build, self.name, self.seen, self.part = bytearray(), None, set(), None
-        self.staging = self.staged = self.error = None
-
-    @classmethod
-    def of(cls, environ, store_dir, max_file_bytes):
-        """The Upload of a request's body; 400 if its Content-Type names no boundary."""
-        _, options = multipart.parse_options_header(environ.get("CONTENT_TYPE", ""))
-        if not options.get("boundary"):
-            raise _invalid(f"a {MULTIPART} body needs a boundary in its Content-Type")
-        return cls(options["boundary"], store_dir, max_file_bytes)
-
-    def feed(self, chunk):
-        if self.error is not None:
-            return
-        try:
-            self._parse(chunk)
-        except ApiError as error:
-            self.error = error
-
-    def result(self):
-        if self.error is not None:
-            raise self.error
-        if "build" not in self.seen:
-            raise _invalid("the part 'build' is missing: it holds the build's JSON")
-        given = _json(bytes(self.build), "the part 'build'")
-        return given, (None if self.name is None else _File(self.name, self.staged))
-
-    def discard(self):
-        if self.staging is not None:
-            self.staging.discard()
-
-    def _parse(self, chunk):
-        try:
-            for event in self.parser.parse(chunk):
-                if isinstance(event, multipart.MultipartSegment):
-                    self.part = _part(event, self.seen)
-                    if self.part == "file":
-                        self.name = _file_name(event)
-                        self.staging = artifacts.Staging(
-                            self.store_dir, self.name, self.max_file_bytes
-                        )
-                elif event is None:
-                    self.part = None
-                elif self.part == "build":
-                    self.build += event
-                    if len(self.build) > BUILD_BYTES:
-                        raise _invalid(f"the part 'build' may have {BUILD_BYTES} bytes at most")
-                else:
-                    self.staging.write(event)
-            if not chunk and self.staging is not None:  # the end
-                self.staged = self.staging.finish()
-        except multipart.ParserLimitReached as error:
-            raise _invalid(
-                f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
-                f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
-            ) from None
-        except multipart.MultipartError as error:
-            raise _invalid(f"the {MULTIPART} body is malformed: {error}") from None
-        except artifacts.TooLarge:
-            raise _too_large(
-                f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
-                "server's --max-file-mb)"
-            ) from None
-        except artifacts.Refused as error:  # the store cannot take it: full, or not writable
-            refusal = refusals.NoSpace if isinstance(error, artifacts.NoSpace) else refusals.Refused
-            raise _answer(refusal(str(error)), None, None) from None
-
-
-def _upload(environ, store_dir, max_file_bytes):
-    """The Upload of a publish's multipart body, fed whole: by the server as the body
-    arrived (contract.CONSUMED), or here from wsgi.input (a server that does not consume
-    bodies, a test's)."""
-    consumed = environ.get(CONSUMED)
-    if consumed is not None:
-        upload = consumed()
-    else:
-        upload = Upload.of(environ, store_dir, max_file_bytes)
-        for chunk in _chunks(environ):
-            upload.feed(chunk)
-            if upload.error is not None:  # the rest is not read
-                break
-    upload.feed(b"")  # the end, which the body must have reached
-    return upload
-
-
-def _part(segment, seen):
-    """The name of the part `segment` begins, once it is known to be one of PARTS, once."""
-    name = segment.name
-    if name not in PARTS:
-        raise _invalid(f"unknown part {name!r}: a publish has a part 'build' and a part 'file'")
-    if name in seen:
-        raise _invalid(f"the part {name!r} is given twice: give it once")
-    seen.add(name)
-    return name
-
-
-def _file_name(segment):
-    """The artifact's name, the part 'file''s filename: checked as a kept file's name is,
-    never cut down to its last segment."""
-    # The parser drops a Windows path from a filename: read the header as it was sent.
-    _, raw = multipart.parse_options_header(
-        segment.header("Content-Disposition", ""), unquote=lambda value, filename: value
-    )
-    sent = raw.get("filename")
-    if sent is None:
-        raise _invalid("the part 'file' needs a filename: the artifact's name")
-    if "/" in sent or "\\" in sent:
-        raise _invalid(
-            f"the part 'file''s filename {sent.strip(chr(34))!r} holds a path: give the "
-            "file's name alone"
-        )
-    try:
-        return artifacts.check_name(segment.filename or "")
-    except artifacts.Refused as refused:
-        raise _invalid(str(refused)) from None

@@ -1,0 +1,189 @@
+"""A publish's multipart body, parsed as it arrives (`Upload`): the part `build` kept, the
+build's JSON; the part `file` received into the artifact store by an artifacts.Staging,
+hashed on the way. The server feeds it the body through the app's `consume` (publish.py) as
+the body arrives, and keeps no copy; under a server that does not (a test's), `fed_whole`
+feeds it from wsgi.input. What the body earns is an ApiError, the first found: 400
+invalid_build, 413 too_large; a store that cannot take the file (full, or not writable) is
+its artifacts.Refused, which the route answers as it answers the writer's refusals.
+"""
+
+import multipart
+
+from buildshelf import artifacts, datafile
+from buildshelf.web.contract import CONSUMED
+from buildshelf.web.query import ApiError
+
+MULTIPART = "multipart/form-data"
+BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
+PART_HEADER_BYTES = 4096
+PARTS = ("build", "file")
+READ_BYTES = artifacts.CHUNK_BYTES
+
+
+def too_large(message):
+    """A 413: a body, or a part of it, over its limit."""
+    return ApiError(413, "too_large", message)
+
+
+def invalid(message):
+    """A 400: a publish's body, or the build it gives, not as the route takes it."""
+    return ApiError(400, "invalid_build", message)
+
+
+class _File:
+    """The part `file` of a publish: its name, and the bytes received (Staged)."""
+
+    def __init__(self, name, staged):
+        self.name, self.staged = name, staged
+
+
+def parse_build(data, what):
+    """The build's JSON `data`, decoded strictly; 400 if it is not JSON, `what` naming it."""
+    try:
+        return datafile.parse_json("build", data)
+    except datafile.DataError as error:
+        raise invalid(f"{what} is not a JSON build: {error.located()}") from None
+
+
+def chunks(environ):
+    """The body, chunk by chunk, as the request's Content-Length gives it."""
+    body, left = environ["wsgi.input"], int(environ.get("CONTENT_LENGTH") or 0)
+    while left > 0:
+        chunk = body.read(min(READ_BYTES, left))
+        if not chunk:
+            return  # the client left: the parser says what is missing
+        left -= len(chunk)
+        yield chunk
+
+
+class Upload:
+    """A publish's multipart body, parsed as it arrives: the part 'build' kept (BUILD_BYTES
+    at most), the part 'file' received into `store_dir` by an artifacts.Staging, hashed on
+    the way. feed() each chunk, then b"" at the end; result() is (the part 'build' as JSON,
+    _File or None), or raises the ApiError the body earned or the artifacts.Refused of a
+    store that cannot take the file (full, or not writable), the first found; discard()
+    removes the file received, at any point."""
+
+    def __init__(self, boundary, store_dir, max_file_bytes):
+        self.store_dir, self.max_file_bytes = store_dir, max_file_bytes
+        try:
+            self.parser = multipart.PushMultipartParser(
+                boundary,
+                max_header_size=PART_HEADER_BYTES,
+                max_segment_count=len(PARTS),
+                strict=True,
+            )
+        except multipart.MultipartError as error:  # a boundary of over 1,024 characters
+            raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
+        self.build, self.name, self.seen, self.part = bytearray(), None, set(), None
+        self.staging = self.staged = self.error = None
+
+    @classmethod
+    def of(cls, environ, store_dir, max_file_bytes):
+        """The Upload of a request's body; 400 if its Content-Type names no boundary."""
+        _, options = multipart.parse_options_header(environ.get("CONTENT_TYPE", ""))
+        if not options.get("boundary"):
+            raise invalid(f"a {MULTIPART} body needs a boundary in its Content-Type")
+        return cls(options["boundary"], store_dir, max_file_bytes)
+
+    def feed(self, chunk):
+        if self.error is not None:
+            return
+        try:
+            self._parse(chunk)
+        except (ApiError, artifacts.Refused) as error:  # Refused: the store cannot take it
+            self.error = error
+
+    def result(self):
+        if self.error is not None:
+            raise self.error
+        if "build" not in self.seen:
+            raise invalid("the part 'build' is missing: it holds the build's JSON")
+        given = parse_build(bytes(self.build), "the part 'build'")
+        return given, (None if self.name is None else _File(self.name, self.staged))
+
+    def discard(self):
+        if self.staging is not None:
+            self.staging.discard()
+
+    def _parse(self, chunk):
+        try:
+            for event in self.parser.parse(chunk):
+                if isinstance(event, multipart.MultipartSegment):
+                    self.part = _part(event, self.seen)
+                    if self.part == "file":
+                        self.name = _file_name(event)
+                        self.staging = artifacts.Staging(
+                            self.store_dir, self.name, self.max_file_bytes
+                        )
+                elif event is None:
+                    self.part = None
+                elif self.part == "build":
+                    self.build += event
+                    if len(self.build) > BUILD_BYTES:
+                        raise invalid(f"the part 'build' may have {BUILD_BYTES} bytes at most")
+                else:
+                    self.staging.write(event)
+            if not chunk and self.staging is not None:  # the end
+                self.staged = self.staging.finish()
+        except multipart.ParserLimitReached as error:
+            raise invalid(
+                f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
+                f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
+            ) from None
+        except multipart.MultipartError as error:
+            raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
+        except artifacts.TooLarge:
+            raise too_large(
+                f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
+                "server's --max-file-mb)"
+            ) from None
+
+
+def fed_whole(environ, store_dir, max_file_bytes):
+    """The Upload of a publish's multipart body, fed whole: by the server as the body
+    arrived (contract.CONSUMED), or here from wsgi.input (a server that does not consume
+    bodies, a test's)."""
+    consumed = environ.get(CONSUMED)
+    if consumed is not None:
+        upload = consumed()
+    else:
+        upload = Upload.of(environ, store_dir, max_file_bytes)
+        for chunk in chunks(environ):
+            upload.feed(chunk)
+            if upload.error is not None:  # the rest is not read
+                break
+    upload.feed(b"")  # the end, which the body must have reached
+    return upload
+
+
+def _part(segment, seen):
+    """The name of the part `segment` begins, once it is known to be one of PARTS, once."""
+    name = segment.name
+    if name not in PARTS:
+        raise invalid(f"unknown part {name!r}: a publish has a part 'build' and a part 'file'")
+    if name in seen:
+        raise invalid(f"the part {name!r} is given twice: give it once")
+    seen.add(name)
+    return name
+
+
+def _file_name(segment):
+    """The artifact's name, the part 'file''s filename: checked as a kept file's name is,
+    never cut down to its last segment."""
+    # The parser drops a Windows path from a filename: read the header as it was sent.
+    _, raw = multipart.parse_options_header(
+        segment.header("Content-Disposition", ""), unquote=lambda value, filename: value
+    )
+    sent = raw.get("filename")
+    if sent is None:
+        raise invalid("the part 'file' needs a filename: the artifact's name")
+    if "/" in sent or "\\" in sent:
+        raise invalid(
+            f"the part 'file''s filename {sent.strip(chr(34))!r} holds a path: give the "
+            "file's name alone"
+        )
+    try:
+        return artifacts.check_name(segment.filename or "")
+    except artifacts.Refused as refused:
+        raise invalid(str(refused)) from None
