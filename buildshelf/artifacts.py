@@ -15,25 +15,19 @@ import os
 import re
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 
 from buildshelf import files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
+from buildshelf.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.text import sizes
 
 MAX_BYTES_DEFAULT = 1 << 30
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
 NAME_RULE = "a file name " + FILE_NAME_RULE
 CHUNK_BYTES = 1 << 20
-TEMP_PREFIX = ".incoming-"
-TEMP_SUFFIX = ".tmp"
-# A temporary file this old belongs to a writer that was killed: a live one writes it
-# at least once a chunk, and younger ones may belong to a writer still copying.
-STALE_TEMP_SECONDS = 3600  # a temp file this old goes where files cannot be locked
-LOCKING_SECONDS = 2  # a temp file younger may be its writer's before it has its lock
 
 _PREFIX = re.compile(r"[0-9a-f]{2}")
 MISSING = "is missing"  # what verify and rehash say of an object that is not there
@@ -422,39 +416,6 @@ def place(store: str, staged: Staged, source: str) -> Stored:
 def _cannot_store(source, store, error):
     refusal = NoSpace if error.errno in FULL else Refused
     return refusal(f"cannot store {source} in {store}: {error.strerror} (nothing was stored)")
-
-
-def remove_stale_temp_files(store: str) -> None:
-    """Remove the temporary files of writers that are gone (killed before their rename): those
-    that no process holds locked (see Staging); where files cannot be locked, those an hour
-    old."""
-    now = time.time()
-    try:
-        entries = list(os.scandir(store))
-    except OSError:  # no store yet: nothing to remove
-        return
-    for entry in entries:
-        if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX):
-            # A read-only store, or another writer removing it first, is no reason to refuse.
-            with suppress(OSError):
-                age = now - entry.stat(follow_symlinks=False).st_mtime
-                if age >= LOCKING_SECONDS and _unheld(entry.path, age):
-                    os.unlink(entry.path)
-
-
-def _unheld(path, age):
-    """Whether no live writer holds the temp file at `path` (`age` seconds old): its lock is
-    free; or, on a filesystem without locks, it is STALE_TEMP_SECONDS old."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # a live writer's
-        return False
-    except OSError:  # no locks here: the age must tell
-        return age >= STALE_TEMP_SECONDS
-    finally:
-        os.close(fd)
-    return True
 
 
 def _make_directories(path):

@@ -19,6 +19,7 @@ import pytest
 
 from buildshelf import artifacts
 from buildshelf.artifacts import NAME_RULE, Refused
+from buildshelf.temp_files import remove_stale_temp_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
@@ -419,7 +420,7 @@ def test_only_the_temp_files_of_writers_that_are_gone_are_removed(tmp_path, stor
     )
     staged = live.finish()  # finished, but not yet placed: still its writer's
     os.utime(live.path, (hour_ago, hour_ago))
-    artifacts.remove_stale_temp_files(store)
+    remove_stale_temp_files(store)
     assert os.path.exists(staged.path)
     artifacts.place(store, staged, "live.jar")
     live.discard()

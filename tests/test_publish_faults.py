@@ -23,6 +23,7 @@ import webtest
 
 from buildshelf import artifacts, server
 from buildshelf import store as store_module
+from buildshelf.temp_files import LOCKING_SECONDS, TEMP_PREFIX
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
 
 # Each test here starts a process (tests/conftest.py): none is in the fast lane.
@@ -418,7 +419,7 @@ def test_a_writer_killed_during_the_copy_loses_nothing(data_dir, tmp_path):
     assert objects(store_dir) == []
     [leftover] = temp_files(data_dir)
     assert os.path.dirname(leftover) == store_dir
-    assert os.path.basename(leftover).startswith(artifacts.TEMP_PREFIX)
+    assert os.path.basename(leftover).startswith(TEMP_PREFIX)
 
     # The leftover is no object and no build names it: nothing for check to report.
     checked = run(["check", "--data", data_dir])
@@ -427,7 +428,7 @@ def test_a_writer_killed_during_the_copy_loses_nothing(data_dir, tmp_path):
     # file, which no process holds locked, once it is LOCKING_SECONDS old (a younger one may be
     # a live writer's that has not locked it yet). Made that old here: how long the retry took
     # to start must not decide what it finds.
-    old = time.time() - artifacts.LOCKING_SECONDS - 1
+    old = time.time() - LOCKING_SECONDS - 1
     os.utime(leftover, (old, old))
     done = run(publish_argv(data_dir, 9, jar))
     assert (done.returncode, done.stdout) == (0, "published build 9 of alpha\n")
