@@ -3,11 +3,11 @@ sent to each target on threads of their own, with retries.
 
 The store tells the `Notifier` of each new snapshot on whatever thread made it; the notifier
 only notes it and wakes its own thread, which compares the last snapshot it saw with the
-newest (a build new to a project is `build.published`, one whose content changed too, with
-`replaced`, one gone from a project still served `build.yanked`), renders each event for each
-target that wants it, and writes them to the outbox before any is sent. Each target has one
-delivery thread, which sends its deliveries one at a time in the order they happened, so a
-receiver that hangs or fails holds up no one but itself, and never a request.
+newest (events.py: a build new to a project is `build.published`, one whose content changed
+too, with `replaced`, one gone from a project still served `build.yanked`), renders each
+event for each target that wants it, and writes them to the outbox before any is sent. Each
+target has one delivery thread, which sends its deliveries one at a time in the order they
+happened, so a receiver that hangs or fails holds up no one but itself, and never a request.
 
 A target is named in logs and health by its index and host only: its URL is a credential.
 """
@@ -19,7 +19,6 @@ import random
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,9 +30,9 @@ from buildshelf.http_client import HttpError
 from buildshelf.store import Snapshot
 from buildshelf.web.conditional import http_date
 from buildshelf.webhooks import formats
-from buildshelf.webhooks.formats import Event
+from buildshelf.webhooks.events import events_between
 from buildshelf.webhooks.outbox import Delivery, Outbox, Owed, target_key
-from buildshelf.webhooks.targets import EVENTS, NoTargetsFile, Target, TargetsError, read_targets
+from buildshelf.webhooks.targets import NoTargetsFile, Target, TargetsError, read_targets
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,6 @@ FAILED = "failed"  # to be tried again (connection, timeout, 5xx, 429)
 REJECTED = "rejected"  # a 3xx or another 4xx: not tried again
 DROPPED = "dropped"  # failed for GIVE_UP: given up
 OUTCOMES = (DELIVERED, FAILED, REJECTED, DROPPED)
-PUBLISHED, YANKED = EVENTS
 
 
 # --- one attempt ---------------------------------------------------------------------------
@@ -134,43 +132,6 @@ def next_delay(last: float | None, rng: random.Random) -> float:
     if last is None:
         return rng.uniform(*FIRST_RETRY)
     return min(last * rng.uniform(*GROWTH), MAX_DELAY * rng.uniform(0.9, 1.0))
-
-
-# --- events ----------------------------------------------------------------------------------
-
-
-def events_between(
-    old: Snapshot, new: Snapshot, build_json: Callable, project_url: Callable, now: float
-) -> list[Event]:
-    """The events that turn `old` into `new`: per project in slug order, its builds in number
-    order. A project that was not served before announces nothing: a file read late at start
-    (too slow for the first check, or broken until fixed) holds builds that were already
-    there. A project no longer served (its file removed) yanks nothing."""
-    events = []
-    for slug, project in new.projects.items():
-        before = old.projects.get(slug)
-        if before is None:
-            continue
-        then = {b.number: b for b in before.builds}
-        served = {b.number: b for b in project.builds}
-        for number in sorted(then.keys() | served.keys()):
-            build, was = served.get(number), then.get(number)
-            if build == was:
-                continue
-            kind = PUBLISHED if build is not None else YANKED
-            shown, in_project = (build, project) if build is not None else (was, before)
-            events.append(
-                Event(
-                    id=f"msg_{uuid.uuid4().hex}",
-                    type=kind,
-                    timestamp=now,
-                    project=slug,
-                    project_url=project_url(slug),
-                    build=build_json(in_project, shown),
-                    replaced=build is not None and was is not None,
-                )
-            )
-    return events
 
 
 # --- the notifier ------------------------------------------------------------------------------
