@@ -26,7 +26,7 @@ import webtest
 from buildshelf import cli, server
 from buildshelf.store import Store
 from buildshelf.web.shapes import Shapes
-from buildshelf.webhooks import delivery, outbox
+from buildshelf.webhooks import delivery, outbox, sending
 from helpers import ALPHA_BUILDS, bump_mtime, make_build, make_project, real_server, write_file
 from test_openapi import validate as validate_schema
 from webhook_receiver import HANG, Receiver
@@ -231,7 +231,7 @@ def test_retries_back_off_doubling_at_most_to_an_hour_then_dropped_after_a_day(
     store, notifier = make_notifier(json_target(receiver))
     publish(data_dir, 20)
     store.refresh()
-    with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):
+    with caplog.at_level(logging.WARNING, "buildshelf.webhooks.sending"):
         wait_until(lambda: notifier.deliveries.get((0, "dropped")) == 1, seconds=60)
     delays = fake.slept
     assert delays[0] <= 10
@@ -251,7 +251,7 @@ def test_next_delay_grows_with_jitter_and_at_most_doubles():
 
     rng, last, seen = random.Random(1), None, []
     for _ in range(40):
-        delay = delivery.next_delay(last, rng)
+        delay = sending.next_delay(last, rng)
         assert delay <= 10 if last is None else delay <= 2 * last
         seen.append(delay)
         last = delay
@@ -269,8 +269,8 @@ def test_a_retry_after_date_is_read_as_utc_in_any_time_zone(monkeypatch, date):
     time.tzset()
     try:
         now = datetime(1994, 11, 6, 8, 49, 0, tzinfo=UTC).timestamp()
-        answer = delivery.Answer(503, {"retry-after": date}, b"")
-        assert delivery.wait_asked(answer, now) == 37
+        answer = sending.Answer(503, {"retry-after": date}, b"")
+        assert sending.wait_asked(answer, now) == 37
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -352,8 +352,8 @@ def test_a_dripping_receiver_is_cut_off_at_the_deadline():
     threading.Thread(target=drip, daemon=True).start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
     try:
-        with pytest.raises(delivery.Timeout):
-            delivery.post(url, b"{}", {}, seconds=0.5)
+        with pytest.raises(sending.Timeout):
+            sending.post(url, b"{}", {}, seconds=0.5)
     finally:
         stop.set()
         listener.close()
@@ -570,7 +570,7 @@ def test_a_delivery_done_but_not_deleted_is_not_sent_again(
     # The row of a delivered event could not be deleted (the outbox locked or its disk full):
     # the receiver (a Discord channel) must not get it again every second until it can be.
     monkeypatch.setattr(outbox.state, "BUSY_SECONDS", 0.02)
-    monkeypatch.setattr(delivery, "STAMP_SECONDS", 0.02)
+    monkeypatch.setattr(sending, "STAMP_SECONDS", 0.02)
     receiver.answer = lock_outbox_while(state, lambda got: (200, {}, b""))
     store, notifier = make_notifier(json_target(receiver))
     publish(data_dir, 20)
@@ -587,7 +587,7 @@ def test_a_failure_not_recorded_is_still_backed_off(
     # A failed attempt that could not be recorded (the outbox locked) waits as long as it
     # would have: the receiver is not tried again every second while the outbox is locked.
     monkeypatch.setattr(outbox.state, "BUSY_SECONDS", 0.02)
-    monkeypatch.setattr(delivery, "STAMP_SECONDS", 0.02)
+    monkeypatch.setattr(sending, "STAMP_SECONDS", 0.02)
     fake.run_until(START + 60)  # about four attempts' back-off, then the sleepers wait
     receiver.answer = lock_outbox_while(state, lambda got: (500, {}, b""), seconds=0.5)
     store, notifier = make_notifier(json_target(receiver))

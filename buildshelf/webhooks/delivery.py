@@ -6,7 +6,8 @@ only notes it and wakes its own thread, which compares the last snapshot it saw 
 newest (events.py: a build new to a project is `build.published`, one whose content changed
 too, with `replaced`, one gone from a project still served `build.yanked`), renders each
 event for each target that wants it, and writes them to the outbox before any is sent. Each
-target has one delivery thread, which sends its deliveries one at a time in the order they
+target has one delivery thread (sending.py's Sender, which the notifier starts and stops as
+webhooks.json names the targets), which sends its deliveries one at a time in the order they
 happened, so a receiver that hangs or fails holds up no one but itself, and never a request.
 
 A target is named in logs and health by its index and host only: its URL is a credential.
@@ -21,135 +22,30 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import msgspec
-
-from buildshelf import http_client
 from buildshelf.http_client import HttpError
 from buildshelf.store import Snapshot
-from buildshelf.web.conditional import http_date
 from buildshelf.webhooks import formats
 from buildshelf.webhooks.events import events_between
-from buildshelf.webhooks.outbox import Delivery, Outbox, Owed, target_key
+from buildshelf.webhooks.outbox import Outbox, Owed, target_key
+from buildshelf.webhooks.sending import (
+    ATTEMPT_SECONDS,
+    GIVE_UP,
+    STAMP_SECONDS,
+    Answer,
+    Means,
+    Sender,
+    post,
+)
 from buildshelf.webhooks.targets import NoTargetsFile, Target, TargetsError, read_targets
 
 log = logging.getLogger(__name__)
 
-ATTEMPT_SECONDS = 10  # an attempt's whole time: connecting, sending, the answer's head and body
-FIRST_RETRY = (5, 10)  # seconds: the first retry comes within 10 s
-GROWTH = (1.5, 2.0)  # each delay is the last times this (jittered): at most double
-MAX_DELAY = 3600  # seconds: an hour at most between attempts
-GIVE_UP = 24 * 3600  # an event is dropped once it is this old and its last attempt failed
 FAILING = 15 * 60  # a target failing for longer is reported by /healthz
-BATCH = 50  # deliveries read from the outbox at a time, per target: memory stays bounded
-ANSWER_BYTES = 64 << 10  # of an answer's body, read for Discord's retry_after and no more
-STAMP_SECONDS = 1.0  # how often the notifier looks at webhooks.json's stamp
 EXPIRE_SECONDS = 3600  # how often the outbox is swept of removed targets' old deliveries
-USER_AGENT = "Buildshelf-Webhooks (+https://github.com/buildshelf)"
-
-# Outcomes of an attempt, as /metrics counts them.
-DELIVERED = "delivered"  # answered 2xx
-FAILED = "failed"  # to be tried again (connection, timeout, 5xx, 429)
-REJECTED = "rejected"  # a 3xx or another 4xx: not tried again
-DROPPED = "dropped"  # failed for GIVE_UP: given up
-OUTCOMES = (DELIVERED, FAILED, REJECTED, DROPPED)
-
-
-# --- one attempt ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    headers: dict  # names in lower case
-    body: bytes  # its first ANSWER_BYTES
-
-
-Timeout = http_client.Timeout  # what post raises when the attempt's time is up
-
-
-def post(url: str, body: bytes, headers: dict, seconds: float = ATTEMPT_SECONDS) -> Answer:
-    """POST `body` to `url` and read the answer, all within `seconds` however slowly the
-    receiver drips it; a redirect is an answer like any other, never followed. An attempt
-    with no answer is http_client.HttpError, whose `reason` (never str(), which names the
-    URL) says why."""
-    with http_client.request(
-        url,
-        http_client.Deadline(seconds),
-        method="POST",
-        body=body,
-        headers={**headers, "User-Agent": USER_AGENT},
-        redirects=False,
-    ) as answer:
-        data = answer.first(ANSWER_BYTES)
-        return Answer(answer.status, {k.lower(): v for k, v in answer.headers.items()}, data)
-
-
-def signed_now(target: Target, body: bytes, headers: dict, now: float) -> dict:
-    """`headers` with a signature of this moment, for a signed request: the same webhook-id
-    and body on every attempt, but receivers refuse a webhook-timestamp more than a few
-    minutes old (Standard Webhooks' libraries: five), which a retry's would be."""
-    if "webhook-signature" not in headers or target.secret is None:
-        return headers
-    stamp = str(int(now))
-    signature = formats.sign(target.secret, headers["webhook-id"], stamp, body)
-    return {**headers, "webhook-timestamp": stamp, "webhook-signature": signature}
-
-
-def wait_asked(answer: Answer, now: float) -> float | None:
-    """Seconds the receiver asked us to wait before the next request: Retry-After (seconds or
-    a date), Discord's JSON `retry_after` and X-RateLimit-Reset-After; None if none."""
-    asked = []
-    value = answer.headers.get("retry-after", "").strip()
-    if value:
-        try:
-            asked.append(float(value))
-        except ValueError:
-            when = http_date(value)
-            if when is not None:
-                asked.append(when - now)
-    if answer.status == 429 or answer.headers.get("x-ratelimit-remaining") == "0":
-        try:
-            asked.append(float(answer.headers.get("x-ratelimit-reset-after", "")))
-        except ValueError:
-            pass
-    if answer.status == 429 and answer.body[:1] == b"{":
-        try:
-            retry_after = msgspec.json.decode(answer.body).get("retry_after")
-        except (msgspec.DecodeError, AttributeError):
-            retry_after = None
-        if type(retry_after) in (int, float):
-            asked.append(float(retry_after))
-    asked = [min(max(seconds, 0.0), MAX_DELAY) for seconds in asked if seconds == seconds]
-    return max(asked) if asked else None
-
-
-def next_delay(last: float | None, rng: random.Random) -> float:
-    """The wait before the next attempt after one that failed, `last` the wait before it (None
-    after the first attempt): within FIRST_RETRY, then growing with jitter, at most doubling,
-    at most MAX_DELAY."""
-    if last is None:
-        return rng.uniform(*FIRST_RETRY)
-    return min(last * rng.uniform(*GROWTH), MAX_DELAY * rng.uniform(0.9, 1.0))
 
 
 # --- the notifier ------------------------------------------------------------------------------
-
-
-class _Worker:
-    """The delivery thread of one target, and what it knows of the target's state."""
-
-    def __init__(self, key: str, target: Target):
-        self.key, self.target = key, target
-        self.wake = threading.Event()
-        self.stopping = threading.Event()
-        self.not_before = 0.0  # the receiver's rate limit: no request before this time
-        self.failing_since = None  # the first failure since the last success
-        # Deliveries finished (delivered, refused, given up) whose row could not be deleted
-        # yet (the outbox locked, its disk full): deleted again, never sent again.
-        self.finished: set[int] = set()
-        self.thread = None
 
 
 def real_sleep(stopping: threading.Event, seconds: float) -> bool:
@@ -180,16 +76,24 @@ class Notifier:
     ):
         self.store, self.path = store, path
         self._build_json, self._public_url = build_json, public_url
-        self._clock, self._sleep, self._post = clock, sleep, post
-        self._rng = rng or random.Random()
-        self.attempt_seconds = attempt_seconds
+        self._clock = clock
+        self._means = Means(
+            lambda: self.outbox,
+            clock,
+            sleep,
+            rng or random.Random(),
+            post,
+            attempt_seconds,
+            self._complain,
+            self._count,
+        )
         self._state_dir, self._outbox = state_dir, None
         self._outbox_lock = threading.Lock()
         self._complaint = None  # the last error logged by the threads: each logged once
         self.targets: tuple[Target, ...] = ()
         self.file_problem: TargetsError | None = None
         self._stamp = False  # webhooks.json's stamp when last read (None: no file)
-        self._workers: dict[str, _Worker] = {}
+        self._workers: dict[str, Sender] = {}
         self._counts = Counter()
         self._lock = threading.Lock()  # of _counts and _workers
         self._newest = self._seen = store.snapshot()  # the first announces nothing
@@ -256,7 +160,7 @@ class Notifier:
         self._thread.start()
         with self._lock:
             for worker in self._workers.values():
-                self._start_worker(worker)
+                worker.start()
 
     def stop(self, wait: float = 2.0) -> None:
         """Stop the threads; a delivery under way is left to finish or time out (it stays in
@@ -340,9 +244,9 @@ class Notifier:
             for key, target in keyed.items():
                 worker = self._workers.get(key)
                 if worker is None:
-                    worker = self._workers[key] = _Worker(key, target)
+                    worker = self._workers[key] = Sender(key, target, self._means)
                     if self._thread is not None:
-                        self._start_worker(worker)
+                        worker.start()
                 worker.target = target
         if targets or self.targets:
             log.info(
@@ -417,132 +321,9 @@ class Notifier:
                 GIVE_UP // 3600,
             )
 
-    # -- the delivery threads
-
-    def _start_worker(self, worker: _Worker) -> None:
-        worker.thread = threading.Thread(
-            target=self._deliver_all,
-            args=(worker,),
-            name=f"buildshelf-webhook-{worker.target.index}",
-            daemon=True,
-        )
-        worker.thread.start()
-
-    def _deliver_all(self, worker: _Worker) -> None:
-        """A target's thread: its deliveries one at a time, oldest first, BATCH at a time."""
-        while not worker.stopping.is_set():
-            try:
-                worker.wake.clear()
-                batch = self.outbox.pending(worker.key, limit=BATCH)
-                if not batch:
-                    worker.wake.wait(STAMP_SECONDS)
-                    continue
-                for delivery in batch:
-                    if delivery.seq in worker.finished:
-                        self._forget(worker, delivery)
-                    elif not self._deliver(worker, delivery):
-                        return
-            except Exception:  # the outbox unwritable, a bug: what is owed stays owed
-                if worker.stopping.is_set():
-                    return
-                self._complain("webhooks: delivering to target %d failed", worker.target.index)
-                worker.stopping.wait(STAMP_SECONDS)
-
-    def _deliver(self, worker: _Worker, delivery: Delivery) -> bool:
-        """Attempt `delivery` until it is delivered, rejected or given up: False if stopped."""
-        while True:
-            # At most MAX_DELAY: the wall clock set back must not hold a target for longer.
-            wait = min(max(delivery.next_attempt, worker.not_before) - self._clock(), MAX_DELAY)
-            if wait > 0 and self._sleep(worker.stopping, wait):
-                return False
-            if worker.stopping.is_set():
-                return False
-            target = worker.target
-            problem, answer = None, None
-            try:
-                headers = signed_now(target, delivery.body, delivery.headers, self._clock())
-                answer = self._post(target.url, delivery.body, headers, self.attempt_seconds)
-            except HttpError as error:
-                problem = error.reason
-            now = self._clock()
-            asked = None
-            if answer is not None:
-                asked = wait_asked(answer, now)
-                if answer.headers.get("x-ratelimit-remaining") == "0" and asked is not None:
-                    worker.not_before = now + asked  # Discord's bucket is empty: wait for it
-                if 200 <= answer.status < 300:
-                    worker.failing_since = None
-                    self._forget(worker, delivery)
-                    self._count(target, DELIVERED)
-                    return True
-                if answer.status == 429 or answer.status >= 500:
-                    problem = f"answered {answer.status}"
-                else:
-                    why = "a redirect, not followed" if 300 <= answer.status < 400 else "refused"
-                    self._failing(worker, now)
-                    log.error(
-                        "webhooks: target %d (%s) answered %d (%s) to %s: not tried again",
-                        target.index,
-                        target.host,
-                        answer.status,
-                        why,
-                        _named(delivery),
-                    )
-                    self._forget(worker, delivery)
-                    self._count(target, REJECTED)  # last: a test waits for it, then reads
-                    return True
-            self._failing(worker, now)
-            if now - delivery.created >= GIVE_UP:
-                log.error(
-                    "webhooks: target %d (%s): gave up on %s after %d attempts over %d hours "
-                    "(last: %s)",
-                    target.index,
-                    target.host,
-                    _named(delivery),
-                    delivery.attempts + 1,
-                    GIVE_UP // 3600,
-                    problem,
-                )
-                self._forget(worker, delivery)
-                self._count(target, DROPPED)
-                return True
-            delay = next_delay(delivery.delay, self._rng)
-            wait = asked if asked is not None else delay
-            try:
-                delivery = self.outbox.failed(delivery, now, delay, now + wait)
-            except Exception:  # not recorded (the outbox locked, its disk full): waited for all
-                # the same, so that the receiver is not tried again at once, and on each second
-                self._complain("webhooks: recording a failed attempt failed; backing off anyway")
-                delivery = delivery.failed(now, delay, now + wait)
-            log.warning(
-                "webhooks: target %d (%s): %s, attempt %d of %s: tried again in %.0f s",
-                target.index,
-                target.host,
-                problem,
-                delivery.attempts,
-                _named(delivery),
-                wait,
-            )
-            self._count(target, FAILED)
-
-    def _forget(self, worker: _Worker, delivery: Delivery) -> None:
-        """Delete `delivery`, finished; if that fails (and raises), it is still never sent
-        again: the thread deletes it when it comes next."""
-        worker.finished.add(delivery.seq)
-        self.outbox.done(delivery)
-        worker.finished.discard(delivery.seq)
-
-    def _failing(self, worker, now):
-        if worker.failing_since is None:
-            worker.failing_since = now
-
     def _count(self, target, outcome):
         with self._lock:
             self._counts[target.index, outcome] += 1
-
-
-def _named(delivery: Delivery) -> str:
-    return f"{delivery.type} {delivery.project} build {delivery.number} (event {delivery.event})"
 
 
 # --- webhook test --------------------------------------------------------------------------------
