@@ -1,6 +1,6 @@
 """Outgoing HTTP, for the three that make requests: import-jenkins's fetches
 (jenkins/fetch.py), the OIDC issuer's keys (publishing/oidc.py) and webhook deliveries
-(webhooks/delivery.py).
+(webhooks/sending.py).
 
 An exchange keeps to a `Deadline`: connecting, sending, and each read of the status line and
 headers get the time left, so that a server dripping its answer a byte at a time is cut off

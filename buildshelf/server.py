@@ -13,7 +13,7 @@ import time
 
 import bottle
 
-from buildshelf import artifacts, counts, settings, text
+from buildshelf import counts, settings, temp_files, text
 from buildshelf import metrics as prometheus
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
@@ -151,7 +151,7 @@ def serve(args: argparse.Namespace) -> int:
     notifier = _notifier(data, args, public_url)
     data.start()
     # What a server killed mid-upload was copying into the store: no writer holds it now.
-    artifacts.remove_stale_temp_files(args.artifacts)
+    temp_files.remove_stale_temp_files(args.artifacts)
     counter = None
     if args.count_downloads == "on":
         counter = counts.Counter(args.state)

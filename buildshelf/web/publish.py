@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import bottle
 
-from buildshelf import artifacts, datafile, refusals, writer
+from buildshelf import datafile, refusals, writer
 from buildshelf.model import whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
@@ -45,6 +45,7 @@ from buildshelf.web.upload import (
     fed_whole,
     invalid,
     parse_build,
+    refused_by_the_store,
     too_large,
 )
 
@@ -341,14 +342,7 @@ def _answer(refused, slug, number):
         )
     if isinstance(refused, refusals.Invalid):
         return invalid(str(refused))
-    log.error("a write was refused: %s", refused)
-    if isinstance(refused, refusals.NoSpace):
-        return ApiError(
-            507,
-            "insufficient_storage",
-            "the server's disk is full: nothing was written; try again once it has room",
-        )
-    return ApiError(500, "internal_error", "internal error: the cause is in the server's log")
+    return refused_by_the_store(refused)
 
 
 @contextmanager
@@ -360,22 +354,12 @@ def _received(environ, store_dir, max_file_bytes):
     try:
         if _media_type(environ) == MULTIPART:
             upload = fed_whole(environ, store_dir, max_file_bytes)
-            yield _result(upload)
+            yield upload.result()
         else:
             yield parse_build(_body(environ, BUILD_BYTES), "the body"), None
     finally:
         if upload is not None:
             upload.discard()
-
-
-def _result(upload):
-    """What `upload` received, or its refusal: a store that could not take the file (full,
-    or not writable) answered as the writer's refusals are."""
-    try:
-        return upload.result()
-    except artifacts.Refused as error:
-        refusal = refusals.NoSpace if isinstance(error, artifacts.NoSpace) else refusals.Refused
-        raise _answer(refusal(str(error)), None, None) from None
 
 
 def _body(environ, most):

@@ -4,14 +4,19 @@ hashed on the way. The server feeds it the body through the app's `consume` (pub
 the body arrives, and keeps no copy; under a server that does not (a test's), `fed_whole`
 feeds it from wsgi.input. What the body earns is an ApiError, the first found: 400
 invalid_build, 413 too_large; a store that cannot take the file (full, or not writable) is
-its artifacts.Refused, which the route answers as it answers the writer's refusals.
+answered at once (`refused_by_the_store`, which the route's answers to the writer share), so
+that the log says what happened even when the client is gone before the answer.
 """
+
+import logging
 
 import multipart
 
-from buildshelf import artifacts, datafile
+from buildshelf import artifacts, datafile, refusals
 from buildshelf.web.contract import CONSUMED
 from buildshelf.web.query import ApiError
+
+log = logging.getLogger(__name__)
 
 MULTIPART = "multipart/form-data"
 BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
@@ -28,6 +33,19 @@ def too_large(message):
 def invalid(message):
     """A 400: a publish's body, or the build it gives, not as the route takes it."""
     return ApiError(400, "invalid_build", message)
+
+
+def refused_by_the_store(refused) -> ApiError:
+    """The answer to a write refused for a cause of the server's own (a refusals.Refused or
+    an artifacts.Refused): 507 for a full disk, else 500; logged at once."""
+    log.error("a write was refused: %s", refused)
+    if isinstance(refused, refusals.NoSpace | artifacts.NoSpace):
+        return ApiError(
+            507,
+            "insufficient_storage",
+            "the server's disk is full: nothing was written; try again once it has room",
+        )
+    return ApiError(500, "internal_error", "internal error: the cause is in the server's log")
 
 
 class _File:
@@ -60,8 +78,7 @@ class Upload:
     """A publish's multipart body, parsed as it arrives: the part 'build' kept (BUILD_BYTES
     at most), the part 'file' received into `store_dir` by an artifacts.Staging, hashed on
     the way. feed() each chunk, then b"" at the end; result() is (the part 'build' as JSON,
-    _File or None), or raises the ApiError the body earned or the artifacts.Refused of a
-    store that cannot take the file (full, or not writable), the first found; discard()
+    _File or None), or raises the ApiError the body earned, the first found; discard()
     removes the file received, at any point."""
 
     def __init__(self, boundary, store_dir, max_file_bytes):
@@ -91,7 +108,7 @@ class Upload:
             return
         try:
             self._parse(chunk)
-        except (ApiError, artifacts.Refused) as error:  # Refused: the store cannot take it
+        except ApiError as error:
             self.error = error
 
     def result(self):
@@ -138,6 +155,8 @@ class Upload:
                 f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
                 "server's --max-file-mb)"
             ) from None
+        except artifacts.Refused as error:  # the store cannot take it: full, or not writable
+            raise refused_by_the_store(error) from None
 
 
 def fed_whole(environ, store_dir, max_file_bytes):
