@@ -123,7 +123,7 @@ def test_an_import_against_the_layers_is_found():
     )
     graph = {"buildshelf.web.query": imports("buildshelf.web.query", ast.parse(source))}
     assert against_the_layers(graph) == [
-        "buildshelf.web.query (layer 1) imports buildshelf.serving.server (layer 4)",
+        "buildshelf.web.query (layer 1) imports buildshelf.serving.server (layer 5)",
         "buildshelf.web.query (layer 1) imports buildshelf.web.answers (layer 2)",
         "buildshelf.web.query (layer 1) imports buildshelf.web.downloads (layer 1)",
     ]

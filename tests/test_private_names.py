@@ -16,7 +16,7 @@ LIBRARIES = ("waitress", "bottle")
 COINCIDENCES = {
     "waitress": {
         "append": "list.append (waitress's file wrapper has append)",
-        "file": "connection.BodyBuffer.file, ours (waitress's buffers have a file)",
+        "file": "bodies.BodyBuffer.file, ours (waitress's buffers have a file)",
         "seek": "seeking a file (waitress's file wrapper has seek)",
         "write": "writing a file (waitress's tasks have write)",
         "start": "threading.Thread.start (accesslog.LineWriter)",

@@ -19,10 +19,10 @@ import time
 
 import pytest
 
-from buildshelf.serving import connection
+from buildshelf.serving.bodies import BACKLOG_BYTES, BodyBuffer, BodyWriter
 from helpers import ROOT, free_port, real_server
 
-MAX_BODY = 3 << 20  # over connection.BODY_IN_MEMORY: held in a file
+MAX_BODY = 3 << 20  # over bodies.BODY_IN_MEMORY: held in a file
 TIMEOUT = 2  # the channel timeout of the server that drops stalled bodies
 UPLOAD = "PUT /upload HTTP/1.1\r\nHost: x\r\n{}\r\n"  # the headers put in {}
 
@@ -437,16 +437,16 @@ def test_a_disk_that_holds_up_a_bodys_writes_holds_up_no_other_request(data_dir,
 
 def test_a_bug_in_a_write_stops_no_later_write(tmp_path, caplog):
     woken = []
-    writer = connection.BodyWriter(wake=lambda: woken.append(True))
-    body = connection.BodyBuffer(str(tmp_path), writer)
+    writer = BodyWriter(wake=lambda: woken.append(True))
+    body = BodyBuffer(str(tmp_path), writer)
     writer.then(lambda: 1 / 0)
     chunk = b"x" * (64 << 10)
-    for _ in range(2 * connection.BACKLOG_BYTES // len(chunk)):  # over the backlog
+    for _ in range(2 * BACKLOG_BYTES // len(chunk)):  # over the backlog
         body.append(chunk)
     done = threading.Event()
     writer.then(done.set)
     assert done.wait(10)  # the writer went on
-    assert body.getfile().read() == chunk * (2 * connection.BACKLOG_BYTES // len(chunk))
+    assert body.getfile().read() == chunk * (2 * BACKLOG_BYTES // len(chunk))
     body.close()
     writer.stop()
     writer.thread.join(10)

@@ -260,7 +260,7 @@ PRIVATE_NAMES = (
         "waitress.buffers",
         "OverflowableBuffer",
         ("close", "getfile"),
-        "connection.BodyBuffer stands in for it as the buffer of a body: the receivers append "
+        "bodies.BodyBuffer stands in for it as the buffer of a body: the receivers append "
         "to it and measure it, the parser's get_body_stream reads it through getfile, and "
         "close drops it",
     ),

@@ -26,11 +26,11 @@ from waitress.task import ThreadedTaskDispatcher
 
 from buildshelf import addresses
 from buildshelf.serving.accesslog import LineWriter, access_line
+from buildshelf.serving.bodies import BodyWriter
 from buildshelf.serving.connection import (
     MIN_BODY_RATE,
     RECALLED,
     UNSENT_OUTPUT_LIMIT,
-    BodyWriter,
     GuardedChannel,
 )
 from buildshelf.text import counted
@@ -108,8 +108,8 @@ class GuardedServer(TcpWSGIServer):
     recall = None  # the answer to a request from memory, or None: see serve()
     screen = None  # a request's refusal once its head is in, or None: see serve()
     consume = None  # the consumer of a request's body as it arrives, or None: see serve()
-    body_directory = None  # where bodies go beyond connection.BODY_IN_MEMORY (None: $TMPDIR)
-    body_writer = None  # the connection.BodyWriter that writes them there: serve() sets it
+    body_directory = None  # where bodies go beyond bodies.BODY_IN_MEMORY (None: $TMPDIR)
+    body_writer = None  # the bodies.BodyWriter that writes them there: serve() sets it
     deciders = None  # the executor of the screen's Deferred verdicts: serve() sets it
     loop_thread = None
     _warn_full = OncePer(60)
@@ -292,7 +292,7 @@ def serve(app: App, host, port, threads, on_listening=None, access_log=None,
     a contract.Deferred verdict is decided on one of DECIDING_THREADS while the connection is
     not read: what it raises is answered likewise, and what it returns reaches the app as
     environ[contract.PROVEN]. A body over `app.max_body_bytes` is refused likewise (413);
-    one over connection.BODY_IN_MEMORY is held in an anonymous file in `body_directory`,
+    one over bodies.BODY_IN_MEMORY is held in an anonymous file in `body_directory`,
     unless `app.consume` gives a Consumer, fed as the body arrives on the thread that writes
     bodies. A request from the address `trusted_proxy` comes from the last X-Forwarded-For
     hop it names; from any other peer, that header is dropped.
