@@ -8,8 +8,8 @@ Documented: for waitress, `serve()` and its arguments (docs/api.rst, docs/argume
 and `wsgi.file_wrapper`. `create_server()`, on which `serve()` is built, is not on its API
 page: it is private, though it takes the documented arguments. For bottle 0.13, what its API
 reference documents (docs/api.rst: autodoc of the documented members and functions).
-Everything else is private: connection.py and server.py subclass waitress's channel, parser,
-tasks, server and dispatcher, overriding methods and reading attributes that it may rename in
+Everything else is private: connection.py, parser.py and server.py subclass waitress's channel,
+parser, tasks, server and dispatcher, overriding methods and reading attributes that it may rename in
 any release.
 """
 
@@ -237,7 +237,7 @@ PRIVATE_NAMES = (
             "received",
             "version",
         ),
-        "connection.GuardedParser refuses request smuggling (Content-Length with "
+        "parser.GuardedParser refuses request smuggling (Content-Length with "
         "Transfer-Encoding, HTTP/1.1 without Host) before the body is read, and a request the "
         "screen refuses once its head is parsed (parse_header): it drops the body "
         "(body_rcv, chunked, content_length, expect_continue, so that the channel sends no "
@@ -253,8 +253,8 @@ PRIVATE_NAMES = (
         "waitress.receiver",
         "FixedStreamReceiver",
         ("buf", "getbuf"),
-        "connection.GuardedParser replaces the buffer a body is received into (buf) with a "
-        "BodyBuffer, and reads its error back (getbuf): waitress's spills to $TMPDIR",
+        "parser.GuardedParser replaces the buffer a body is received into (buf) with a "
+        "bodies.BodyBuffer, and reads its error back (getbuf): waitress's spills to $TMPDIR",
     ),
     (
         "waitress.buffers",
@@ -274,7 +274,7 @@ PRIVATE_NAMES = (
         "waitress.utilities",
         "RequestEntityTooLarge",
         (),
-        "connection.GuardedParser answers waitress's refusal of a body over the limit in JSON",
+        "parser.GuardedParser answers waitress's refusal of a body over the limit in JSON",
     ),
     (
         "waitress.proxy_headers",

@@ -26,7 +26,7 @@ from waitress.task import ThreadedTaskDispatcher
 
 from buildshelf import addresses
 from buildshelf.serving.accesslog import LineWriter, access_line
-from buildshelf.serving.bodies import BodyWriter
+from buildshelf.serving.bodies import BodyBuffer, BodyWriter
 from buildshelf.serving.connection import (
     MIN_BODY_RATE,
     RECALLED,
@@ -115,6 +115,10 @@ class GuardedServer(TcpWSGIServer):
     _warn_full = OncePer(60)
     _warn_queue = OncePer(60)
     _warn_crawling = OncePer(60)
+
+    def body_buffer(self):
+        """The buffer of a new request's body (for parser.GuardedParser)."""
+        return BodyBuffer(self.body_directory, self.body_writer)
 
     def pull_trigger(self):
         # The loop thread, having answered from memory, is awake already: no wake-up call.
