@@ -4,8 +4,9 @@ body is held on disk beyond a small buffer; a client that does not read its answ
 holds a worker thread; and a request whose answer the app has in memory is answered at once by
 the loop thread.
 
-A request is read by parser.py's GuardedParser. The server that accepts these connections and
-keeps them within limits is server.py's; the bodies they receive are held by bodies.py's.
+A request is read by parser.py's GuardedParser and answered by tasks.py's GuardedTask. The
+server that accepts these connections and keeps them within limits is server.py's; the bodies
+they receive are held by bodies.py's.
 """
 
 import collections
@@ -13,13 +14,11 @@ import socket
 import time
 import traceback
 
-from waitress.channel import ClientDisconnected, HTTPChannel
-from waitress.task import ErrorTask, WSGITask
-from waitress.utilities import InternalServerError
+from waitress.channel import HTTPChannel
 
 from buildshelf.serving.accesslog import access_record
 from buildshelf.serving.parser import GuardedParser
-from buildshelf.web.contract import CONSUMED, MALFORMED, PROVEN, REFUSED
+from buildshelf.serving.tasks import GuardedErrorTask, GuardedTask
 from buildshelf.web.downloads import FileShrank
 from buildshelf.web.query import ApiError
 
@@ -57,80 +56,6 @@ def _failed(what):
     error = ApiError(500, "internal_error", f"internal error: {what} failed")
     error.traceback = traceback.format_exc()
     return error
-
-
-class AccessLogged:
-    """A waitress task that hands the server's access_log a record of the request it answered,
-    once the answer is sent or its connection closed (GuardedChannel.log_when_sent): waitress
-    sends most of a body after the task is done, and a client may leave before the end."""
-
-    header_bytes = 0
-
-    def service(self):
-        started = time.perf_counter()
-        self.starts_at = self.channel.queued()
-        try:
-            super().service()
-        except Exception as error:
-            if not (self.wrote_header or isinstance(error, ClientDisconnected)):
-                self.status = "500 Internal Server Error"  # waitress's answer instead
-            raise
-        finally:
-            self.seconds = time.perf_counter() - started
-            self.channel.log_when_sent(self)
-
-    def build_response_header(self):
-        header = super().build_response_header()
-        self.header_bytes = len(header)
-        return header
-
-
-class GuardedErrorTask(AccessLogged, ErrorTask):
-    """waitress's answer to a request it could not read (400, 413, 431, ...), logged."""
-
-    def service(self):
-        if isinstance(self.request.error, InternalServerError):  # logged by the failed task
-            ErrorTask.service(self)
-        else:
-            super().service()
-
-
-class GuardedTask(AccessLogged, WSGITask):
-    def __init__(self, channel, request):
-        super().__init__(channel, request)
-        self.environ = request.environ  # made once: WSGITask.get_environment keeps it
-
-    def get_environment(self):
-        environ = super().get_environment()
-        if self.request.problem:
-            environ[MALFORMED] = self.request.problem
-        if self.request.refused is not None:
-            environ[REFUSED] = self.request.refused
-        if self.request.proven is not None:
-            environ[PROVEN] = self.request.proven
-        body = self.request.body_rcv
-        if body is not None and body.getbuf().consumer is not None:
-            environ[CONSUMED] = body.getbuf().consumed
-        return environ
-
-    def set_close_on_finish(self):
-        """Keep-alive after 204 and 304: waitress 3.0 closes the connection after them, for
-        want of the Content-Length those answers may not carry, and clients revalidate all
-        day. Close unless the client asked to, or the request was malformed or refused."""
-        if (
-            self.has_body
-            or self.version != "1.1"
-            or self.request.problem
-            or self.request.refused is not None
-            or self.request.headers.get("CONNECTION", "").lower() == "close"
-        ):
-            super().set_close_on_finish()
-
-    def build_response_header(self):
-        if self.request.problem or self.request.refused is not None:
-            self.set_close_on_finish()
-            self.channel.lingers = self.request.body_unread
-        return super().build_response_header()
 
 
 class GuardedChannel(HTTPChannel):

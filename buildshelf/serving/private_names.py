@@ -8,8 +8,8 @@ Documented: for waitress, `serve()` and its arguments (docs/api.rst, docs/argume
 and `wsgi.file_wrapper`. `create_server()`, on which `serve()` is built, is not on its API
 page: it is private, though it takes the documented arguments. For bottle 0.13, what its API
 reference documents (docs/api.rst: autodoc of the documented members and functions).
-Everything else is private: connection.py, parser.py and server.py subclass waitress's channel,
-parser, tasks, server and dispatcher, overriding methods and reading attributes that it may rename in
+Everything else is private: connection.py, parser.py, tasks.py and server.py subclass waitress's
+channel, parser, tasks, server and dispatcher, overriding methods and reading attributes that it may rename in
 any release.
 """
 
@@ -213,7 +213,7 @@ PRIVATE_NAMES = (
         "waitress.channel",
         "ClientDisconnected",
         (),
-        "connection.AccessLogged tells a client that left from a failed answer",
+        "tasks.AccessLogged tells a client that left from a failed answer",
     ),
     (
         "waitress.parser",
@@ -309,7 +309,7 @@ PRIVATE_NAMES = (
             "version",
             "wrote_header",
         ),
-        "connection.GuardedTask keeps connections alive after 204 and 304, closes them after a "
+        "tasks.GuardedTask keeps connections alive after 204 and 304, closes them after a "
         "malformed request, gives get_environment() the environ made on the loop thread "
         "(environ, which waitress keeps, and in which the access log finds REMOTE_ADDR as the "
         "app saw it), and hands the access log a record of each answer "
@@ -320,13 +320,13 @@ PRIVATE_NAMES = (
         "waitress.task",
         "ErrorTask",
         ("service",),
-        "connection.GuardedErrorTask logs waitress's answers to requests it could not read",
+        "tasks.GuardedErrorTask logs waitress's answers to requests it could not read",
     ),
     (
         "waitress.utilities",
         "InternalServerError",
         (),
-        "connection.GuardedErrorTask leaves out of the log the 500 a failed task logged",
+        "tasks.GuardedErrorTask leaves out of the log the 500 a failed task logged",
     ),
     (
         "bottle",
