@@ -280,7 +280,7 @@ PRIVATE_NAMES = (
         "waitress.proxy_headers",
         "",
         ("proxy_headers_middleware",),
-        "server._through_the_proxy wraps the app and the screen in the middleware that "
+        "proxy.through_the_proxy wraps the app and the screen in the middleware that "
         "waitress would wrap the app in, so that the screen sees REMOTE_ADDR as the app does, "
         "a trusted proxy's client; it relies on waitress reading a hop in brackets as the "
         "address inside them (it puts an IPv6 hop in brackets first: waitress reads one with "
@@ -290,7 +290,7 @@ PRIVATE_NAMES = (
         "waitress.proxy_headers",
         "proxy_headers_middleware",
         ("clear_untrusted", "log_untrusted", "trusted_proxy", "trusted_proxy_headers"),
-        "server._through_the_proxy passes the settings create_server would pass it",
+        "proxy.through_the_proxy passes the settings create_server would pass it",
     ),
     (
         "waitress.task",

@@ -4,7 +4,7 @@ SIGINT, then finishing what is in flight.
 Waitress reads a whole request before a worker thread sees it, so a slow sender costs a
 connection, never a thread. The server here keeps connections within the open-files limit,
 closes those that stall, makes room for new ones, and accepts its connections as
-connection.py's guarded ones.
+connection.py's guarded ones; a trusted proxy's client is read by proxy.py.
 """
 
 import concurrent.futures
@@ -20,11 +20,9 @@ import time
 import waitress
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
-from waitress.proxy_headers import proxy_headers_middleware
 from waitress.server import BaseWSGIServer, TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from buildshelf import addresses
 from buildshelf.serving.accesslog import LineWriter, access_line
 from buildshelf.serving.bodies import BodyBuffer, BodyWriter
 from buildshelf.serving.connection import (
@@ -33,6 +31,7 @@ from buildshelf.serving.connection import (
     UNSENT_OUTPUT_LIMIT,
     GuardedChannel,
 )
+from buildshelf.serving.proxy import as_the_app_sees_it, through_the_proxy
 from buildshelf.text import counted
 from buildshelf.web.contract import App
 
@@ -305,7 +304,7 @@ def serve(app: App, host, port, threads, on_listening=None, access_log=None,
     dispatcher = QueueWatchingDispatcher()
     dispatcher.set_thread_count(threads)
     server = waitress.create_server(
-        _through_the_proxy(_answering_recalled(app), trusted_proxy),
+        through_the_proxy(_answering_recalled(app), trusted_proxy),
         host=host,
         port=port,
         ident="buildshelf",
@@ -313,7 +312,7 @@ def serve(app: App, host, port, threads, on_listening=None, access_log=None,
         _dispatcher=dispatcher,
         max_request_body_size=app.max_body_bytes + 1,  # waitress refuses a body of this size
         **LIMITS,
-        # The proxy's headers are read by _through_the_proxy, for the app and the screen
+        # The proxy's headers are read by through_the_proxy, for the app and the screen
         # alike: waitress wraps the app in no proxy middleware of its own.
         clear_untrusted_proxy_headers=False,
     )
@@ -322,7 +321,7 @@ def serve(app: App, host, port, threads, on_listening=None, access_log=None,
             dispatcher.__class__ = GuardedServer
             dispatcher.connection_limit = limit
             dispatcher.access_log, dispatcher.recall = access_log, app.recall
-            dispatcher.screen = app.screen and _as_the_app_sees_it(app.screen, trusted_proxy)
+            dispatcher.screen = app.screen and as_the_app_sees_it(app.screen, trusted_proxy)
             dispatcher.consume = app.consume
             dispatcher.body_directory = body_directory
             dispatcher.loop_thread = threading.get_ident()
@@ -361,53 +360,6 @@ def _answering_recalled(app):
         return recalled[2]
 
     return application
-
-
-def _through_the_proxy(app, trusted_proxy):
-    """`app` behind waitress's proxy middleware: a request from the address `trusted_proxy`
-    comes from the last hop of its X-Forwarded-For (one hop, which nginx sets to its own
-    client's address: deploy/nginx.conf), and from any other peer the proxy headers are
-    dropped. Each hop that is an IPv6 address is put in brackets first: waitress reads an
-    unbracketed hop with a dot in it as address:port, so ::ffff:203.0.113.7, as a dual-stack
-    nginx writes an IPv4 client, was the address ::ffff, and all such clients one."""
-    translated = proxy_headers_middleware(
-        app,
-        trusted_proxy=trusted_proxy,
-        trusted_proxy_headers={"x-forwarded-for"} if trusted_proxy else set(),
-        clear_untrusted=True,
-        log_untrusted=False,
-    )
-    if trusted_proxy is None:
-        return translated
-
-    def bracketing(environ, start_response):
-        hops = environ.get("HTTP_X_FORWARDED_FOR")
-        if hops and ":" in hops and environ["REMOTE_ADDR"] == trusted_proxy:
-            environ["HTTP_X_FORWARDED_FOR"] = ",".join(
-                f"[{hop.strip()}]" if ":" in hop and addresses.packed(hop.strip()) else hop
-                for hop in hops.split(",")
-            )
-        return translated(environ, start_response)
-
-    return bracketing
-
-
-def _as_the_app_sees_it(screen, trusted_proxy):
-    """`screen`, given the environ (a copy) as `_through_the_proxy` makes it for the app
-    (REMOTE_ADDR from a trusted proxy's header; the untrusted proxy headers gone)."""
-
-    def call(environ, start_response):
-        return screen(environ)
-
-    translated = _through_the_proxy(call, trusted_proxy)
-
-    def screened(environ):
-        refusal = translated(environ, lambda *answer: None)
-        # A list is the middleware's own 400 (a malformed proxy header), which the app's
-        # call answers too.
-        return None if isinstance(refusal, list) else refusal
-
-    return screened
 
 
 def drain(socket_map, deadline):
