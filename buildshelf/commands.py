@@ -14,13 +14,13 @@ import time
 
 from buildshelf import (
     artifacts,
+    checking,
     datafile,
     kept_files,
     progress,
     refusals,
     rewrite,
     settings,
-    store,
     writer,
 )
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
@@ -251,7 +251,7 @@ def purge_parser(commands):
 
 
 def check(args):
-    status = store.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+    status = checking.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
     try:
         read_targets(args.webhooks)
     except NoTargetsFile:

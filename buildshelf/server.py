@@ -15,10 +15,11 @@ import bottle
 
 from buildshelf import counts, settings, temp_files, text
 from buildshelf import metrics as prometheus
+from buildshelf.checking import check
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
-from buildshelf.store import Store, check
+from buildshelf.store import Store
 from buildshelf.web import answers, counted, health, hosted, openapi, pages, publish, reads
 from buildshelf.web.answers import encode
 from buildshelf.web.contract import MALFORMED, REFUSED, App

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from buildshelf import artifacts, files
 from buildshelf.datafile import DataError, fingerprint, parse_project
 from buildshelf.model import Build, Project
-from buildshelf.text import counted, printable, size
+from buildshelf.text import counted, printable
 
 log = logging.getLogger(__name__)
 
@@ -87,83 +87,6 @@ def read_projects(directory: str) -> Iterator[tuple[str, Project | DataError]]:
             yield path, error
         except OSError as error:
             yield path, DataError(path, error.strerror or str(error))
-
-
-def check_directory(
-    directory: str,
-    store_dir: str | None = None,
-    rehash: bool = False,
-    used: set | None = None,
-    yanked: list | None = None,
-) -> list[DataError]:
-    """Every DataError in `directory`, in file order, then the problems of the kept files its
-    builds name in the artifact store `store_dir` (see artifacts.problems): the check command.
-    The objects named are added to `used`, yanked builds' too (their files stay until
-    purged); (Project, Build) of each yanked build whose file is kept to `yanked`."""
-    problems, projects, used = [], [], set() if used is None else used
-    for path, project in read_projects(directory):
-        if isinstance(project, DataError):
-            problems.append(project)
-        else:
-            projects.append((path, project))
-            used.update(build.sha256 for build in project.hosted_builds)
-            for build in project.yanked:
-                if build.hosted:
-                    used.add(build.sha256)
-                    if yanked is not None:
-                        yanked.append((project, build))
-    if store_dir is not None:
-        kept = ((path, build) for path, project in projects for build in project.hosted_builds)
-        for path, build, problem in artifacts.problems(store_dir, kept, rehash):
-            where = f"build {build.number}, file {build.file}"
-            problems.append(DataError(path, f"its object {problem}", where=where))
-    return problems
-
-
-def check(
-    directory: str, store_dir: str | None = None, rehash: bool = False, list_unused: bool = True
-) -> int:
-    """Print every problem of the files in `directory` and the kept files they name: the exit
-    status of `buildshelf check`, 0 when all are as they should be and 1 otherwise. Objects no
-    build uses are listed (with `list_unused`), and cost nothing but space."""
-    used, yanked = set(), []
-    problems = check_directory(directory, store_dir, rehash, used, yanked)
-    unused = []
-    if list_unused and store_dir is not None and os.path.isdir(store_dir) and not problems:
-        unused = sorted(artifacts.objects(store_dir).keys() - used)
-    for problem in problems:
-        print("\n".join(problem.lines()))
-    for sha256 in unused:
-        path = artifacts.object_path(store_dir, sha256)
-        print(f"{path}: unused (no build names it; 'check --prune' deletes it)")
-    _list_yanked(store_dir, yanked)
-    if problems or unused:  # all well is silence: cron mails what a job prints
-        log.info(
-            "checked %s: %s, %s",
-            directory,
-            counted(sum(problem.count for problem in problems), "problem"),
-            counted(len(unused), "unused object"),
-        )
-    return 1 if problems else 0
-
-
-def _list_yanked(store_dir, yanked):
-    """Print the yanked builds whose files are kept, and the room they take: information,
-    not a problem ('buildshelf purge' deletes them once yanked long enough)."""
-    if store_dir is None:
-        return
-    room = {}
-    for project, build in yanked:
-        path = artifacts.object_path(store_dir, build.sha256)
-        if artifacts.verify(store_dir, build.sha256, build.size) is None:  # not purged
-            room[build.sha256] = build.size
-            print(f"yanked build {build.number} of {project.slug} keeps {printable(path)} "
-                  f"({size(build.size)})")  # fmt: skip
-    if room:
-        print(
-            f"{counted(len(room), 'yanked build file')} kept: {size(sum(room.values()))} "
-            "('buildshelf purge' deletes those yanked 30 days ago or more)"
-        )
 
 
 def stamp(path):

@@ -13,7 +13,7 @@ from contextlib import suppress
 import pytest
 import webtest
 
-from buildshelf import cli, rewrite, server, writer
+from buildshelf import checking, cli, rewrite, server, writer
 from buildshelf import store as store_module
 from buildshelf.jenkins import mirror as jenkins_mirror
 from buildshelf.jenkins import remote_api
@@ -94,7 +94,7 @@ def test_a_freestyle_job_adds_its_successful_builds(project, capsys):
         *(line.replace("build", "skipped build", 1) for line in FREESTYLE_SKIPPED),
         "canvas: added 3, failed 0, skipped 6, 0 already there",
     ]
-    assert store_module.check_directory(project.parent) == []
+    assert checking.check_directory(project.parent) == []
 
 
 def test_a_pipeline_job_reads_its_change_sets(project, capsys):

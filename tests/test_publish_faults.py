@@ -21,7 +21,7 @@ import time
 import pytest
 import webtest
 
-from buildshelf import artifacts, server
+from buildshelf import artifacts, checking, server
 from buildshelf import store as store_module
 from buildshelf.temp_files import LOCKING_SECONDS, TEMP_PREFIX
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
@@ -434,7 +434,7 @@ def test_a_writer_killed_during_the_copy_loses_nothing(data_dir, tmp_path):
     assert (done.returncode, done.stdout) == (0, "published build 9 of alpha\n")
     assert objects(store_dir) == [sha(jar.read_bytes())]
     assert temp_files(data_dir) == []
-    assert store_module.check(str(data_dir), store_dir) == 0
+    assert checking.check(str(data_dir), store_dir) == 0
 
 
 # --- publishes of the same bytes at once ----------------------------------------------------------

@@ -12,7 +12,7 @@ import time
 import pytest
 import webtest
 
-from buildshelf import cli, server
+from buildshelf import checking, cli, server
 from buildshelf import store as store_module
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
@@ -55,7 +55,7 @@ def test_start_up_skips_invalid_files_and_serves_the_rest(data_dir, caplog):
 def test_check_directory_lists_every_problem(data_dir):
     write_file(data_dir / "broken.json", '{"ciJob": ')
     write_file(data_dir / "gamma.json", make_project([make_build(1, channelVersion="")]))
-    assert [str(e) for e in store_module.check_directory(data_dir)] == [
+    assert [str(e) for e in checking.check_directory(data_dir)] == [
         f"{data_dir / 'broken.json'}:1:11: Expecting value",
         f"{data_dir / 'gamma.json'}: build 1 (builds[0]): 'channelVersion' must be a non-empty "
         "string of letters, digits and . _ + -",

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import cli, commands, datafile, refusals, rewrite, settings, writer
+from buildshelf import checking, cli, commands, datafile, refusals, rewrite, settings, writer
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -789,7 +789,7 @@ def test_a_writer_failing_at_any_step_leaves_the_old_file_or_the_new(
         assert 9 in builds_in(path)
     else:
         assert path.read_bytes() == old
-    assert store_module.check_directory(data_dir) == []
+    assert checking.check_directory(data_dir) == []
 
 
 KILLED_WRITER = """
@@ -818,7 +818,7 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(data_dir):
     [leftover] = [name for name in os.listdir(data_dir) if name.endswith(".tmp")]
     assert leftover.startswith(".alpha.json.")  # hidden: the server ignores it
     assert 9 in builds_in(data_dir / leftover)  # it was complete, just not renamed
-    assert store_module.check_directory(data_dir) == []
+    assert checking.check_directory(data_dir) == []
     # The dead writer's lock died with it, and the next writer clears its leftover.
     assert cli.main(publish_argv(data_dir, 10)) == 0
     assert sorted(os.listdir(data_dir)) == [".buildshelf.lock", "alpha.json", "beta.json"]
@@ -846,7 +846,7 @@ def test_twenty_publishers_at_once_lose_nothing(data_dir):
     results = [(proc.wait(timeout=120), proc.communicate()) for proc in procs]
     assert [(code, err) for code, (_, err) in results] == [(0, b"")] * 20
     path = data_dir / "alpha.json"
-    assert store_module.check_directory(data_dir) == []
+    assert checking.check_directory(data_dir) == []
     assert sorted(builds_in(path)) == [1, 2, 3, 5, 7, 8] + list(range(100, 120))
     assert all(
         builds_in(path)[100 + n]["commits"] == [{"message": f"Change {n}", "hash": f"{n:x}"}]
