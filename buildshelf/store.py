@@ -13,12 +13,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from buildshelf import artifacts, files
 from buildshelf.datafile import DataError, fingerprint, parse_project
 from buildshelf.model import Build, Project
+from buildshelf.readers import Readers
 from buildshelf.text import counted, printable
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,6 @@ RACY_NS = 2_000_000_000
 READ_WAIT = 1.0
 # The first load waits longer: a large data directory takes seconds to parse.
 STARTUP_WAIT = 60.0
-READER_THREADS = 1
 # While requests are served, a larger file is parsed by the path that lets other threads run
 # (parse_project's quick=False), so that the pause of the quick path, which holds the
 # interpreter lock for the whole file, stays short (docs/performance.md); the other path
@@ -179,9 +178,7 @@ class Store:
         self._directory_error = None
         self._snapshot = Snapshot({})
         self._unavailable = ()  # (slug, build, problem) of kept files that cannot be sent
-        self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
-        self._reading = {}  # slug, or "." for the listing -> (future, monotonic start)
-        self._stalled_before = set()  # keys still being read at the end of the last check
+        self._readers = Readers()  # keys: a slug, "." for the listing, OBJECTS
         self._check_started = None  # monotonic time of the check under way, if any
         self._last_check_began = None  # monotonic time the latest check began
         self.last_check = None  # wall-clock time the last check ended
@@ -243,7 +240,7 @@ class Store:
         self._stopping.set()
         if self._watcher:
             self._watcher.join()
-        self._readers.shutdown(wait=False, cancel_futures=True)
+        self._readers.stop()
 
     def _watch(self):
         while not self._stopping.wait(self.check_interval):
@@ -258,42 +255,11 @@ class Store:
         now = time.monotonic()
         started = self._check_started
         stalled = {
-            printable(key if key in (".", OBJECTS) else key + ".json"): now - since
-            for key, (future, since) in list(self._reading.items())
-            if now - since > self.read_wait and not future.done()
+            printable(key if key in (".", OBJECTS) else key + ".json"): seconds
+            for key, seconds in self._readers.under_way(now).items()
+            if seconds > self.read_wait
         }
         return (None if started is None else now - started), stalled
-
-    def _start_reading(self, key, work, *args):
-        """The read of `key` under way, or a new one: a stalled read is never started twice."""
-        reading = self._reading.get(key)
-        if reading is None or reading[0].cancelled():  # cancelled: queued behind a stalled one
-            self._reading[key] = (self._readers.submit(work, *args), time.monotonic())
-        return self._reading[key][0]
-
-    def _finish_reading(self, futures, deadline):
-        """Wait until `deadline` for `futures` ({key: future}); the keys of those done."""
-        # Only reads started by this check are waited for: one that stalled before is taken
-        # if it has finished, never waited for again, so it slows no later check.
-        wait(
-            [future for key, future in futures.items() if key not in self._stalled_before],
-            timeout=max(0.0, deadline - time.monotonic()),
-        )
-        stalled = {key for key, future in futures.items() if not future.done()}
-        done = futures.keys() - stalled
-        for key in done:
-            del self._reading[key]
-        if stalled - self._stalled_before:
-            # A reader that hangs may never come back: later reads get a fresh thread. Reads
-            # queued behind it are cancelled, and started again by the next check.
-            log.warning(
-                "still reading %s; serving the last good data meanwhile",
-                ", ".join(sorted(map(printable, stalled))),
-            )
-            self._readers.shutdown(wait=False, cancel_futures=True)
-            self._readers = ThreadPoolExecutor(READER_THREADS, "buildshelf-read")
-        self._stalled_before = (self._stalled_before - futures.keys()) | stalled
-        return {key for key in done if not futures[key].cancelled()}
 
     def _refresh_locked(self, wait_seconds):
         self._check_started = self._last_check_began = time.monotonic()
@@ -304,8 +270,8 @@ class Store:
             self.last_check = time.time()
 
     def _check(self, deadline):
-        listing = {".": self._start_reading(".", data_files, self.directory)}
-        if not self._finish_reading(listing, deadline):
+        listing = {".": self._readers.start(".", data_files, self.directory)}
+        if not self._readers.finish(listing, deadline):
             return  # the listing itself hangs: keep everything as it is
         try:
             paths = listing["."].result()
@@ -326,12 +292,12 @@ class Store:
         gc.disable()
         try:
             reads = {
-                slug: self._start_reading(
+                slug: self._readers.start(
                     slug, self._load, slug, path, self._files.get(slug), self._serving
                 )
                 for slug, path in paths.items()
             }
-            done = self._finish_reading(reads, deadline)
+            done = self._readers.finish(reads, deadline)
         finally:
             if gc_enabled:
                 gc.enable()
@@ -369,8 +335,8 @@ class Store:
             slug: (os.path.join(self.directory, slug + ".json"), loaded.stamp)
             for slug, loaded in self._files.items()
         }
-        reads = {OBJECTS: self._start_reading(OBJECTS, _unavailable, self.artifacts, kept, stamps)}
-        if not self._finish_reading(reads, time.monotonic() + self.read_wait):
+        reads = {OBJECTS: self._readers.start(OBJECTS, _unavailable, self.artifacts, kept, stamps)}
+        if not self._readers.finish(reads, time.monotonic() + self.read_wait):
             return  # the store's file system hangs: keep the last report
         unavailable = reads[OBJECTS].result()
         before = {(slug, build.number): problem for slug, build, problem in self._unavailable}
