@@ -1,7 +1,8 @@
 """The API's JSON shapes, made from the model's declaration (model.py): the fields served,
-under their JSON names, in their order, in the spec's shapes or the upstream's; and the
-downloads counted (counts.Tally) of the builds served, in the upstream's shapes. The OpenAPI
-document's schemas come from the same declarations (`schemas`).
+under their JSON names, in their order, in the spec's shapes or the upstream's; the downloads
+counted (counts.Tally) of the builds served, in the upstream's shapes (declared in
+count_shapes.py); the health report. The OpenAPI document's schemas come from the same
+declarations (`schemas`).
 """
 
 import datetime
@@ -16,9 +17,18 @@ import msgspec
 from msgspec import Meta
 
 from buildshelf.counts import Tally
-from buildshelf.model import HTTP_URL, Build, Commit, Commits, Project, served_fields
+from buildshelf.model import Build, Commit, Commits, Project, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
+from buildshelf.web.count_shapes import (
+    SPEC_ONLY_STATS,
+    BuildDownloads,
+    DayDownloads,
+    Downloads,
+    DownloadStats,
+    ProjectDownloads,
+    VersionDownloads,
+)
 
 # Builds encoded in one call. Each slice's dicts and text are made, then freed, and the room
 # they took stays the process's: a list of 2,000 builds (1.3 MB of JSON, 0.3 MB gzipped) left
@@ -392,11 +402,9 @@ def schemas(mode: str | None = None) -> dict:
     return components
 
 
-# The downloads counted (/downloads and /downloads/stats): the upstream's fields in its order,
-# in both modes; the spec's adds what SPEC_ONLY_STATS names.
+# The downloads counted: what fills their shapes (count_shapes.py) from a Tally.
 _VERSION = re.compile(r"(?<![0-9])[0-9]+\.[0-9]+(?:\.[0-9]+)?")
 UNKNOWN_VERSION = "Unknown"  # the upstream's, for a channel without one
-SPEC_ONLY_STATS = ("downloadsByBuild",)
 
 
 @functools.lru_cache(maxsize=1024)  # a project has few channels, and each has many builds
@@ -425,144 +433,3 @@ def _iso_milliseconds(seconds: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + (
         f".{int((seconds - whole) * 1000):03d}Z"
     )
-
-
-def _count(description):
-    return typing.Annotated[int, Meta(ge=0, description=description)]
-
-
-def _upstream_constant(description):
-    return typing.Annotated[bool, Meta(description=description, extra_json_schema={"const": False})]
-
-
-_CHANNEL = typing.Annotated[
-    str | None,
-    Meta(description="The `channel` asked for; null when none (every channel)."),
-]
-_INCLUDE_EXPERIMENTAL = typing.Annotated[
-    bool, Meta(description="Whether `experimental=true` was asked: experimental builds count.")
-]
-_DAY_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
-_DAY = Meta(pattern=_DAY_PATTERN, extra_json_schema={"format": "date"})
-_DATE = typing.Annotated[
-    typing.Annotated[str, Meta(pattern="^[0-9]{6}$")] | None,
-    Meta(description="The `date` asked for, as given (DDMMYY); null when none: counts of "
-         "every day."),
-]  # fmt: skip
-_CACHED = _upstream_constant(
-    "Always `false`: the counts are read from memory, never from a fallback cache."
-)
-_JENKINS_DOWN = _upstream_constant("Always `false`: there is no Jenkins to be down.")
-
-
-class ProjectDownloads(msgspec.Struct, rename="camel"):
-    """One project's downloads, counted for its builds that pass the filters."""
-
-    project: typing.Annotated[str, Meta(description="The project's slug.")]
-    ci_job: typing.Annotated[str, Meta(description="The name of the project's CI job.")]
-    channel: _CHANNEL
-    date: _DATE
-    include_experimental: _INCLUDE_EXPERIMENTAL
-    total_downloads: _count(
-        "The downloads of the builds passing the filters: on `date` if given, else ever."
-    )
-    total_builds: _count("How many builds pass the filters.")
-    downloadable_builds: _count(
-        "How many of them have a `downloadUrl`: all of them (every build served has one)."
-    )
-    latest_download_url: typing.Annotated[
-        typing.Annotated[str, Meta(extra_json_schema=HTTP_URL)] | None,
-        Meta(description="The `downloadUrl` of the latest build passing the filters; null "
-             "when none does."),
-    ]  # fmt: skip
-    latest_build_number: typing.Annotated[
-        int | None, Meta(description="Its `buildNumber`; null when no build passes the filters.")
-    ]
-    cached: _CACHED
-    jenkins_down: _JENKINS_DOWN
-
-
-class Downloads(msgspec.Struct, rename="camel"):
-    """The downloads of every project asked for (one, or all in slug order)."""
-
-    channel: _CHANNEL
-    date: _DATE
-    include_experimental: _INCLUDE_EXPERIMENTAL
-    total_downloads: _count("The sum of the projects' `totalDownloads`.")
-    projects: list[ProjectDownloads]
-
-
-class DayDownloads(msgspec.Struct):
-    """The downloads of one UTC day."""
-
-    day: typing.Annotated[str, _DAY]
-    downloads: _count("The downloads counted that day.")
-
-
-class VersionDownloads(msgspec.Struct, rename="camel"):
-    """The downloads of the builds of one game version."""
-
-    version: typing.Annotated[
-        str,
-        Meta(description="The first `N.N` or `N.N.N` in the builds' `channelVersion`; "
-             "`Unknown` for channels without one (as the upstream)."),
-    ]  # fmt: skip
-    downloads: _count("The downloads of those builds, ever.")
-    build_count: _count("How many builds of that version pass the filters.")
-
-
-class BuildDownloads(msgspec.Struct, rename="camel"):
-    """The downloads of one build."""
-
-    build_number: typing.Annotated[int, Meta(ge=0)]
-    downloads: _count("The downloads of the build, ever (its files summed).")
-
-
-class DownloadStats(msgspec.Struct, rename="camel"):
-    """One project's downloads for its builds that pass the filters: in all, by day, by game
-    version and by build."""
-
-    project: typing.Annotated[str, Meta(description="The project's slug.")]
-    channel: _CHANNEL
-    include_experimental: _INCLUDE_EXPERIMENTAL
-    days: typing.Annotated[
-        int,
-        Meta(ge=7, le=730, description="How many days `dailyDownloads` covers: `days` asked "
-             "for (90 by default), brought into 7..730."),
-    ]  # fmt: skip
-    generated_at: typing.Annotated[
-        str,
-        Meta(description="When this answer was made, UTC, in milliseconds.",
-             extra_json_schema={"format": "date-time", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}"
-                                "T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$"}),
-    ]  # fmt: skip
-    total_downloads: _count("The downloads of the builds passing the filters, ever.")
-    daily_downloads: typing.Annotated[
-        list[DayDownloads],
-        Meta(description="One entry per UTC day of the last `days` days, the oldest first and "
-             "today last, days without a download included (0)."),
-    ]  # fmt: skip
-    downloads_by_minecraft_version: typing.Annotated[
-        list[VersionDownloads],
-        Meta(description="The most downloaded version first; a tie, the version of the newer "
-             "build first."),
-    ]  # fmt: skip
-    tracking_started_day: typing.Annotated[
-        typing.Annotated[str, _DAY] | None,
-        Meta(description="The first UTC day on which this server counted a download (of any "
-             "project); null before the first."),
-    ]  # fmt: skip
-    backfilled_downloads: typing.Annotated[
-        int,
-        Meta(description="Always 0: no download is backfilled (the upstream adds downloads "
-             "counted before its daily series began).", extra_json_schema={"const": 0}),
-    ]  # fmt: skip
-    tracked_builds: _count("How many builds pass the filters (every one has a `downloadUrl`).")
-    tracked_urls: _count("How many distinct `downloadUrl`s those builds have.")
-    cached: _CACHED
-    jenkins_down: _JENKINS_DOWN
-    downloads_by_build: typing.Annotated[
-        list[BuildDownloads],
-        Meta(description="Every build passing the filters, ascending by `buildNumber`, with "
-             "its downloads (0 included). Not served with `--compat upstream`."),
-    ]  # fmt: skip
