@@ -18,7 +18,7 @@ import webob
 import webtest
 
 from buildshelf import counts, model, server
-from buildshelf.web import pages
+from buildshelf.web import pages, shown_counts
 from helpers import make_build, make_project, recalled, refreshing_client, write_file
 
 CSP = (
@@ -820,7 +820,7 @@ class FakeCounter:
 
 @pytest.fixture
 def counter(monkeypatch):
-    monkeypatch.setattr(pages, "utc_day", lambda: (TODAY - pages.EPOCH).days)
+    monkeypatch.setattr(shown_counts, "utc_day", lambda: (TODAY - shown_counts.EPOCH).days)
     return FakeCounter(COUNTED_ROWS)
 
 
@@ -910,7 +910,7 @@ def test_a_project_page_shows_its_total_and_a_chart_of_the_last_90_days(counted)
 
 def test_the_chart_ends_today_whatever_the_tally(counted, monkeypatch):
     before = counted.get("/projects/alpha")
-    monkeypatch.setattr(pages, "utc_day", lambda: (TODAY - pages.EPOCH).days + 1)
+    monkeypatch.setattr(shown_counts, "utc_day", lambda: (TODAY - shown_counts.EPOCH).days + 1)
     after = counted.get("/projects/alpha", headers={"If-None-Match": before.headers["ETag"]})
     assert after.status_int == 200
     _, days = chart_of(after.text)
@@ -1038,12 +1038,12 @@ def test_counted_pages_are_answered_from_memory_while_the_counts_stand(
     assert not any(recalled(counted_app, path) for path in PAGE_PATHS[:3])
     assert "Alpha 4 downloads" in text_of(counted.get("/").text)
     assert recalled(counted_app, "/")
-    monkeypatch.setattr(pages, "utc_day", lambda: (TODAY - pages.EPOCH).days + 1)
+    monkeypatch.setattr(shown_counts, "utc_day", lambda: (TODAY - shown_counts.EPOCH).days + 1)
     assert not recalled(counted_app, "/")  # the chart's window moved
 
 
 def test_the_day_changes_at_midnight_utc(monkeypatch):
     midnight = calendar.timegm((2026, 11, 27, 0, 0, 0))
     for now, day in [(midnight - 0.001, TODAY), (midnight, TODAY + datetime.timedelta(days=1))]:
-        monkeypatch.setattr(pages.time, "time", lambda now=now: now)
-        assert pages.EPOCH + datetime.timedelta(days=pages.utc_day()) == day
+        monkeypatch.setattr(shown_counts.time, "time", lambda now=now: now)
+        assert shown_counts.EPOCH + datetime.timedelta(days=shown_counts.utc_day()) == day
