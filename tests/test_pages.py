@@ -18,7 +18,7 @@ import webob
 import webtest
 
 from buildshelf import counts, model, server
-from buildshelf.web import pages, shown_counts
+from buildshelf.web import pages, rendering, shown_counts
 from helpers import make_build, make_project, recalled, refreshing_client, write_file
 
 CSP = (
@@ -354,8 +354,10 @@ def test_pages_are_cached_like_json(big_data_dir, app, client, path):
 
 def test_a_repeated_page_request_does_no_template_work(big_data_dir, client, monkeypatch):
     calls = []
-    real_render = pages.render
-    monkeypatch.setattr(pages, "render", lambda *a, **k: calls.append(a) or real_render(*a, **k))
+    real_render = rendering.render
+    monkeypatch.setattr(
+        rendering, "render", lambda *a, **k: calls.append(a) or real_render(*a, **k)
+    )
     real_feed = pages.feed_xml
     monkeypatch.setattr(pages, "feed_xml", lambda *a: calls.append(a) or real_feed(*a))
     paths = PAGE_PATHS + ["/api/v2/feed?project=big", "/api/v2/feed?project=alpha&channel=1.21"]
@@ -533,7 +535,7 @@ TEXT_PAIRS = [
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_text_colour_meets_wcag_aa(scheme):
-    with open(f"{pages.VIEWS}/style.css") as f:
+    with open(f"{rendering.VIEWS}/style.css") as f:
         css = f.read()
     light, dark = css.split("@media (prefers-color-scheme: dark)")
     colours = dict(
@@ -590,9 +592,9 @@ def test_a_real_install_is_one_package_that_finds_its_templates(tmp_path):
     script = (
         "import os, webtest\n"
         "from buildshelf import server, store\n"
-        "from buildshelf.web import pages\n"
+        "from buildshelf.web import rendering\n"
         "client = webtest.TestApp(server.make_app(store.Store(os.path.join(os.path.dirname(server.__file__), 'data'))))\n"
-        "print(pages.VIEWS)\n"
+        "print(rendering.VIEWS)\n"
         "print(client.get('/').status, client.get('/static/style.css').status)\n"
     )
     done = subprocess.run(
@@ -606,7 +608,7 @@ def test_a_real_install_is_one_package_that_finds_its_templates(tmp_path):
     assert done.returncode == 0, done.stderr
     views, statuses = done.stdout.splitlines()
     assert views == str(site / "buildshelf" / "web" / "views")
-    assert sorted(pages.os.listdir(views)) == sorted(pages.os.listdir(pages.VIEWS))
+    assert sorted(pages.os.listdir(views)) == sorted(pages.os.listdir(rendering.VIEWS))
     assert statuses == "200 OK 200 OK"
 
 
@@ -972,8 +974,10 @@ def test_without_counting_no_count_shows_and_files_are_linked(big_data_dir, kept
 
 def test_counted_pages_are_made_once_per_tally(counted, counter, monkeypatch):
     calls = []
-    real_render = pages.render
-    monkeypatch.setattr(pages, "render", lambda *a, **k: calls.append(a) or real_render(*a, **k))
+    real_render = rendering.render
+    monkeypatch.setattr(
+        rendering, "render", lambda *a, **k: calls.append(a) or real_render(*a, **k)
+    )
     paths = ["/", "/projects/alpha", "/projects/alpha?experimental=true"]
     first = [counted.get(path) for path in paths]
     again = [counted.get(path) for path in paths]
@@ -1017,7 +1021,7 @@ def test_counted_pages_keep_the_strict_content_security_policy(counted, path):
 
 
 def test_the_chart_is_styled_by_the_stylesheet_in_both_schemes():
-    with open(f"{pages.VIEWS}/style.css") as f:
+    with open(f"{rendering.VIEWS}/style.css") as f:
         css = f.read()
     for selector in (".chart .bar", ".chart .grid", ".chart text"):
         assert selector in css
