@@ -1,12 +1,13 @@
-"""The data files' format: one project per file, `<slug>.json`. Its keys and their order, the
-rules every value follows, the two ways a file is validated (whole and fast, or build by build
-for the messages), and `DataError`.
+"""The data files, one project per file, `<slug>.json`, validated by the rules of their
+format (dataformat.py) in two ways: whole and fast, or build by build for the messages
+(`parse_project`, which remembers the last valid file of each project; `checked_document`
+for a document decoded, `checked_build` for one build object); `DataError`, every problem
+of a file with its place; a build as a file holds it (`build_document`).
 
 Nothing here knows about HTTP or about reloading: `store.py` reads the directory with these,
 `writer.py` writes files these accept.
 """
 
-import difflib
 import hashlib
 import os
 import re
@@ -15,51 +16,30 @@ from operator import attrgetter, eq, gt, is_, is_not, lt, not_
 
 import msgspec
 
-from buildshelf import javadoc, strictjson
+from buildshelf import strictjson
+from buildshelf.dataformat import (
+    COMMIT_KEYS,
+    PLAIN_BUILD_KEYS,
+    SURROGATE,
+    RuleBroken,
+    project_problem,
+    valid_build,
+)
 from buildshelf.model import (
     CHANNEL_PATTERN,
     FILE_NAME_PATTERN,
-    FILE_NAME_RULE,
     HASH_DIGITS,
     SHA256_DIGITS,
-    SHA256_PATTERN,
     SLUG_PATTERN,
     TIMESTAMPS,
     URL_PATTERN,
     Build,
-    Commit,
     Commits,
     Project,
-    file_keys,
-    timestamp_problem,
 )
 from buildshelf.text import printable
 
-URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
-HEX_DIGITS = frozenset(HASH_DIGITS)
 HEX_BYTES = HASH_DIGITS.encode()
-# The keys of each object, in the order files are written: the model's fields.
-PROJECT_KEYS = file_keys(Project)
-OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix")
-BUILD_KEYS = file_keys(Build)
-LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
-WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
-AUTHORED_COMMIT_KEYS = file_keys(Commit)
-COMMIT_KEYS = AUTHORED_COMMIT_KEYS[:2]  # 'author' is optional
-# As sets, for the checks on every build.
-_PROJECT_KEYS, _REQUIRED_PROJECT_KEYS = (
-    set(PROJECT_KEYS),
-    set(PROJECT_KEYS) - set(OPTIONAL_PROJECT_KEYS),
-)
-# The spec's seven: nearly every build has exactly these. The others are integrity data and,
-# for a file Buildshelf keeps, its name (which replaces downloadUrl).
-PLAIN_BUILD_KEYS = BUILD_KEYS[:7]
-_PLAIN_BUILD_KEYS = set(PLAIN_BUILD_KEYS)
-_REQUIRED_BUILD_KEYS = _PLAIN_BUILD_KEYS - {"downloadUrl"}
-_ALLOWED_BUILD_KEYS = set(WRITTEN_BUILD_KEYS)
-_COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
-# JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
-SURROGATE = re.compile("[\ud800-\udfff]")
 # A ':' written as a JSON escape: an odd run of backslashes, then u003a. An even run is
 # escaped backslashes, then the letters "u003a".
 ESCAPED_COLON = re.compile(r"(?<!\\)(?:\\\\)*\\u003[aA]")
@@ -156,169 +136,6 @@ def _parse(path, text):
         raise DataError(path, error.message, error.line, error.column) from None
 
 
-def _unicode_problem(name, text):
-    """Why a string holding a lone surrogate cannot be served, and where it is in it."""
-    index = SURROGATE.search(text).start()
-    return (
-        f"{name!r} holds a lone surrogate ({text[index].encode('unicode_escape').decode()} "
-        f"at character {index + 1}): strings must be valid Unicode"
-    )
-
-
-def _is_url(value):
-    return type(value) is str and value.isascii() and URL_PATTERN.match(value) is not None
-
-
-class _Invalid(Exception):
-    """A problem in one build; the caller knows which build and raises a DataError."""
-
-
-def _check_keys(value, allowed, required):
-    keys = value.keys()
-    if not (required <= keys <= allowed):
-        unknown = sorted(keys - allowed)
-        if unknown:
-            raise _Invalid(f"unknown key {unknown[0]!r}{_closest(unknown[0], allowed)}")
-        raise _Invalid(f"missing key {sorted(required - keys)[0]!r}")
-
-
-def _closest(key, allowed):
-    """': did you mean KEY?' for the allowed key closest to a misspelt one, or ''. Letter
-    case counts for nothing: 'downloadURL' is downloadUrl."""
-    by_lower = {name.lower(): name for name in allowed}
-    near = difflib.get_close_matches(key.lower(), by_lower, n=1)
-    return f": did you mean {by_lower[near[0]]}?" if near else ""
-
-
-def _commit_problem(value):
-    if type(value) is not dict:
-        return "must be an object with 'message' and 'hash'"
-    try:
-        _check_keys(value, _AUTHORED_COMMIT_KEYS, _COMMIT_KEYS)
-    except _Invalid as problem:
-        return str(problem)
-    if type(value["message"]) is not str:
-        return "'message' must be a string"
-    if type(value.get("author", "")) is not str:
-        return "'author' must be a string"
-    for key in ("message", "author"):
-        if SURROGATE.search(value.get(key, "")):
-            return _unicode_problem(key, value[key])
-    return "'hash' must be a string of hexadecimal digits"
-
-
-def _build(value, channels):
-    # On the path of every build at every load: exact type checks, no work for messages.
-    if type(value) is not dict:
-        raise _Invalid("must be an object")
-    number = value.get("buildNumber")
-    if not (type(number) is int and number >= 0):
-        raise _Invalid("'buildNumber' must be an integer >= 0")
-    if "gameVersion" in value:
-        raise _Invalid("'gameVersion' is the old name: rename it to 'channelVersion'")
-    integrity = {}
-    if value.keys() != _PLAIN_BUILD_KEYS:
-        _check_keys(value, _ALLOWED_BUILD_KEYS, _REQUIRED_BUILD_KEYS)
-        integrity = _integrity(value)
-        if "yankedAt" in value or "yankReason" in value:
-            integrity.update(_yank_mark(value))
-    url, download_url = value["url"], value.get("downloadUrl", "")
-    if not _is_url(url):
-        raise _Invalid(f"'url' {URL_RULE}")
-    if "file" not in integrity and not _is_url(download_url):
-        raise _Invalid(f"'downloadUrl' {URL_RULE}")
-    channel = value["channelVersion"]
-    if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
-        if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
-            raise _Invalid(
-                "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
-            )
-        # Thousands of builds share a handful of channels: check each once, store it once.
-        channels[channel] = channel
-    timestamp = value["timestamp"]
-    if type(timestamp) is not int:
-        raise _Invalid("'timestamp' must be an integer")
-    if timestamp not in TIMESTAMPS:
-        raise _Invalid(f"'timestamp' {timestamp} {timestamp_problem(timestamp)}")
-    if type(value["isExperimental"]) is not bool:
-        raise _Invalid("'isExperimental' must be true or false")
-    if type(value["commits"]) is not list:
-        raise _Invalid("'commits' must be an array")
-    commits = []
-    for commit in value["commits"]:
-        if type(commit) is dict and (
-            commit.keys() == _COMMIT_KEYS or commit.keys() == _AUTHORED_COMMIT_KEYS
-        ):
-            message, commit_hash = commit["message"], commit["hash"]
-            author = commit.get("author", "")
-            if (
-                type(message) is str
-                and (message.isascii() or not SURROGATE.search(message))
-                and type(commit_hash) is str
-                and commit_hash
-                and HEX_DIGITS.issuperset(commit_hash)
-                and type(author) is str
-                and (author.isascii() or not SURROGATE.search(author))
-            ):
-                commits.append(Commit(message, commit_hash, author))
-                continue
-        raise _Invalid(f"commits[{len(commits)}]: {_commit_problem(commit)}")
-    return Build(
-        number=number,
-        url=url,
-        download_url=download_url,
-        channel=channels[channel],
-        timestamp=timestamp,
-        is_experimental=value["isExperimental"],
-        commits=Commits(commits),
-        **integrity,
-    )
-
-
-def _integrity(value):
-    """A build's sha256, size and file, as Build's keyword arguments, checked."""
-    sha256, size = value.get("sha256", msgspec.UNSET), value.get("size", msgspec.UNSET)
-    if (sha256 is msgspec.UNSET) != (size is msgspec.UNSET):
-        raise _Invalid("'sha256' and 'size' go together: give both or neither")
-    if sha256 is not msgspec.UNSET:
-        if not (type(sha256) is str and SHA256_PATTERN.match(sha256)):
-            raise _Invalid("'sha256' must be 64 lowercase hexadecimal digits")
-        if not (type(size) is int and size >= 0):
-            raise _Invalid("'size' must be a whole number of bytes, 0 or more")
-    checked = {"sha256": sha256, "size": size}
-    if "file" in value:
-        name = value["file"]
-        if not (type(name) is str and FILE_NAME_PATTERN.match(name)):
-            raise _Invalid(f"'file' {FILE_NAME_RULE}")
-        if sha256 is msgspec.UNSET:
-            raise _Invalid("'file' needs 'sha256' and 'size': they name its stored object")
-        if "downloadUrl" in value:
-            raise _Invalid(
-                "give 'downloadUrl' or 'file', not both: the server makes a kept file's address"
-            )
-        checked["file"] = name
-    elif "downloadUrl" not in value:
-        raise _Invalid("missing key 'downloadUrl' (or 'file', for a file Buildshelf keeps)")
-    return checked
-
-
-YANKED_AT_RULE = "'yankedAt' must be the time of the yank in epoch milliseconds"
-
-
-def _yank_mark(value):
-    """A build's yank mark (yankedAt, yankReason), as Build's keyword arguments, checked."""
-    if "yankedAt" not in value:
-        raise _Invalid("'yankReason' needs 'yankedAt': the time of the yank marks the build yanked")
-    at, reason = value["yankedAt"], value.get("yankReason", "")
-    if not (type(at) is int and at in TIMESTAMPS):
-        raise _Invalid(YANKED_AT_RULE)
-    if type(reason) is not str:
-        raise _Invalid("'yankReason' must be a string")
-    if SURROGATE.search(reason):
-        raise _Invalid(_unicode_problem("yankReason", reason))
-    return {"yanked_at": at, "yank_reason": reason}
-
-
 class InvalidBuild(ValueError):
     """One build object that breaks a rule of the data files: the message says which."""
 
@@ -327,8 +144,8 @@ def checked_build(value) -> Build:
     """One build object (a file's `builds[i]`, say one published over HTTP) checked by the
     data files' rules, as the Build it is served as; InvalidBuild if it breaks one."""
     try:
-        return _build(value, {})
-    except _Invalid as problem:
+        return valid_build(value, {})
+    except RuleBroken as problem:
         raise InvalidBuild(str(problem)) from None
 
 
@@ -337,44 +154,6 @@ def _build_place(index, value):
     if type(number) is int and number >= 0:
         return f"build {number} (builds[{index}])"
     return f"builds[{index}]"
-
-
-def _project_problem(doc, slug):
-    """What is wrong with the file's own fields (its builds aside), or None."""
-    if not isinstance(doc, dict):
-        return "the file must hold a JSON object"
-    try:
-        _check_keys(doc, _PROJECT_KEYS, _REQUIRED_PROJECT_KEYS)
-    except _Invalid as problem:
-        return str(problem)
-    if doc.get("slug", slug) != slug:
-        return f"'slug' is {doc['slug']!r} but the file name says {slug!r}"
-    if not (isinstance(doc["ciJob"], str) and doc["ciJob"]):
-        return "'ciJob' must be a non-empty string"
-    if SURROGATE.search(doc["ciJob"]):
-        return _unicode_problem("ciJob", doc["ciJob"])
-    if not _is_url(doc["ciJobUrl"]):
-        return f"'ciJobUrl' {URL_RULE}"
-    javadoc_base = doc.get("javadocBaseUrl", "")  # none: the project has no javadoc
-    if javadoc_base != "" and not _is_url(javadoc_base):
-        return f"'javadocBaseUrl' {URL_RULE}, or \"\" for a project without javadoc"
-    if "?" in javadoc_base or "#" in javadoc_base:
-        return (
-            "'javadocBaseUrl' must have no query or fragment: the channel's page is added "
-            "to its path"
-        )
-    page_prefix = doc.get("javadocPagePrefix", "")
-    if not isinstance(page_prefix, str):
-        return "'javadocPagePrefix' must be a string, e.g. \".cache/unpack\""
-    problem = javadoc.path_problem(page_prefix) if page_prefix else None
-    if problem is not None or len(page_prefix) > javadoc.MAX_PAGE_LENGTH:
-        return (
-            f"'javadocPagePrefix' {problem or 'is too long'}: give a relative path such as "
-            '".cache/unpack"'
-        )
-    if not isinstance(doc["builds"], list):
-        return "'builds' must be an array"
-    return None
 
 
 def fingerprint(data: bytes) -> bytes:
@@ -437,7 +216,7 @@ def checked_document(
     changes one build of a document it checked passes it back, and only the builds it changed
     are checked again. The objects must not have changed since."""
     known = known or {}
-    problem = _project_problem(doc, slug)
+    problem = project_problem(doc, slug)
     problems = [] if problem is None else [DataError(path, problem)]
     if not isinstance(doc, dict) or not isinstance(doc.get("builds"), list):
         raise DataError.of_all(problems)
@@ -446,8 +225,8 @@ def checked_document(
     builds = list(map(known.get, map(id, values)))  # None where not known
     for index in compress(range(len(values)), map(is_, builds, repeat(None))):
         try:
-            builds[index] = _build(values[index], channels)
-        except _Invalid as problem:
+            builds[index] = valid_build(values[index], channels)
+        except RuleBroken as problem:
             where = _build_place(index, values[index])
             problems.append(DataError(path, str(problem), where=where))
     checked = dict(zip(map(id, values), builds))
@@ -482,10 +261,11 @@ def parses_to(slug: str, digest: bytes, project: Project) -> None:
 # A Python call per JSON object (the duplicate-key hook) and per build made loading take 4 times
 # as long as json.load. Here msgspec checks the shape and the types while it decodes, and the
 # remaining rules run as loops in C (map, compress, set, join) over all builds. A file is
-# accepted only when every rule above visibly holds, so whatever this accepts, _checked_project
-# accepts with the same result; anything else (a problem, the legacy key, a key maybe written
-# twice, an integer msgspec finds out of range) goes to _checked_project, which finds the
-# message. It knows every other key: integrity data, kept files, authors, javadocPagePrefix.
+# accepted only when every rule (dataformat.py) visibly holds, so whatever this accepts,
+# _checked_project accepts with the same result; anything else (a problem, the legacy key, a
+# key maybe written twice, an integer msgspec finds out of range) goes to _checked_project,
+# which finds the message. It knows every other key: integrity data, kept files, authors,
+# javadocPagePrefix.
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True):
@@ -574,7 +354,7 @@ def _fast_project(slug, text):
     reasons_given = len(reasons) - reasons.count("")
     all_reasons = "".join(reasons) if reasons_given else ""
     if not (
-        _project_problem(fields, slug) is None
+        project_problem(fields, slug) is None
         and min(numbers, default=0) >= 0
         and min(timestamps, default=0) in TIMESTAMPS
         and max(timestamps, default=0) in TIMESTAMPS
@@ -617,9 +397,9 @@ def _fast_project(slug, text):
     )
     if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None
-    # Thousands of builds share a handful of channels: keep one string of each, as _build does
-    # (5 MB at 100,000 builds); and their commits packed, as _build does. The builds are new
-    # and seen by no one else yet.
+    # Thousands of builds share a handful of channels: keep one string of each, as valid_build
+    # does (5 MB at 100,000 builds); and their commits packed, as valid_build does. The builds
+    # are new and seen by no one else yet.
     channels = {}
     for build, packed in zip(builds, map(Commits, map(_commits, builds))):
         channel = channels.setdefault(build.channel, build.channel)

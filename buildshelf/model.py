@@ -68,7 +68,7 @@ def json_pattern(pattern: re.Pattern) -> str:
 
 
 # Field markers: which fields the API serves, and in which mode (shapes.py), and which are
-# keys of a data file (datafile.py).
+# keys of a data file (dataformat.py).
 NOT_SERVED = msgspec.Meta(extra={"served": False})
 DERIVED = msgspec.Meta(extra={"served": False, "in_file": False})  # made when a file is read
 UPSTREAM_ONLY = "upstream"  # served only in the upstream compat mode (--compat upstream)

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import msgspec
 
-from buildshelf import artifacts, datafile, files, store
+from buildshelf import artifacts, datafile, dataformat, files, store
 from buildshelf.model import SLUG_PATTERN, Build
 from buildshelf.refusals import Invalid, NoSpace, Refused
 from buildshelf.text import counted
@@ -63,7 +63,7 @@ def locked(directory):
 
 def encode(doc: dict) -> bytes:
     """A project document as bytes in the data files' one stable format, so that a change
-    shows in a diff as the lines it changed: 2-space indent, keys in datafile.PROJECT_KEYS'
+    shows in a diff as the lines it changed: 2-space indent, keys in dataformat.PROJECT_KEYS'
     order (then any others), builds ascending by number, a final newline."""
     return _encoded(_canonical(doc))[0]
 
@@ -75,7 +75,7 @@ def _canonical(doc, known=frozenset()):
     # Found in C: a write changes one build of thousands.
     for index in compress(range(len(builds)), map(not_, map(known.__contains__, map(id, builds)))):
         builds[index] = _ordered_build(builds[index])
-    return _ordered(dict(doc, builds=builds), datafile.PROJECT_KEYS)
+    return _ordered(dict(doc, builds=builds), dataformat.PROJECT_KEYS)
 
 
 BUILD_NUMBER = itemgetter("buildNumber")
@@ -124,10 +124,10 @@ def _json(value):
 def _ordered_build(build):
     """A copy of `build`, its keys and its commits' in the order files are written: the
     file's own, which no later change to the caller's object can alter (see _Known)."""
-    copy = dict(_ordered(build, datafile.WRITTEN_BUILD_KEYS))
+    copy = dict(_ordered(build, dataformat.WRITTEN_BUILD_KEYS))
     if type(copy["commits"]) is list:
         copy["commits"] = [
-            dict(_ordered(commit, datafile.AUTHORED_COMMIT_KEYS))
+            dict(_ordered(commit, dataformat.AUTHORED_COMMIT_KEYS))
             if type(commit) is dict
             else commit
             for commit in copy["commits"]

@@ -15,7 +15,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from buildshelf import artifacts, datafile, store
+from buildshelf import artifacts, datafile, dataformat, store
 from buildshelf.objects_in_use import kept_objects, readable_projects, used_objects
 from buildshelf.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
 from buildshelf.rewrite import locked, project_path, read, update
@@ -206,7 +206,7 @@ def publish(
             keys = same[0].keys() | compared.keys()
             fields = [
                 k
-                for k in datafile.WRITTEN_BUILD_KEYS
+                for k in dataformat.WRITTEN_BUILD_KEYS
                 if k in keys and same[0].get(k) != compared.get(k)
             ]
             raise Exists(

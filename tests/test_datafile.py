@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from buildshelf import datafile, model
+from buildshelf import datafile, dataformat, model
 from helpers import ALPHA_BUILDS, assert_same_values, both_paths, make_build, make_project
 
 
@@ -185,13 +185,13 @@ def build_error(**fields):
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"url": "ftp://ci.example.org/1"}, "'url' " + datafile.URL_RULE),
-        ({"url": "/job/1/"}, "'url' " + datafile.URL_RULE),
-        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + datafile.URL_RULE),
-        ({"downloadUrl": "https://"}, "'downloadUrl' " + datafile.URL_RULE),
-        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + datafile.URL_RULE),
-        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + datafile.URL_RULE),
-        ({"url": "https://a.example/\u00e9"}, "'url' " + datafile.URL_RULE),
+        ({"url": "ftp://ci.example.org/1"}, "'url' " + dataformat.URL_RULE),
+        ({"url": "/job/1/"}, "'url' " + dataformat.URL_RULE),
+        ({"downloadUrl": "javascript:alert(1)"}, "'downloadUrl' " + dataformat.URL_RULE),
+        ({"downloadUrl": "https://"}, "'downloadUrl' " + dataformat.URL_RULE),
+        ({"downloadUrl": "https://a b/"}, "'downloadUrl' " + dataformat.URL_RULE),
+        ({"downloadUrl": 'https://a.example/<x>"{y}'}, "'downloadUrl' " + dataformat.URL_RULE),
+        ({"url": "https://a.example/\u00e9"}, "'url' " + dataformat.URL_RULE),
         (
             {"channelVersion": ""},
             "'channelVersion' must be a non-empty string of letters, digits and . _ + -",
@@ -347,7 +347,7 @@ def test_an_unknown_key_suggests_the_closest_key(where, key, message):
     assert parse_error(doc) == f"data/alpha.json: {message}"
 
 
-NO_JAVADOC_RULE = datafile.URL_RULE + ', or "" for a project without javadoc'
+NO_JAVADOC_RULE = dataformat.URL_RULE + ', or "" for a project without javadoc'
 
 
 @pytest.mark.parametrize(
@@ -355,7 +355,7 @@ NO_JAVADOC_RULE = datafile.URL_RULE + ', or "" for a project without javadoc'
     [
         ({"ciJob": ""}, "'ciJob' must be a non-empty string"),
         ({"ciJob": None}, "'ciJob' must be a non-empty string"),
-        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + datafile.URL_RULE),
+        ({"ciJobUrl": "ci.example.org/job"}, "'ciJobUrl' " + dataformat.URL_RULE),
         ({"javadocBaseUrl": "//jd.example.org/"}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
         ({"javadocBaseUrl": "https://jd.example.org/ä/"}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
         ({"javadocBaseUrl": None}, "'javadocBaseUrl' " + NO_JAVADOC_RULE),
@@ -577,13 +577,13 @@ ONE_RULE_AWAY = [
     "DELETE",
 ]
 FIELDS = (
-    [("project", key) for key in sorted(datafile.PROJECT_KEYS) + ["other"]]
+    [("project", key) for key in sorted(dataformat.PROJECT_KEYS) + ["other"]]
     + [
         (level, key)
         for level in ("build", "kept build")
-        for key in sorted(datafile.WRITTEN_BUILD_KEYS) + ["other"]
+        for key in sorted(dataformat.WRITTEN_BUILD_KEYS) + ["other"]
     ]
-    + [("commit", key) for key in sorted(datafile.AUTHORED_COMMIT_KEYS) + ["other"]]
+    + [("commit", key) for key in sorted(dataformat.AUTHORED_COMMIT_KEYS) + ["other"]]
 )
 
 

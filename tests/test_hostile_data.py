@@ -8,12 +8,12 @@ import os
 import pytest
 import webtest
 
-from buildshelf import cli, datafile, server, text
+from buildshelf import cli, datafile, dataformat, server, text
 from buildshelf import store as store_module
 from helpers import bump_mtime, make_build, make_project
 
 API = "/api/v2"
-URL_RULE = datafile.URL_RULE
+URL_RULE = dataformat.URL_RULE
 JAVADOC_RULE = URL_RULE + ', or "" for a project without javadoc'
 CHANNEL_RULE = "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
 UNICODE_RULE = "strings must be valid Unicode"

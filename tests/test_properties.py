@@ -10,7 +10,7 @@ import webtest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import datafile, javadoc, model, server
+from buildshelf import datafile, dataformat, javadoc, model, server
 from buildshelf import store as store_module
 from buildshelf.web import answers, shapes
 from helpers import assert_same_values, both_paths, write_file
@@ -405,12 +405,12 @@ def test_no_redirect_leaves_the_channels_javadoc(redirect, encoding, base, prefi
     assert " " not in location and "%25" not in location
 
 
-PROJECT_FIELDS = sorted(datafile.PROJECT_KEYS) + ["other"]
-BUILD_FIELDS = sorted(datafile.WRITTEN_BUILD_KEYS) + [
+PROJECT_FIELDS = sorted(dataformat.PROJECT_KEYS) + ["other"]
+BUILD_FIELDS = sorted(dataformat.WRITTEN_BUILD_KEYS) + [
     "gameVersion",
     "other",
 ]
-COMMIT_FIELDS = sorted(datafile.AUTHORED_COMMIT_KEYS) + ["other"]
+COMMIT_FIELDS = sorted(dataformat.AUTHORED_COMMIT_KEYS) + ["other"]
 DELETE = object()
 
 places = st.one_of(
@@ -516,9 +516,9 @@ def keys_of(doc):
 
 def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
     every_key = (
-        set(datafile.PROJECT_KEYS),
-        set(datafile.BUILD_KEYS),
-        set(datafile.AUTHORED_COMMIT_KEYS),
+        set(dataformat.PROJECT_KEYS),
+        set(dataformat.BUILD_KEYS),
+        set(dataformat.AUTHORED_COMMIT_KEYS),
     )
     # Found, not shrunk: any file with every key will do.
     found = find(

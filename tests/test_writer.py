@@ -16,7 +16,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import checking, cli, commands, datafile, refusals, rewrite, settings, writer
+from buildshelf import (
+    checking,
+    cli,
+    commands,
+    datafile,
+    dataformat,
+    refusals,
+    rewrite,
+    settings,
+    writer,
+)
 from buildshelf import store as store_module
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -657,7 +667,7 @@ def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys)
 
 def test_publish_keeps_every_key_of_the_file_in_the_documented_order(data_dir):
     """A Reposilite project's javadocPagePrefix stays right after javadocBaseUrl, and the
-    optional slug first: the order of datafile.PROJECT_KEYS, which the docs give."""
+    optional slug first: the order of dataformat.PROJECT_KEYS, which the docs give."""
     path = data_dir / "alpha.json"
     doc = json.loads(path.read_text())
     write_file(
@@ -674,7 +684,7 @@ def test_publish_keeps_every_key_of_the_file_in_the_documented_order(data_dir):
         "javadocPagePrefix",
         "builds",
     ]
-    assert list(written) == list(datafile.PROJECT_KEYS)
+    assert list(written) == list(dataformat.PROJECT_KEYS)
     assert written["javadocPagePrefix"] == ".cache/unpack"
 
 
@@ -686,7 +696,7 @@ def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data
     assert path.read_bytes() == (json.dumps(doc, indent=2) + "\n").encode()
     assert list(doc) == ["ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
     assert [b["buildNumber"] for b in doc["builds"]] == [1, 2, 3, 5, 7, 8, 9]
-    assert all(list(b) == list(datafile.PLAIN_BUILD_KEYS) for b in doc["builds"])
+    assert all(list(b) == list(dataformat.PLAIN_BUILD_KEYS) for b in doc["builds"])
     before = path.read_text().splitlines()
     assert cli.main(publish_argv(data_dir, 10, "--commit", "abc", "Fix")) == 0
     diff = list(difflib.unified_diff(before, path.read_text().splitlines(), lineterm="", n=0))
@@ -709,7 +719,7 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     written = json.loads((data_dir / "alpha.json").read_text())
     assert list(written) == ["slug", "ciJob", "ciJobUrl", "javadocBaseUrl", "builds"]
     assert list(written["builds"][0]) == list(
-        datafile.PLAIN_BUILD_KEYS + datafile.LEGACY_BUILD_KEYS
+        dataformat.PLAIN_BUILD_KEYS + dataformat.LEGACY_BUILD_KEYS
     )
     assert written["builds"][0]["commit"] == [{"message": "legacy", "hash": "ab"}]
     assert list(written["builds"][0]["commits"][0]) == ["message", "hash"]
@@ -935,7 +945,7 @@ def test_the_stable_format_is_json_dumps_indented_by_2(extra, commit):
     file written before keeps its bytes."""
     doc = make_project([make_build(2, commits=[{"message": commit, "hash": "ab"}]), make_build(1)])
     doc.update((key, value) for key, value in extra.items() if key not in doc)
-    ordered = rewrite._ordered(doc, datafile.PROJECT_KEYS)
+    ordered = rewrite._ordered(doc, dataformat.PROJECT_KEYS)
     ordered["builds"] = sorted(ordered["builds"], key=lambda b: b["buildNumber"])
     expected = json.dumps(ordered, indent=2, ensure_ascii=False) + "\n"
     assert rewrite.encode(doc) == expected.encode()
@@ -983,9 +993,9 @@ def test_each_write_leaves_the_stable_format_and_notes_the_project_it_parses_to(
 def test_a_write_checks_and_encodes_only_the_builds_it_changes(data_dir, capsys, monkeypatch):
     assert cli.main([*WRITES[0], "--data", str(data_dir)]) == 0  # the file now written here
     checked, encoded = [], []
-    check, encode = datafile._build, rewrite._build_bytes
+    check, encode = datafile.valid_build, rewrite._build_bytes
     monkeypatch.setattr(
-        datafile, "_build", lambda value, *a: checked.append(value) or check(value, *a)
+        datafile, "valid_build", lambda value, *a: checked.append(value) or check(value, *a)
     )
     monkeypatch.setattr(
         rewrite, "_build_bytes", lambda value: encoded.append(value) or encode(value)

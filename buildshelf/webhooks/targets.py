@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from buildshelf import files, strictjson
-from buildshelf.datafile import URL_RULE, DataError
+from buildshelf.datafile import DataError
+from buildshelf.dataformat import URL_RULE
 from buildshelf.model import SLUG_PATTERN, URL_PATTERN
 
 FORMATS = ("discord", "slack", "json")
