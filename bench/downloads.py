@@ -58,7 +58,7 @@ import urllib.parse
 
 import harness
 import synthetic
-from buildshelf.artifacts import default_store, object_path
+from buildshelf.kept.artifacts import default_store, object_path
 from harness import cpu_seconds, report, spread, wrk
 
 MIB = 1 << 20

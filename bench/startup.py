@@ -65,7 +65,7 @@ print(time.perf_counter() - started)
 TIMED_READS = """
 import gc, sys, time
 sys.path.insert(0, sys.argv[1])
-from buildshelf import datafile
+from buildshelf.datafiles import datafile
 gc.disable()  # as the store reads
 files = [open(path, "rb").read() for path in sys.argv[2:]]
 seconds = [[] for _ in files]

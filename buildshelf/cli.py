@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from buildshelf import refusals, server, settings
+from buildshelf import server, settings
 from buildshelf.commands import (
     add_project_parser,
     check_parser,
@@ -30,6 +30,7 @@ from buildshelf.publishing.commands import token_parsers, trust_parser
 from buildshelf.serving import accesslog
 from buildshelf.text import printable
 from buildshelf.webhooks.commands import webhook_parsers
+from buildshelf.writing import refusals
 
 
 class _Commands:

@@ -12,20 +12,13 @@ import subprocess
 import sys
 import time
 
-from buildshelf import (
-    artifacts,
-    checking,
-    datafile,
-    kept_files,
-    progress,
-    refusals,
-    rewrite,
-    settings,
-    writer,
-)
+from buildshelf import progress, settings
+from buildshelf.datafiles import checking, datafile
+from buildshelf.kept import artifacts, kept_files
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import printable, size
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
+from buildshelf.writing import refusals, rewrite, writer
 
 GIT_TIMEOUT = 60
 GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL

@@ -13,9 +13,10 @@ import time
 
 import bottle
 
-from buildshelf import counts, settings, temp_files, text
+from buildshelf import counts, settings, text
 from buildshelf import metrics as prometheus
-from buildshelf.checking import check
+from buildshelf.datafiles.checking import check
+from buildshelf.kept import temp_files
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving

@@ -12,7 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from buildshelf import artifacts, state
+from buildshelf import state
+from buildshelf.kept import artifacts
 from buildshelf.model import URL_PATTERN
 from buildshelf.web import upstream
 

@@ -15,8 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from buildshelf import artifacts, files
-from buildshelf.datafile import DataError, fingerprint, parse_project
+from buildshelf import files
+from buildshelf.datafiles.datafile import DataError, fingerprint, parse_project
+from buildshelf.kept import artifacts
 from buildshelf.model import Build, Project
 from buildshelf.readers import Readers
 from buildshelf.text import counted, printable

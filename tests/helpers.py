@@ -15,8 +15,8 @@ import msgspec
 import pytest
 import webtest
 
-from buildshelf import datafile
 from buildshelf import store as store_module
+from buildshelf.datafiles import datafile
 from buildshelf.publishing.credentials import Forbidden, Publisher, Unauthorized, Unavailable
 
 

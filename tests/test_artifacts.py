@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from buildshelf import artifacts
-from buildshelf.artifacts import NAME_RULE, Refused
-from buildshelf.temp_files import remove_stale_temp_files
+from buildshelf.kept import artifacts
+from buildshelf.kept.artifacts import NAME_RULE, Refused
+from buildshelf.kept.temp_files import remove_stale_temp_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
@@ -354,7 +354,7 @@ def test_a_store_without_write_permission_stores_nothing(tmp_path, store):
 KILLED_MID_COPY = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-from buildshelf import artifacts
+from buildshelf.kept import artifacts
 write = os.write
 def write_then_stop(fd, data):
     written = write(fd, data)

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from buildshelf import datafile, dataformat, model
+from buildshelf import model
+from buildshelf.datafiles import datafile, dataformat
 from helpers import ALPHA_BUILDS, assert_same_values, both_paths, make_build, make_project
 
 

@@ -4,7 +4,9 @@ import os
 
 import pytest
 
-from buildshelf import artifacts, files, writer
+from buildshelf import files
+from buildshelf.kept import artifacts
+from buildshelf.writing import writer
 
 
 @pytest.fixture

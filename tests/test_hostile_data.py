@@ -8,8 +8,9 @@ import os
 import pytest
 import webtest
 
-from buildshelf import cli, datafile, dataformat, server, text
+from buildshelf import cli, server, text
 from buildshelf import store as store_module
+from buildshelf.datafiles import datafile, dataformat
 from helpers import bump_mtime, make_build, make_project
 
 API = "/api/v2"

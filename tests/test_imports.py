@@ -174,7 +174,7 @@ def test_no_module_imports_another_that_imports_it_back():
 
 
 def test_the_graph_is_read():
-    assert {"buildshelf.datafile", "buildshelf.model"} <= GRAPH["buildshelf.store"]
+    assert {"buildshelf.datafiles.datafile", "buildshelf.model"} <= GRAPH["buildshelf.store"]
     assert "buildshelf.server" in GRAPH["buildshelf.cli"]
 
 

@@ -13,10 +13,12 @@ from contextlib import suppress
 import pytest
 import webtest
 
-from buildshelf import checking, cli, rewrite, server, writer
+from buildshelf import cli, server
 from buildshelf import store as store_module
+from buildshelf.datafiles import checking
 from buildshelf.jenkins import mirror as jenkins_mirror
 from buildshelf.jenkins import remote_api
+from buildshelf.writing import rewrite, writer
 from helpers import FREESTYLE, JENKINS_JOBS, ROOT
 
 PIPELINE = os.path.join(JENKINS_JOBS, "pipeline.json")

@@ -13,10 +13,11 @@ import referencing.exceptions
 import referencing.jsonschema
 import webtest
 
-from buildshelf import rewrite, server
+from buildshelf import server
 from buildshelf import store as store_module
 from buildshelf.counts import Tally
 from buildshelf.web import answers, openapi, pages, reads, service
+from buildshelf.writing import rewrite
 from helpers import (
     ALPHA_TOKEN,
     FakeCounter,

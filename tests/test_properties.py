@@ -10,8 +10,9 @@ import webtest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import datafile, dataformat, javadoc, model, server
+from buildshelf import javadoc, model, server
 from buildshelf import store as store_module
+from buildshelf.datafiles import datafile, dataformat
 from buildshelf.web import answers, shapes
 from helpers import assert_same_values, both_paths, write_file
 

@@ -21,9 +21,11 @@ import time
 import pytest
 import webtest
 
-from buildshelf import artifacts, checking, server
+from buildshelf import server
 from buildshelf import store as store_module
-from buildshelf.temp_files import LOCKING_SECONDS, TEMP_PREFIX
+from buildshelf.datafiles import checking
+from buildshelf.kept import artifacts
+from buildshelf.kept.temp_files import LOCKING_SECONDS, TEMP_PREFIX
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
 
 # Each test here starts a process (tests/conftest.py): none is in the fast lane.

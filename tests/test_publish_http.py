@@ -29,13 +29,15 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import artifacts, files, rewrite, server
+from buildshelf import files, server
+from buildshelf.kept import artifacts
 from buildshelf.publishing import credentials, oidc, tokens, trust
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.web import given_build, publish
 from buildshelf.web.contract import Deferred
 from buildshelf.web.query import ApiError
 from buildshelf.web.ratelimit import FailureLimit
+from buildshelf.writing import rewrite
 from helpers import (
     ALPHA_TOKEN,
     ANY_TOKEN,

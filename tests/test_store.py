@@ -12,8 +12,9 @@ import time
 import pytest
 import webtest
 
-from buildshelf import checking, cli, server
+from buildshelf import cli, server
 from buildshelf import store as store_module
+from buildshelf.datafiles import checking
 from helpers import bump_mtime, hang_reads_of, make_build, make_project, write_file
 
 # --- the directory ---------------------------------------------------------------------------

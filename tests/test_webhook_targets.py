@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from buildshelf import datafile
+from buildshelf.datafiles import datafile
 from buildshelf.webhooks.targets import (
     EVENTS,
     SECRET_RULE,

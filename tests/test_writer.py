@@ -16,18 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from buildshelf import (
-    checking,
-    cli,
-    commands,
-    datafile,
-    dataformat,
-    refusals,
-    rewrite,
-    settings,
-    writer,
-)
+from buildshelf import cli, commands, settings
 from buildshelf import store as store_module
+from buildshelf.datafiles import checking, datafile, dataformat
+from buildshelf.writing import refusals, rewrite, writer
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -806,7 +798,7 @@ KILLED_WRITER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from buildshelf import cli
-from buildshelf import rewrite
+from buildshelf.writing import rewrite
 real_replace = os.replace
 def replace(src, dst):
     if dst.endswith("alpha.json"):
@@ -878,7 +870,7 @@ def test_what_is_not_a_regular_file_is_refused_without_hanging(data_dir, capsys)
 
 
 def staged(store_dir, data):
-    from buildshelf import artifacts
+    from buildshelf.kept import artifacts
 
     staging = artifacts.Staging(store_dir, "upload")
     staging.write(data)
@@ -886,7 +878,7 @@ def staged(store_dir, data):
 
 
 def test_a_staged_file_is_renamed_into_place_never_copied(data_dir):
-    from buildshelf import artifacts
+    from buildshelf.kept import artifacts
 
     store_dir = str(data_dir / "artifacts")
     received = staged(store_dir, b"jar bytes")

@@ -8,8 +8,9 @@ import json
 import pytest
 import webtest
 
-from buildshelf import cli, datafile, server
+from buildshelf import cli, server
 from buildshelf import store as store_module
+from buildshelf.datafiles import datafile
 from buildshelf.text import size
 from helpers import both_paths, build_in_file, make_build, make_project, objects, write_file
 

@@ -8,9 +8,10 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from buildshelf import kept_files, writer
 from buildshelf.jenkins import mirror, remote_api
+from buildshelf.kept import kept_files
 from buildshelf.text import counted
+from buildshelf.writing import writer
 
 # --- values ------------------------------------------------------------------------------------
 

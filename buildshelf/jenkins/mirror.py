@@ -9,11 +9,13 @@ skipped, and leaves nothing in the store (artifacts.store_stream).
 
 from collections.abc import Callable, Iterable
 
-from buildshelf import artifacts, progress, rewrite, writer
-from buildshelf.artifacts import Refused
+from buildshelf import progress
 from buildshelf.http_client import HttpError
 from buildshelf.jenkins import fetch, remote_api
+from buildshelf.kept import artifacts
+from buildshelf.kept.artifacts import Refused
 from buildshelf.model import file_name_in_url
+from buildshelf.writing import rewrite, writer
 
 HTML_NAMES = (".html", ".htm")
 

@@ -9,7 +9,8 @@ import re
 from typing import NamedTuple
 from urllib.parse import quote, urlsplit
 
-from buildshelf import datafile, http_client
+from buildshelf import http_client
+from buildshelf.datafiles import datafile
 from buildshelf.jenkins import fetch
 
 # What a build's JSON must tell: Jenkins' remote API says only what the tree= asks for.

@@ -10,9 +10,10 @@ import re
 import sys
 import time
 
-from buildshelf import refusals, rewrite, settings, writer
+from buildshelf import settings
 from buildshelf.publishing import tokens, trust
 from buildshelf.text import counted, printable
+from buildshelf.writing import refusals, rewrite, writer
 
 TOKEN_DAYS = 90  # token create's default expiry
 TOKEN_MAX_DAYS = 3650  # longer is --no-expiry by another name: say that instead

@@ -6,9 +6,10 @@ the client gives them, are held against the bytes received.
 
 import time
 
-from buildshelf import datafile, writer
+from buildshelf.datafiles import datafile
 from buildshelf.model import published_timestamp_problem, sha256_hex
 from buildshelf.web.upload import invalid
+from buildshelf.writing import writer
 
 # What a build's JSON may hold: the data files' keys, less those the route makes.
 BUILD_KEYS = (

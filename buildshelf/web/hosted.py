@@ -10,7 +10,7 @@ import logging
 
 import bottle
 
-from buildshelf.artifacts import object_path
+from buildshelf.kept.artifacts import object_path
 from buildshelf.model import epoch_seconds, whole_number
 from buildshelf.web import downloads, query
 from buildshelf.web.query import ApiError

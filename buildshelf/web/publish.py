@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import bottle
 
-from buildshelf import datafile, refusals, writer
+from buildshelf.datafiles import datafile
 from buildshelf.model import whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
@@ -48,6 +48,7 @@ from buildshelf.web.upload import (
     refused_by_the_store,
     too_large,
 )
+from buildshelf.writing import refusals, writer
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,11 @@ import logging
 
 import multipart
 
-from buildshelf import artifacts, datafile, refusals
+from buildshelf.datafiles import datafile
+from buildshelf.kept import artifacts
 from buildshelf.web.contract import CONSUMED
 from buildshelf.web.query import ApiError
+from buildshelf.writing import refusals
 
 log = logging.getLogger(__name__)
 

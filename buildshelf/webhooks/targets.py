@@ -16,9 +16,10 @@ import stat
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from buildshelf import files, strictjson
-from buildshelf.datafile import DataError
-from buildshelf.dataformat import URL_RULE
+from buildshelf import files
+from buildshelf.datafiles import strictjson
+from buildshelf.datafiles.datafile import DataError
+from buildshelf.datafiles.dataformat import URL_RULE
 from buildshelf.model import SLUG_PATTERN, URL_PATTERN
 
 FORMATS = ("discord", "slack", "json")

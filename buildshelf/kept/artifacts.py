@@ -20,8 +20,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from buildshelf import files
+from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
-from buildshelf.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.text import sizes
 
 MAX_BYTES_DEFAULT = 1 << 30

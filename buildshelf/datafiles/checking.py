@@ -6,8 +6,8 @@ the yanked builds' files still take. The server's own reading of the directory i
 import logging
 import os
 
-from buildshelf import artifacts
-from buildshelf.datafile import DataError
+from buildshelf.datafiles.datafile import DataError
+from buildshelf.kept import artifacts
 from buildshelf.store import read_projects
 from buildshelf.text import counted, printable, size
 

@@ -16,8 +16,8 @@ from operator import attrgetter, eq, gt, is_, is_not, lt, not_
 
 import msgspec
 
-from buildshelf import strictjson
-from buildshelf.dataformat import (
+from buildshelf.datafiles import strictjson
+from buildshelf.datafiles.dataformat import (
     COMMIT_KEYS,
     PLAIN_BUILD_KEYS,
     SURROGATE,

@@ -4,8 +4,9 @@ known while a file cannot be read, since it may use any of them."""
 
 from itertools import chain
 
-from buildshelf import datafile, store
-from buildshelf.refusals import Refused
+from buildshelf import store
+from buildshelf.datafiles import datafile
+from buildshelf.writing.refusals import Refused
 
 
 def kept_objects(builds):

@@ -26,10 +26,12 @@ from typing import TypeVar
 
 import msgspec
 
-from buildshelf import artifacts, datafile, dataformat, files, store
+from buildshelf import files, store
+from buildshelf.datafiles import datafile, dataformat
+from buildshelf.kept import artifacts
 from buildshelf.model import SLUG_PATTERN, Build
-from buildshelf.refusals import Invalid, NoSpace, Refused
 from buildshelf.text import counted
+from buildshelf.writing.refusals import Invalid, NoSpace, Refused
 
 Result = TypeVar("Result")  # what a change says happened, which update() returns
 

@@ -15,11 +15,13 @@ from dataclasses import KW_ONLY, dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from buildshelf import artifacts, datafile, dataformat, store
-from buildshelf.objects_in_use import kept_objects, readable_projects, used_objects
-from buildshelf.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
-from buildshelf.rewrite import locked, project_path, read, update
+from buildshelf import store
+from buildshelf.datafiles import datafile, dataformat
+from buildshelf.kept import artifacts
 from buildshelf.text import printable
+from buildshelf.writing.objects_in_use import kept_objects, readable_projects, used_objects
+from buildshelf.writing.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
+from buildshelf.writing.rewrite import locked, project_path, read, update
 
 Selected = TypeVar("Selected")  # a selection of builds, whose `added` are to be added
 

@@ -1,0 +1,1 @@
+"""The data files: their format and rules, read strictly, and checked for `check`."""

@@ -1,0 +1,1 @@
+"""The one writer of data files: each change locked, checked and written whole."""
