@@ -634,7 +634,8 @@ def test_other_methods_on_a_build_are_405(web):
     error(resp, 405, "method_not_allowed")
     assert resp.headers["Allow"] == "PUT, DELETE"
     resp = web.post(f"{API}/projects/alpha/builds/1", expect_errors=True)
-    error(resp, 405, "method_not_allowed")
+    assert "-X PUT" in error(resp, 405, "method_not_allowed")  # curl -F alone sends a POST
+    assert resp.headers["Allow"] == "PUT, DELETE"
 
 
 # --- at once: two publishes of one number ------------------------------------------------------
@@ -800,6 +801,16 @@ def test_screen_lets_reads_and_small_bodies_through(app):
     assert app.screen(environ()) is None
     assert app.screen(environ(CONTENT_LENGTH="1024")) is None
     assert app.screen(environ("POST", CONTENT_LENGTH="0")) is None
+
+
+@pytest.mark.parametrize("length", ["1", "1025", str(1 << 31)])
+def test_screen_answers_a_post_to_a_build_405_whatever_its_body(app, length):
+    # curl -F without -X PUT: told what to do on the head, not 413 for the file's size.
+    refused = app.screen(environ("POST", WRITE, CONTENT_LENGTH=length, CONTENT_TYPE=MULTIPART))
+    assert (refused.status_code, refused.code) == (405, "method_not_allowed")
+    assert refused.headers["Allow"] == "PUT, DELETE" and "-X PUT" in refused.body
+    chunked = app.screen(environ("POST", WRITE, HTTP_TRANSFER_ENCODING="chunked"))
+    assert (chunked.status_code, chunked.code) == (405, "method_not_allowed")
 
 
 def test_screen_refuses_a_body_over_1_kib_on_any_other_route(app):
@@ -1202,6 +1213,16 @@ def test_a_real_server_answers_413_on_the_head_alone(running, data_dir):
     assert (status, body["code"]) == (413, "too_large")
     assert "4 MiB" in body["error"] and headers["connection"] == "close"
     assert leftovers(data_dir) == []
+
+
+@pytest.mark.system
+def test_a_real_server_answers_a_post_of_a_large_file_405_on_the_head_alone(running, data_dir):
+    """curl -F without -X PUT sends a POST: told so at once, not 413 for the file's size."""
+    head = head_of_put(running, 2 << 30).replace(b"PUT ", b"POST ", 1)
+    status, headers, body = answer_to(running.port, head)
+    assert (status, body["code"]) == (405, "method_not_allowed")
+    assert headers["allow"] == "PUT, DELETE" and "-X PUT" in body["error"]
+    assert headers["connection"] == "close" and leftovers(data_dir) == []
 
 
 @pytest.mark.system

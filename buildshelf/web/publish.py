@@ -72,13 +72,15 @@ def screen(service: Service, environ) -> ApiError | Deferred | None:
     """The refusal of a request that its headers (`environ` without a body) earn, or
     None: for the write routes 429, 401 for a credential whose text shows that it cannot
     be valid (Credentials.precheck), 415, 413 by Content-Length, and else Deferred(the
-    credential proven, by prove()); for every other route 413 for a body of more than
-    BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
+    credential proven, by prove()); a body sent to a build's URL with another method, 405;
+    for every other route 413 for a body of more than BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
     file or network is touched here."""
     if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
         # Most requests have no body: let through here, without the call (every request).
         if environ.get("CONTENT_LENGTH", "0") == "0" and "HTTP_TRANSFER_ENCODING" not in environ:
             return None
+        if PATH.match(environ["PATH_INFO"]):  # a body sent to a build with another method
+            return _not_a_write(environ["REQUEST_METHOD"])
         return _over_the_body_limit(environ, BODY_BYTES, service.max_file_bytes)
     address = environ.get("REMOTE_ADDR", "")
     refused = _limited(service, address)
@@ -275,10 +277,17 @@ def delete_build(service: Service, slug, number):
 
 
 def other_method(service: Service, slug, number):
-    raise ApiError(
+    raise _not_a_write(bottle.request.method)
+
+
+def _not_a_write(method):
+    """The 405 of a build's URL asked with another method than PUT and DELETE; for a POST,
+    what curl sends for -F without -X PUT, the fix."""
+    fix = " (curl -F sends a POST: add -X PUT)" if method == "POST" else ""
+    return ApiError(
         405,
         "method_not_allowed",
-        "PUT publishes a build here and DELETE yanks it: nothing else",
+        f"PUT publishes a build here and DELETE yanks it: nothing else{fix}",
         {"Allow": ALLOWED},
     )
 
