@@ -502,6 +502,10 @@ CASES = [
          body=ELSEWHERE.encode()),
     Case("PUT", "/api/v2/projects/alpha/builds/1", 409, "build_exists", headers=AS_JSON,
          body=ELSEWHERE.encode()),
+    Case("PUT", WRITE, 409, "project_file_invalid", headers=AS_JSON, body=ELSEWHERE.encode(),
+         server="hand_broken"),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 409, "project_file_invalid",
+         headers=AUTHORIZED, server="hand_broken"),
     Case("PUT", WRITE, 400, "invalid_build", headers=AS_FORM,
          body=form_body({"channelVersion": "1.21"}, name="../a.jar")),
     Case("PUT", WRITE + "?x=%00", 400, "invalid_query", headers=AS_JSON, body=ELSEWHERE.encode()),
@@ -576,6 +580,9 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
         if kind == "limited":  # ten failed authentications from the client's address
             for _ in range(10):
                 publishing.screen({"REQUEST_METHOD": "DELETE", "PATH_INFO": WRITE})
+            return webtest.TestApp(publishing)
+        if kind == "hand_broken":  # alpha's file has a hand-edit error
+            write_file(data_dir / "alpha.json", '{"ciJob": ')
             return webtest.TestApp(publishing)
         if kind == "full":
             monkeypatch.setattr(rewrite, "replace_file", full_disk)

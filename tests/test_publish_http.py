@@ -29,7 +29,7 @@ import webtest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildshelf import files, server
+from buildshelf import cli, files, server
 from buildshelf.kept import artifacts
 from buildshelf.publishing import credentials, oidc, tokens, trust
 from buildshelf.publishing.credentials import Credentials
@@ -627,6 +627,26 @@ def test_delete_needs_the_same_credential(web, data_dir):
     resp = web.delete(f"{API}/projects/gamma/builds/1", headers=auth(), expect_errors=True)
     error(resp, 404, "unknown_project")
     assert 1 in [b["buildNumber"] for b in web.get(f"{API}/builds?project=alpha").json]
+
+
+@pytest.mark.parametrize("write", ["publish", "yank"])
+def test_a_project_file_with_a_hand_edit_error_is_a_409_with_the_commands_message(
+    web, data_dir, capsys, write
+):
+    # A 500 told CI to try again (curl --retry does), when only a hand can fix the file.
+    path = data_dir / "alpha.json"
+    path.write_text(path.read_text().replace('"ciJob"', '"ciJob" ', 1).replace("[", "[,", 1))
+    if write == "publish":
+        resp = put(web, 9, *kept())
+        argv = ["publish", "alpha", "--build", "9", "--url", "https://ci.example.org/job/Alpha/9/"]
+        argv += ["--download-url", "https://ci.example.org/alpha-9.jar", "--channel", "1.21"]
+    else:
+        resp = web.delete(f"{API}/projects/alpha/builds/1", headers=auth(), expect_errors=True)
+        argv = ["yank", "alpha", "1"]
+    message = error(resp, 409, "project_file_invalid")
+    assert cli.main([*argv, "--data", str(data_dir)]) == 1
+    assert message in capsys.readouterr().err
+    assert "fix it by hand" in message and "alpha.json" in message
 
 
 def test_other_methods_on_a_build_are_405(web):

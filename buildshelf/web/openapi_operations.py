@@ -251,7 +251,7 @@ PATHS = {
                  "description": "`true`, in any letter case, replaces a different build of "
                                 "the same number.", "schema": {"type": "string"}},),
             {"201": "Published", "200": "Published", "400": "InvalidBuild",
-             "404": "UnknownProjectToWrite", "409": "BuildExists",
+             "404": "UnknownProjectToWrite", "409": "BuildConflict",
              "415": "UnsupportedMediaType", **WRITE_REFUSED},
             f"{PUBLISH_TYPES} The build goes through the same code as `buildshelf publish`: "
             "the same lock, rules and messages; the file is stored before the project file "
@@ -270,7 +270,7 @@ PATHS = {
         **_operation(
             "publishing", "yankBuild", "Yank a build", WRITE_PARAMETERS,
             {"204": "Yanked", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
-             **WRITE_REFUSED},
+             "409": "ProjectFileInvalid", **WRITE_REFUSED},
             "As `buildshelf yank`: the build is served no more, but stays in its file, marked "
             "yanked, and its kept file stays (`buildshelf unyank` restores it); its number may be "
             "published again.", method="delete", security=BEARER),

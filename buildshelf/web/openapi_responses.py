@@ -232,9 +232,16 @@ RESPONSES = {
     "UnknownProjectOrBuild": _error(
         "No project has that slug (`unknown_project`), or it has no such build "
         "(`unknown_build`).", "unknown_project", "unknown_build"),
-    "BuildExists": _error(
+    "BuildConflict": _error(
         "A different build of that number is there (`build_exists`): the message names the "
-        "fields that differ. Nothing was written; `?replace=true` replaces it.", "build_exists"),
+        "fields that differ. Nothing was written; `?replace=true` replaces it. Or the "
+        "project's file has a hand-edit error (`project_file_invalid`), which the message "
+        "places as `buildshelf publish` does: nothing is written until it is fixed by hand, "
+        "and no retry helps.", "build_exists", "project_file_invalid"),
+    "ProjectFileInvalid": _error(
+        "The project's file has a hand-edit error (`project_file_invalid`), which the message "
+        "places as `buildshelf yank` does: nothing is written until it is fixed by hand, and "
+        "no retry helps.", "project_file_invalid"),
     "TooLarge": _error(
         "The request's `Content-Length` is over what the server takes, answered before the body "
         "is read: a file of `--max-file-mb` MiB plus 1,114,112 bytes for the part `build` and "

@@ -350,6 +350,8 @@ def _answer(refused, slug, number):
             f"{', '.join(refused.fields)}: PUT it with ?replace=true to replace it (nothing "
             "written)",
         )
+    if isinstance(refused, refusals.FileInvalid):  # a hand's to fix: no retry will do
+        return ApiError(409, "project_file_invalid", str(refused))
     if isinstance(refused, refusals.Invalid):
         return invalid(str(refused))
     return refused_by_the_store(refused)

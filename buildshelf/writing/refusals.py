@@ -28,5 +28,10 @@ class Exists(Refused):
         self.fields = fields
 
 
+class FileInvalid(Refused):
+    """The project's file, as it is on disk, is no valid project file (a hand-edit error):
+    nothing is written until it is fixed by hand."""
+
+
 class NoSpace(Refused):
     """The disk (or the quota) is full."""

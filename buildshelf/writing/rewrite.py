@@ -31,7 +31,7 @@ from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts
 from buildshelf.model import SLUG_PATTERN, Build
 from buildshelf.text import counted
-from buildshelf.writing.refusals import Invalid, NoSpace, Refused
+from buildshelf.writing.refusals import FileInvalid, Invalid, NoSpace, Refused
 
 Result = TypeVar("Result")  # what a change says happened, which update() returns
 
@@ -161,12 +161,13 @@ def read(path, slug):
     except FileNotFoundError:
         return None, None
     except files.NotRegular:
-        raise Refused(f"{path} is not a regular file: it is left as it is") from None
+        raise FileInvalid(f"{path} is not a regular file: it is left as it is") from None
     except OSError as error:
         raise Refused(f"cannot read {path}: {error.strerror}") from None
     mode = st.st_mode & 0o7777
     digest = datafile.fingerprint(data)
-    _validate(path, slug, data, "it is left as it is: fix it by hand first", digest=digest)
+    fix = "it is left as it is: fix it by hand first"
+    _validate(path, slug, data, fix, refusal=FileInvalid, digest=digest)
     known = _KNOWN.get(path)
     if known is None or known.digest != digest:
         # Valid, so strict JSON (no key twice, no NaN, no lone surrogate): msgspec reads it
