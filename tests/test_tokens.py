@@ -389,6 +389,36 @@ def test_credentials_refuse_an_unknown_expired_revoked_or_malformed_token(data_d
         check.authenticate(f"Bearer {text}", "alpha")
 
 
+def test_a_refused_token_is_logged_with_its_id_and_why_never_its_secret(
+    data_dir, monkeypatch, caplog
+):
+    # Whoever runs the server sees which token CI sent and why it failed (issue 38).
+    text = made(data_dir, "alpha", "--expires", "1")
+    token_id, secret = TOKEN.match(text)[1], TOKEN.match(text)[2]
+    check = checker(data_dir)
+    wrong_secret = text[:-1] + ("x" if text[-1] != "x" else "y")
+    unknown = text.replace(token_id, "0" * len(token_id))
+    later = tokens.now_ms() + 1 * DAY
+    cases = [(wrong_secret, token_id, "its secret does not match")]
+    cases += [(unknown, "0" * len(token_id), "unknown")]
+    for bearer, shown, why in cases:
+        caplog.clear()
+        with pytest.raises(credentials.Unauthorized):
+            check.authenticate(f"Bearer {bearer}", "alpha")
+        assert f"token {shown} refused: {why}" in caplog.text
+    monkeypatch.setattr(tokens, "now_ms", lambda: later)
+    caplog.clear()
+    with pytest.raises(credentials.Unauthorized):
+        check.authenticate(f"Bearer {text}", "alpha")
+    assert f"token {token_id} refused: expired" in caplog.text
+    assert run(["token", "revoke", token_id, "--data", str(data_dir)])[0] == 0
+    caplog.clear()
+    with pytest.raises(credentials.Unauthorized):
+        check.authenticate(f"Bearer {text}", "alpha")
+    assert f"token {token_id} refused: revoked" in caplog.text
+    assert secret not in caplog.text and secret[:-1] not in caplog.text
+
+
 def test_a_revoke_takes_effect_at_once_in_a_running_checker(data_dir):
     text = made(data_dir, "alpha")
     check = checker(data_dir)

@@ -114,8 +114,10 @@ class Credentials:
         return Unavailable(f"the credentials cannot be read now ({said}): try again in a minute")
 
     def _token(self, text: str, slug: str) -> Publisher:
-        token = tokens.authenticate(self.databases, text)
-        if token is None:
+        token = tokens.verdict(self.databases, text)
+        if isinstance(token, tokens.Refusal):
+            # Its id and why, for whoever runs the server; the client learns no more.
+            log.warning("a write's token %s refused: %s", token.token_id, token.reason)
             raise Unauthorized(UNKNOWN_TOKEN)
         # Slugs are lower case; the API finds a project whatever the case of its URL.
         if token.project not in (slug.lower(), tokens.EVERY_PROJECT):

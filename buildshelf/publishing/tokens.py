@@ -161,15 +161,25 @@ def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token
     return _token(row), bool(changed)
 
 
-def authenticate(
+@dataclass(frozen=True)
+class Refusal:
+    """Why a token's text was refused, for the server's log: the id it names (never its
+    secret), and `reason`: 'malformed', 'unknown', 'its secret does not match', 'expired' or
+    'revoked'."""
+
+    token_id: str
+    reason: str
+
+
+def verdict(
     where: state.Where, text: str, now: int | None = None, record: bool = True
-) -> Token | None:
+) -> Token | Refusal:
     """The token `text` is, if valid at `now`, in the state directory `where` (or a server's
-    state.Databases); None for one malformed, unknown, expired or revoked. Its `last used` is
-    recorded (at most once a minute), unless not `record`: a check that only reads."""
+    state.Databases), or why not. Its `last used` is recorded (at most once a minute), unless
+    not `record`: a check that only reads."""
     form = FORM.match(text)
     if form is None:
-        return None
+        return Refusal("?", "malformed")
     token_id, secret = form.groups()
     now = now_ms() if now is None else now
     with _opened(where) as connection:
@@ -178,14 +188,26 @@ def authenticate(
         ).fetchone()
         # Hashed and compared in constant time whether the id is known or not.
         matches = hmac.compare_digest(secret_hash(secret), row[0] if row else _NO_HASH)
-        if row is None or not matches:
-            return None
+        if row is None:
+            return Refusal(token_id, "unknown")
+        if not matches:
+            return Refusal(token_id, "its secret does not match")
         token = _token(row[1:])
-        if token.status(now) != "active":
-            return None
+        status = token.status(now)
+        if status != "active":
+            return Refusal(token_id, status)
         if record and (token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS):
             _record_use(connection, token.id, now)
         return token
+
+
+def authenticate(
+    where: state.Where, text: str, now: int | None = None, record: bool = True
+) -> Token | None:
+    """The token `text` is, if valid at `now` (see `verdict`); None for one malformed,
+    unknown, expired or revoked."""
+    found = verdict(where, text, now, record)
+    return found if isinstance(found, Token) else None
 
 
 def _record_use(connection: sqlite3.Connection, token_id: str, now: int) -> None:
