@@ -1,6 +1,8 @@
 """Words for people: file names and paths shown as one printable line, whatever bytes the
 file system gave (so that a name can neither forge a log line nor break the JSON of
-/healthz), counts with their nouns, and sizes."""
+/healthz), counts with their nouns, sizes, and the word a typo most likely meant."""
+
+import difflib
 
 
 def counted(number: int, noun: str) -> str:
@@ -46,3 +48,10 @@ def _escaped(char):
     if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte, as os.fsdecode keeps it
         return f"\\x{code - 0xDC00:02x}"
     return char.encode("unicode_escape").decode("ascii")
+
+
+def closest(word: str, words) -> str | None:
+    """The one of `words` that `word` is most likely a typo of, or None: the rule of every
+    "did you mean" (difflib's, at its cutoff)."""
+    near = difflib.get_close_matches(word, words, n=1)
+    return near[0] if near else None

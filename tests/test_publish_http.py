@@ -493,6 +493,16 @@ def test_a_credential_of_another_project_is_403(web, data_dir):
     assert leftovers(data_dir) == [] and artifacts.objects(str(data_dir / "artifacts")) == {}
 
 
+def test_a_slug_typo_is_told_the_project_it_may_mean(web, data_dir, capsys):
+    # As the command line says it (writer.no_project): CI's log shows the fix.
+    message = error(put(web, 9, *kept(), slug="alpah", token=ANY_TOKEN), 404, "unknown_project")
+    assert "did you mean alpha?" in message
+    assert cli.main(["yank", "alpah", "1", "--data", str(data_dir)]) == 1
+    assert "did you mean alpha?" in capsys.readouterr().err
+    far = error(put(web, 9, *kept(), slug="zzzzzz", token=ANY_TOKEN), 404, "unknown_project")
+    assert "did you mean" not in far
+
+
 @pytest.mark.parametrize("token", [ALPHA_TOKEN, ANY_TOKEN])
 def test_a_project_that_does_not_exist_is_404_for_any_valid_credential(web, data_dir, token):
     error(put(web, 1, *kept(), slug="gamma", token=token), 404, "unknown_project")

@@ -31,7 +31,7 @@ from buildshelf.publishing.credentials import (
     Unauthorized,
     Unavailable,
 )
-from buildshelf.text import printable
+from buildshelf.text import closest, printable
 from buildshelf.web.answers import JSON, encode
 from buildshelf.web.contract import PROVEN, Deferred
 from buildshelf.web.given_build import build_of
@@ -198,13 +198,12 @@ def _authorized(service: Service, environ, slug):
 
 def _project(service: Service, slug):
     """The project a URL's slug names, in any letter case, as the reads find it."""
-    found = service.store.snapshot().project(slug)
-    if found is None:
-        raise ApiError(
-            404,
-            "unknown_project",
-            f"no project {printable(slug)!r}: see {API}/projects for the projects",
-        )
+    snapshot = service.store.snapshot()
+    found = snapshot.project(slug)
+    if found is None:  # a publisher's typo is worth a search of the slugs (not a reader's)
+        near = closest(slug.lower(), snapshot.projects)
+        hint = f"did you mean {near}?" if near else f"see {API}/projects for the projects"
+        raise ApiError(404, "unknown_project", f"no project {printable(slug)!r}: {hint}")
     return found
 
 

@@ -5,7 +5,6 @@ a change made unused deleted, as are those of builds yanked long ago (`purge`) a
 `check --prune`, every object no build uses.
 """
 
-import difflib
 import os
 import sys
 import time
@@ -18,7 +17,7 @@ from urllib.parse import urlsplit
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts
-from buildshelf.text import printable
+from buildshelf.text import closest, printable
 from buildshelf.writing.objects_in_use import kept_objects, readable_projects, used_objects
 from buildshelf.writing.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
 from buildshelf.writing.rewrite import locked, project_path, read, update
@@ -55,11 +54,11 @@ def no_project(directory: str, slug: str, note: str = "") -> NoProject:
     """The refusal of a project `directory` lacks: the closest slug there (a typo), else how
     to add it; then, with `note`, how to name a project of another data directory."""
     try:
-        near = difflib.get_close_matches(slug, store.data_files(directory), n=1)
+        near = closest(slug, store.data_files(directory))
     except OSError:
-        near = []
+        near = None
     hint = (
-        f"did you mean {near[0]}?"
+        f"did you mean {near}?"
         if near
         else f"add it with 'buildshelf add-project {slug} --ci-job ... --ci-job-url ...'"
     )
