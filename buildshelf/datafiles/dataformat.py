@@ -4,7 +4,6 @@ rules every value follows, each with the message that says it: a build object's
 `RuleBroken`, which datafile.py places in the file.
 """
 
-import difflib
 import re
 
 import msgspec
@@ -25,6 +24,7 @@ from buildshelf.model import (
     file_keys,
     timestamp_problem,
 )
+from buildshelf.text import closest
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 HEX_DIGITS = frozenset(HASH_DIGITS)
@@ -83,8 +83,8 @@ def _closest(key, allowed):
     """': did you mean KEY?' for the allowed key closest to a misspelt one, or ''. Letter
     case counts for nothing: 'downloadURL' is downloadUrl."""
     by_lower = {name.lower(): name for name in allowed}
-    near = difflib.get_close_matches(key.lower(), by_lower, n=1)
-    return f": did you mean {by_lower[near[0]]}?" if near else ""
+    near = closest(key.lower(), by_lower)
+    return f": did you mean {by_lower[near]}?" if near else ""
 
 
 def _commit_problem(value):

@@ -8,7 +8,6 @@ named by its index and its host only (`host`).
 
 import base64
 import binascii
-import difflib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from buildshelf.datafiles import strictjson
 from buildshelf.datafiles.datafile import DataError
 from buildshelf.datafiles.dataformat import URL_RULE
 from buildshelf.model import SLUG_PATTERN, URL_PATTERN
+from buildshelf.text import closest
 
 FORMATS = ("discord", "slack", "json")
 EVENTS = ("build.published", "build.yanked")
@@ -176,8 +176,8 @@ def _shown(key: str) -> str:
 def _target(index, value) -> Target:
     unknown = sorted(value.keys() - set(KEYS))
     if unknown:
-        near = difflib.get_close_matches(unknown[0].lower(), KEYS, n=1)
-        hint = f": did you mean {near[0]!r}?" if near else f": the keys are {', '.join(KEYS)}"
+        near = closest(unknown[0].lower(), KEYS)
+        hint = f": did you mean {near!r}?" if near else f": the keys are {', '.join(KEYS)}"
         raise _Invalid(f"unknown key {_shown(unknown[0])}{hint}", unknown[0], at_name=True)
     for key in ("url", "format"):
         if key not in value:
@@ -188,8 +188,8 @@ def _target(index, value) -> Target:
     if _port(url) not in range(1, 65536):  # URL_PATTERN allows 0 and 65536..99999
         raise _Invalid("'url' names a port outside 1..65535", "url")
     if kind not in FORMATS:  # the value is not quoted: a URL may have been put there
-        near = difflib.get_close_matches(kind, FORMATS, n=1) if type(kind) is str else []
-        hint = f": did you mean {near[0]!r}?" if near else ""
+        near = closest(kind, FORMATS) if type(kind) is str else None
+        hint = f": did you mean {near!r}?" if near else ""
         raise _Invalid(f"'format' must be one of {', '.join(map(repr, FORMATS))}{hint}", "format")
     projects = None
     if "projects" in value:
