@@ -16,7 +16,8 @@ from buildshelf import progress, settings
 from buildshelf.datafiles import checking, datafile
 from buildshelf.kept import artifacts, kept_files
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
-from buildshelf.text import printable, size
+from buildshelf.text import counted, printable, size
+from buildshelf.webhooks import outbox
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
 from buildshelf.writing import refusals, rewrite, writer
 
@@ -243,15 +244,26 @@ def purge_parser(commands):
 # --- check -------------------------------------------------------------------------------------
 
 
-def check(args):
-    status = checking.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+def _check_webhooks(state_dir, path):
+    """The webhook targets said in a line (a restore drill sees them there), or what is
+    wrong with them: 0, or 1."""
     try:
-        read_targets(args.webhooks)
+        targets = read_targets(path)
     except NoTargetsFile:
-        pass
+        left = outbox.left_without_targets(state_dir, path)
+        if left:
+            print(f"webhooks: {left}")
+        return 1 if left else 0
     except TargetsError as error:
         print("\n".join(error.lines()))
-        status = 1
+        return 1
+    print(f"webhooks: {counted(len(targets), 'target')} ({', '.join(t.host for t in targets)})")
+    return 0
+
+
+def check(args):
+    status = checking.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
+    status = max(status, _check_webhooks(args.state, args.webhooks))
     if args.prune:
         say = kept_files.would_delete if args.dry_run else kept_files.deleted
         writer.prune(args.data, args.artifacts, args.dry_run, say)

@@ -36,11 +36,16 @@ def ensure(path: str) -> str:
     return path
 
 
+def database_path(state_dir: str, name: str) -> str:
+    """Where the database `name` of `state_dir` is, made or not."""
+    return os.path.join(state_dir, name + ".sqlite3")
+
+
 def connect(state_dir: str, name: str) -> sqlite3.Connection:
     """The SQLite database `name`.sqlite3 in `state_dir` (created 0600, in WAL mode, whose
     side files SQLite gives the same mode), in autocommit mode: a caller's `with connection:`
     is one transaction. The caller closes it."""
-    path = os.path.join(ensure(state_dir), name + ".sqlite3")
+    path = database_path(ensure(state_dir), name)
     # Created here with its mode, before SQLite would create it with the umask's.
     os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
     connection = sqlite3.connect(path, timeout=BUSY_SECONDS, check_same_thread=False)

@@ -750,6 +750,29 @@ def test_check_and_webhook_test_name_targets_by_index_and_host(data_dir, receive
     assert cli.main(["webhook", "test", *common, "--target", "2"]) == 1
     assert "no target 2: the file has 2 targets" in capsys.readouterr().err
     assert cli.main(["check", *common]) == 0
+    host = receiver.host
+    assert f"webhooks: 2 targets ({host}, {host})" in capsys.readouterr().out  # a drill sees them
     os.chmod(path, 0o640)
     assert cli.main(["check", *common]) == 1
     assert "webhooks.json" in capsys.readouterr().out
+
+
+def test_a_state_directory_with_an_outbox_but_no_targets_file_says_so(make_notifier, state, caplog):
+    # A restore that left webhooks.json out sends nothing: the log says why (issue 38).
+    with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):
+        make_notifier(start=False)  # never had a target: no database, nothing to say
+        assert "webhooks.json" not in caplog.text
+        outbox.Outbox(state).close()  # the database a server with targets made
+        make_notifier(start=False)
+    [line] = [r.getMessage() for r in caplog.records if "webhooks.json" in r.getMessage()]
+    assert "no webhook is sent" in line and "backing-up-and-restoring" in line
+
+
+def test_check_fails_a_state_directory_with_an_outbox_but_no_targets_file(data_dir, state, capsys):
+    # The restore drill runs check: a backup that left webhooks.json out fails it.
+    common = ["--data", str(data_dir), "--state", state]
+    assert cli.main(["check", *common]) == 0
+    assert "webhooks:" not in capsys.readouterr().out
+    outbox.Outbox(state).close()
+    assert cli.main(["check", *common]) == 1
+    assert "there is no" in capsys.readouterr().out

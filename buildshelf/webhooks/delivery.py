@@ -27,7 +27,7 @@ from buildshelf.http_client import HttpError
 from buildshelf.store import Snapshot
 from buildshelf.webhooks import formats
 from buildshelf.webhooks.events import events_between
-from buildshelf.webhooks.outbox import Outbox, Owed, target_key
+from buildshelf.webhooks.outbox import Outbox, Owed, left_without_targets, target_key
 from buildshelf.webhooks.sending import (
     ATTEMPT_SECONDS,
     GIVE_UP,
@@ -102,6 +102,9 @@ class Notifier:
         self._thread = None
         self._last_expiry = 0.0
         self.reload_targets()
+        left = left_without_targets(state_dir, path)
+        if left:
+            log.warning("webhooks: %s", left)
         store.on_change(self._noted)
 
     @property

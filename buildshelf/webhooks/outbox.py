@@ -11,6 +11,7 @@ are older than any retry.
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -46,6 +47,21 @@ CREATE INDEX IF NOT EXISTS deliveries_by_target ON deliveries (target, seq);
     # crash or a power cut (WAL's NORMAL may lose the last commits).
     pragmas=("synchronous=FULL",),
 )
+
+
+def left_without_targets(state_dir: str, targets_path: str) -> str | None:
+    """What to say when there is no targets file but an outbox in `state_dir`: a server there
+    had webhook targets, and one restored from a backup that left the file out would send
+    nothing, silently (issue 38). None when there is nothing to say."""
+    outbox_file = state.database_path(state_dir, SCHEMA.name)
+    if os.path.exists(targets_path) or not os.path.exists(outbox_file):
+        return None
+    return (
+        f"there is no {targets_path}, but {outbox_file} is there: a server here had webhook "
+        "targets (restored from a backup without the file?), and no webhook is sent until it "
+        "is back (docs/running.md#backing-up-and-restoring); if webhooks are no longer wanted, "
+        "remove the outbox"
+    )
 
 
 def target_key(url: str, format: str) -> str:
