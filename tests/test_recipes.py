@@ -684,6 +684,13 @@ def test_a_backup_taken_while_serving_restores_the_builds_files_and_tokens(box, 
     command = code_block(section("### Any other CI"), "```sh", "sh")
     token = new_token(box)
     as_root_on_the_box(box, "trust", "tinplate", "--github", "acme/tinplate")
+    # A webhook target, whose URL and secret live in the state directory only (issue 38).
+    targets = box + "/srv/buildshelf/data/.buildshelf/webhooks.json"
+    with open(os.open(targets, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        json.dump(
+            {"targets": [{"url": "https://discord.example/api/webhooks/1/x", "format": "discord"}]},
+            f,
+        )
     port, again = free_port(), free_port()
     url, restored_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{again}"
 
@@ -704,8 +711,12 @@ def test_a_backup_taken_while_serving_restores_the_builds_files_and_tokens(box, 
     listed = as_root(box, restore)
     assert token.split("_")[1] in listed
     restored = box + "/srv/buildshelf/restored"
-    assert sorted(os.listdir(restored + "/.buildshelf")) == ["tokens.sqlite3", "trust.sqlite3"]
+    assert sorted(os.listdir(restored + "/.buildshelf")) == [
+        "tokens.sqlite3", "trust.sqlite3", "webhooks.json", "webhooks.sqlite3"
+    ]  # fmt: skip
     assert os.stat(restored + "/.buildshelf").st_mode & 0o777 == 0o700
+    assert os.stat(restored + "/.buildshelf/webhooks.json").st_mode & 0o777 == 0o600
+    assert "webhooks: 1 target (discord.example)" in listed  # the drill's check sees it
     with service(box, again, restored_url, "--data", restored):
         status, body = get(restored_url + builds)
         assert (status, body.replace(restored_url.encode(), url.encode())) == live
