@@ -25,6 +25,7 @@ from buildshelf.commands import (
 )
 from buildshelf.jenkins import remote_api
 from buildshelf.jenkins.commands import import_jenkins_parser
+from buildshelf.kept import objects
 from buildshelf.publishing import tokens
 from buildshelf.publishing.commands import token_parsers, trust_parser
 from buildshelf.serving import accesslog
@@ -65,6 +66,9 @@ def make_parser():
     parser = argparse.ArgumentParser(
         prog="buildshelf",
         parents=[serve_options],
+        # No abbreviations: a command's own flag (import-jenkins --artifact) is not the prefix
+        # of several serve flags (--artifacts, --artifacts-downloads...) to this parser.
+        allow_abbrev=False,
         description="Serve the build-distribution API (v2) over the JSON files of a data "
         "directory, reloading them when they change (the default command, with the flags "
         "below), or change those files safely.",
@@ -161,7 +165,12 @@ def main(argv=None):
         if args.command in LOGGING:
             accesslog.log_to_stderr()
         return args.func(args)
-    except (refusals.Refused, remote_api.JenkinsError, tokens.TokenError) as refused:
+    except (
+        refusals.Refused,
+        objects.Refused,
+        remote_api.JenkinsError,
+        tokens.TokenError,
+    ) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ import time
 
 from buildshelf import progress, settings
 from buildshelf.datafiles import checking, datafile
-from buildshelf.kept import artifacts, kept_files
+from buildshelf.kept import kept_files, stores
 from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
@@ -389,7 +389,7 @@ def yank(args):
     if args.reason:
         line += f" (reason: {printable(args.reason)})"
     if "file" in build and not deleted:
-        path = printable(artifacts.object_path(args.artifacts, build["sha256"]))
+        path = printable(stores.opened(args.artifacts).name(build["sha256"]))
         line += f": {'would keep' if would else 'kept'} its file {path}"
         if args.purge:
             line += ", which a build served uses"
@@ -416,7 +416,7 @@ def purge(args):
             print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
                   f"({size(purged.removed.size)}), the file of {build}")  # fmt: skip
         else:
-            path = printable(artifacts.object_path(args.artifacts, purged.build["sha256"]))
+            path = printable(stores.opened(args.artifacts).name(purged.build["sha256"]))
             print(f"{'would keep' if would else 'kept'} {path}, the file of {build}: another "
                   "build uses it")  # fmt: skip
     return 0

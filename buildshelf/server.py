@@ -16,7 +16,7 @@ import bottle
 from buildshelf import counts, settings, text
 from buildshelf import metrics as prometheus
 from buildshelf.datafiles.checking import check
-from buildshelf.kept import temp_files
+from buildshelf.kept import stores, temp_files
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
@@ -45,6 +45,8 @@ def make_app(
     counter: counts.Counter | None = None,
     notifier: delivery.Notifier | None = None,
     metrics: bool = True,
+    artifacts_downloads: str | None = None,
+    artifacts_public_url: str | None = None,
 ) -> App:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.download).
@@ -64,6 +66,10 @@ def make_app(
 
     `notifier` sends the webhooks: /healthz reports its problems.
 
+    The files of an s3:// store reach clients as `artifacts_downloads` says (redirect, the
+    default, also when None; public, at `artifacts_public_url` + the object's key; proxy):
+    docs/storage.md.
+
     With `metrics`, GET /metrics tells what the server did, from `counter` (a counts.Counter,
     None when downloads are not counted) and `notifier` (a webhooks.delivery.Notifier, or None) too;
     the server hands the App's `observe_requests` its access records (metrics.install).
@@ -72,7 +78,11 @@ def make_app(
         raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
     cache = RepresentationCache(cache_mb << 20)
-    shapes = Shapes(compat, public_url)
+    object_url = None
+    if artifacts_downloads == stores.PUBLIC:  # the builds name the bucket's public copy
+        key = stores.opened(store.artifacts).key
+        object_url = lambda sha256: f"{artifacts_public_url}/{key(sha256)}"  # noqa: E731
+    shapes = Shapes(compat, public_url, object_url)
     document = Representation.of(encode(openapi.document(compat)), time.time())
     problems = [notifier.problems] if notifier else []
     if counter is not None:
@@ -89,6 +99,7 @@ def make_app(
         max_file_bytes=max_file_mb << 20,
         accel_redirect=accel_redirect,
         problems=tuple(problems),
+        artifacts_downloads=artifacts_downloads,
     )
     app.add_hook("before_request", _refuse_malformed)
     app.add_hook("before_request", _refuse_screened)
@@ -171,6 +182,8 @@ def serve(args: argparse.Namespace) -> int:
             counter=counter,
             metrics=args.metrics == "on",
             notifier=notifier,
+            artifacts_downloads=args.artifacts_downloads,
+            artifacts_public_url=args.artifacts_public_url,
         )
 
         def listening(base_url):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from buildshelf import state
-from buildshelf.kept import artifacts
+from buildshelf.kept import artifacts, stores
 from buildshelf.model import URL_PATTERN
 from buildshelf.web import upstream
 
@@ -176,12 +176,35 @@ SETTINGS = (
     ),
     Setting(
         "artifacts",
-        "directory of the artifact store (the files Buildshelf keeps)",
+        "the artifact store (the files Buildshelf keeps): a directory, or s3://BUCKET[/PREFIX] "
+        "in S3-compatible object storage (the endpoint and credentials: AWS_ENDPOINT_URL, "
+        "AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or a profile)",
         None,
-        str,  # made when the first file is kept
+        stores.location,  # a directory is made when the first file is kept
         "DIR",
         shown_default=f"{artifacts.IN_DATA_DIRECTORY}/ inside the data directory",
+        more="see [storage.md](storage.md)",
         serve_only=False,
+    ),
+    Setting(
+        "artifacts_downloads",
+        "how an s3:// store's files reach clients: 'redirect' (302 to a presigned GET that "
+        "lives 5 minutes), 'public' (the builds name --artifacts-public-url's copy) or "
+        "'proxy' (Buildshelf sends the bytes)",
+        None,
+        stores.downloads_mode,
+        "MODE",
+        shown_default=f"{stores.DEFAULT_DOWNLOADS} for an s3:// store",
+        more="see [storage.md](storage.md#downloads)",
+    ),
+    Setting(
+        "artifacts_public_url",
+        "with --artifacts-downloads public: the bucket's public (or CDN) URL, to which each "
+        "object's key is added",
+        None,
+        public_url,
+        "URL",
+        shown_default="none",
     ),
     Setting(
         "state",
@@ -385,10 +408,23 @@ def settle(
         setattr(args, setting.name, value)
     if getattr(args, "artifacts", False) is None:
         args.artifacts = artifacts.default_store(args.data)
+    _check_store(parser, args)
     if getattr(args, "state", False) is None:
         args.state = state.default_state(args.data)
     if getattr(args, "webhooks", False) is None:
         args.webhooks = os.path.join(args.state, WEBHOOKS_FILE)
+
+
+def _check_store(parser, args):
+    """A store that cannot work as set ends the command in one line, before it does anything."""
+    if not hasattr(args, "artifacts"):
+        return
+    if problem := stores.missing_client(args.artifacts):
+        parser.exit(1, f"{parser.prog}: {problem}\n")
+    if hasattr(args, "artifacts_downloads"):
+        given = args.artifacts_downloads, args.artifacts_public_url
+        if problem := stores.downloads_problem(args.artifacts, *given):
+            parser.error(problem)
 
 
 def docs_table() -> str:

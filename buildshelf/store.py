@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from buildshelf import files
 from buildshelf.datafiles.datafile import DataError, fingerprint, parse_project
-from buildshelf.kept import artifacts
+from buildshelf.kept import artifacts, stores
 from buildshelf.model import Build, Project
 from buildshelf.readers import Readers
 from buildshelf.text import counted, printable
@@ -134,9 +134,10 @@ def _unavailable(store_dir, kept, stamps):
                 changed[slug] = True
         return not changed[slug]
 
+    store = stores.opened(store_dir)
     return tuple(
-        (slug, build, f"{printable(artifacts.object_path(store_dir, build.sha256))} {problem}")
-        for slug, build, problem in artifacts.problems(store_dir, kept)
+        (slug, build, f"{printable(store.name(build.sha256))} {problem}")
+        for slug, build, problem in store.problems(kept)
         if unchanged(slug)
     )
 

@@ -4,10 +4,9 @@ the yanked builds' files still take. The server's own reading of the directory i
 """
 
 import logging
-import os
 
 from buildshelf.datafiles.datafile import DataError
-from buildshelf.kept import artifacts
+from buildshelf.kept import stores
 from buildshelf.store import read_projects
 from buildshelf.text import counted, printable, size
 
@@ -22,7 +21,7 @@ def check_directory(
     yanked: list | None = None,
 ) -> list[DataError]:
     """Every DataError in `directory`, in file order, then the problems of the kept files its
-    builds name in the artifact store `store_dir` (see artifacts.problems): the check command.
+    builds name in the artifact store `store_dir` (see ArtifactStore.problems): the check command.
     The objects named are added to `used`, yanked builds' too (their files stay until
     purged); (Project, Build) of each yanked build whose file is kept to `yanked`."""
     problems, projects, used = [], [], set() if used is None else used
@@ -39,7 +38,7 @@ def check_directory(
                         yanked.append((project, build))
     if store_dir is not None:
         kept = ((path, build) for path, project in projects for build in project.hosted_builds)
-        for path, build, problem in artifacts.problems(store_dir, kept, rehash):
+        for path, build, problem in stores.opened(store_dir).problems(kept, rehash):
             where = f"build {build.number}, file {build.file}"
             problems.append(DataError(path, f"its object {problem}", where=where))
     return problems
@@ -53,13 +52,13 @@ def check(
     build uses are listed (with `list_unused`), and cost nothing but space."""
     used, yanked = set(), []
     problems = check_directory(directory, store_dir, rehash, used, yanked)
-    unused = []
-    if list_unused and store_dir is not None and os.path.isdir(store_dir) and not problems:
-        unused = sorted(artifacts.objects(store_dir).keys() - used)
+    unused, store = [], None if store_dir is None else stores.opened(store_dir)
+    if list_unused and store is not None and store.exists() and not problems:
+        unused = sorted(store.objects().keys() - used)
     for problem in problems:
         print("\n".join(problem.lines()))
     for sha256 in unused:
-        path = artifacts.object_path(store_dir, sha256)
+        path = store.name(sha256)
         print(f"{path}: unused (no build names it; 'check --prune' deletes it)")
     _list_yanked(store_dir, yanked)
     if problems or unused:  # all well is silence: cron mails what a job prints
@@ -77,10 +76,10 @@ def _list_yanked(store_dir, yanked):
     not a problem ('buildshelf purge' deletes them once yanked long enough)."""
     if store_dir is None:
         return
-    room = {}
+    room, store = {}, stores.opened(store_dir)
     for project, build in yanked:
-        path = artifacts.object_path(store_dir, build.sha256)
-        if artifacts.verify(store_dir, build.sha256, build.size) is None:  # not purged
+        path = store.name(build.sha256)
+        if store.verify(build.sha256, build.size) is None:  # not purged
             room[build.sha256] = build.size
             print(f"yanked build {build.number} of {project.slug} keeps {printable(path)} "
                   f"({size(build.size)})")  # fmt: skip

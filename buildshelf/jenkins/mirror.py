@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from buildshelf import progress
 from buildshelf.http_client import HttpError
 from buildshelf.jenkins import fetch, remote_api
-from buildshelf.kept import artifacts
+from buildshelf.kept import artifacts, stores
 from buildshelf.kept.artifacts import Refused
 from buildshelf.model import file_name_in_url
 from buildshelf.writing import rewrite, writer
@@ -57,7 +57,7 @@ def download(
             )
         read = _refused(response.chunk)
         with progress.Meter(f"downloading {url}") as meter:
-            return artifacts.store_stream(store, read, url, max_bytes, response.length, meter)
+            return stores.opened(store).store_stream(read, url, max_bytes, response.length, meter)
 
 
 def _refused(read):
@@ -79,7 +79,7 @@ def hosted(selection: remote_api.Selection, downloads: dict, store: str) -> remo
     for build in selection.added:
         got = downloads.get(build["buildNumber"])
         if isinstance(got, artifacts.Stored):
-            gone = artifacts.verify(store, got.sha256, got.size)
+            gone = stores.opened(store).verify(got.sha256, got.size)
             got = f"its downloaded file {gone}: run again" if gone else got
         if got is None:
             got = "not downloaded (the project's file changed meanwhile): run again"

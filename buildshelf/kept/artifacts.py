@@ -8,7 +8,6 @@ at any point leaves no object or a whole one, and at most a temporary file that 
 removes.
 """
 
-import errno
 import fcntl
 import hashlib
 import os
@@ -17,73 +16,33 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import suppress
-from dataclasses import dataclass
 
 from buildshelf import files
+from buildshelf.kept.objects import (
+    CHUNK_BYTES,
+    FULL,
+    MAX_BYTES_DEFAULT,
+    MISSING,
+    NoSpace,
+    Progress,
+    Refused,
+    Removed,
+    Staged,
+    Stored,
+    TooLarge,
+)
 from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
 from buildshelf.text import sizes
 
-MAX_BYTES_DEFAULT = 1 << 30
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
 NAME_RULE = "a file name " + FILE_NAME_RULE
-CHUNK_BYTES = 1 << 20
 
 _PREFIX = re.compile(r"[0-9a-f]{2}")
-MISSING = "is missing"  # what verify and rehash say of an object that is not there
 
 # Objects are read-only (they never change) and readable as the umask allows, so that a
 # server running as another user can send them.
 OBJECT_PERMISSIONS = 0o444
-
-
-Progress = Callable[[int, int | None], None]  # told the bytes done, of a size if known
-
-
-class Refused(Exception):
-    """A file not stored: the one-line message says what is wrong and what to do."""
-
-
-class TooLarge(Refused):
-    """A file over the limit it was given."""
-
-
-class NoSpace(Refused):
-    """The store's file system is full (ENOSPC), or its user's quota (EDQUOT) is."""
-
-
-FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-@dataclass(frozen=True)
-class Stored:
-    """An object in the store; `created` is False when identical bytes were already there.
-    `repaired` says what was wrong with an object of that sha256 that this one replaced (of
-    another size, or holding other bytes), as verify says it."""
-
-    sha256: str
-    size: int
-    path: str
-    created: bool
-    repaired: str | None = None
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A whole file received into the store as a temporary file (Staging), hashed and
-    fsynced: `place` makes it an object."""
-
-    path: str
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class Removed:
-    """An object deleted from the store (or that a dry run would delete)."""
-
-    path: str
-    size: int
 
 
 def default_store(data: str) -> str:
@@ -429,3 +388,46 @@ def _make_directories(path):
         with suppress(FileExistsError):  # made meanwhile by a concurrent writer
             os.mkdir(directory)
         files.fsync_directory(os.path.dirname(directory))
+
+
+class LocalStore:
+    """The store in a directory, `where` (objects.ArtifactStore): this module's functions."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def name(self, sha256: str) -> str:
+        return object_path(self.where, sha256)
+
+    def store_file(self, source, max_bytes=MAX_BYTES_DEFAULT, expected_sha256=None, progress=None):
+        return store_file(self.where, source, max_bytes, expected_sha256, progress)
+
+    def store_stream(
+        self, read, source, max_bytes=MAX_BYTES_DEFAULT, size=None, progress=None,
+        expected_sha256=None,
+    ):  # fmt: skip
+        return store_stream(self.where, read, source, max_bytes, size, progress, expected_sha256)
+
+    def staging(self, source: str, max_bytes: int = MAX_BYTES_DEFAULT) -> Staging:
+        return Staging(self.where, source, max_bytes)
+
+    def place(self, staged: Staged, source: str) -> Stored:
+        return place(self.where, staged, source)
+
+    def verify(self, sha256: str, size: int) -> str | None:
+        return verify(self.where, sha256, size)
+
+    def rehash(self, sha256: str) -> str | None:
+        return rehash(self.where, sha256)
+
+    def problems(self, kept, hash_again=False):
+        return problems(self.where, kept, hash_again)
+
+    def objects(self) -> dict[str, int]:
+        return objects(self.where)
+
+    def remove(self, sha256s, dry_run=False) -> list[Removed]:
+        return remove(self.where, sha256s, dry_run)
+
+    def exists(self) -> bool:
+        return os.path.isdir(self.where)

@@ -78,6 +78,17 @@ def answer(download: Download, environ: dict) -> tuple[str, list[tuple[str, str]
     return status, headers, _Chunks(file)
 
 
+def streamed(download: Download, environ: dict, check, chunks) -> tuple[str, list, object]:
+    """answer(), for a file kept elsewhere (an object store): `check()` raises Unavailable
+    when it is not there as recorded, for every answer, as answer() opens the file;
+    `chunks(start, length)` gives the bytes of the answer, a bounded chunk at a time."""
+    status, headers, start, length = _decided(download, environ)
+    check()
+    if environ.get("REQUEST_METHOD") == "HEAD" or length == 0:
+        return status, headers, []
+    return status, headers, _Streamed(download.path, chunks(start, length), length)
+
+
 def handed_over(download: Download, environ: dict, uri: str) -> tuple[str, list, object]:
     """answer(), but with the bytes left to a proxy in front that sends them from the store
     itself (nginx's X-Accel-Redirect to `uri`, deploy/nginx.conf).
@@ -258,7 +269,7 @@ def _headers(download, length):
     name = download.name.replace("\\", "\\\\").replace('"', '\\"')
     digest = base64.b64encode(bytes.fromhex(download.sha256)).decode("ascii")
     return [
-        ("Content-Type", _content_type(download.name)),
+        ("Content-Type", content_type(download.name)),
         ("Content-Length", str(length)),
         ("Content-Disposition", f'attachment; filename="{name}"'),
         *_validators(download),
@@ -285,7 +296,8 @@ def _etag(download):
     return f'"{download.sha256}"'
 
 
-def _content_type(name):
+def content_type(name: str) -> str:
+    """A kept file's Content-Type, by its name's extension (CONTENT_TYPES)."""
     return CONTENT_TYPES.get(os.path.splitext(name)[1].lower(), DEFAULT_CONTENT_TYPE)
 
 
@@ -351,3 +363,30 @@ class _Chunks:
 
     def close(self):
         self.file.close()
+
+
+class _Streamed:
+    """The chunks of an answer from elsewhere, `length` bytes of them: a source that ends
+    short (or fails) closes the connection, as a file that shrank does (FileShrank)."""
+
+    def __init__(self, path, chunks, length):
+        self.path, self.chunks, self.length = path, chunks, length
+
+    def __iter__(self):
+        sent = 0
+        try:
+            for chunk in self.chunks:
+                sent += len(chunk)
+                yield chunk
+        except Exception as problem:  # the store failed: what was sent cannot be finished
+            log.error("%s: %s while being sent: the connection is closed", self.path, problem)
+            raise FileShrank(self.path) from None
+        if sent != self.length:
+            log.error("%s ended after %d of %d bytes: the connection is closed", self.path,
+                      sent, self.length)  # fmt: skip
+            raise FileShrank(self.path)
+
+    def close(self):
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()

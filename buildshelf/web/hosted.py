@@ -6,11 +6,13 @@ part is the data's own reaches a file, and the file's path comes from the data, 
 request. How the bytes go out (validators, ranges) is downloads.py's business.
 """
 
+import functools
 import logging
 
 import bottle
 
-from buildshelf.kept.artifacts import object_path
+from buildshelf.kept import stores
+from buildshelf.kept.artifacts import LocalStore, object_path
 from buildshelf.model import epoch_seconds, whole_number
 from buildshelf.web import downloads, query
 from buildshelf.web.query import ApiError
@@ -71,8 +73,9 @@ def _answered(service, snapshot, slug, number, sha256, name):
         and name in (build.file, build.file + SIDECAR)
     ):
         raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
+    store = stores.opened(service.store.artifacts)
     wanted = downloads.Download(
-        object_path(service.store.artifacts, sha256),
+        store.name(sha256),
         build.file,
         sha256,
         build.size,
@@ -87,7 +90,9 @@ def _answered(service, snapshot, slug, number, sha256, name):
     if "wsgi.file_wrapper" in environ:
         environ = dict(environ, **{"wsgi.file_wrapper": _the_file})
     try:
-        if service.accel_redirect is None or not _from_nginx(service, environ):
+        if not isinstance(store, LocalStore):
+            status, headers, body = _from_the_store(service, store, wanted, environ)
+        elif service.accel_redirect is None or not _from_nginx(service, environ):
             status, headers, body = downloads.answer(wanted, environ)
         else:  # the store's own layout, under nginx's internal location
             uri = object_path(service.accel_redirect, sha256)
@@ -103,6 +108,29 @@ def _answered(service, snapshot, slug, number, sha256, name):
     ):
         counter.count(project.slug, build.number, sha256, environ.get("REMOTE_ADDR"))
     return _sent(status, headers, body)
+
+
+def _from_the_store(service, store, wanted, environ):
+    """The answer to a download of a file kept in object storage, as --artifacts-downloads
+    says: a 302 to a presigned GET (redirect) or to the public copy (public), unless the last
+    check found it unavailable; or its bytes, streamed (proxy)."""
+    if service.artifacts_downloads == stores.PROXY:
+
+        def check():
+            if problem := store.verify(wanted.sha256, wanted.size):
+                raise downloads.Unavailable(problem)
+
+        chunks = functools.partial(store.chunks, wanted.sha256)
+        return downloads.streamed(wanted, environ, check, chunks)
+    for _, build, problem in service.store.unavailable():
+        if build.sha256 == wanted.sha256:
+            raise downloads.Unavailable(problem)
+    if service.artifacts_downloads == stores.PUBLIC:
+        location = service.shapes.object_url(wanted.sha256)
+    else:
+        location = store.presigned(wanted.sha256, wanted.name, downloads.content_type(wanted.name))
+    # A presigned URL lives minutes: no cache may keep the way to it.
+    return "302 Found", [("Location", location), ("Cache-Control", "no-store")], b""
 
 
 def _from_nginx(service, environ):

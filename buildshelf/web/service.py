@@ -57,6 +57,8 @@ class Service:
     # whether a download that did not come through it was warned of.
     accel_redirect: str | None = None
     accel_warned: threading.Event = field(default_factory=threading.Event)
+    # How an s3:// store's files reach clients (kept.stores.DOWNLOADS; None: the default).
+    artifacts_downloads: str | None = None
     # /healthz (health.py): the problems of the parts of the service, each a callable.
     problems: tuple = ()
     _counted: list = field(default_factory=lambda: [None])  # the current CountedVersion

@@ -99,10 +99,11 @@ def hosted_path(project: Project, build: Build) -> str:
 
 class Shapes:
     """The JSON of builds in one mode, None (the spec's) or upstream.MODE; a kept file's
-    downloadUrl is on `public_url`."""
+    downloadUrl is on `public_url`, or, with `object_url`, the URL it gives of the object of a
+    sha256 (a bucket's public one)."""
 
-    def __init__(self, mode: str | None = None, public_url: str = ""):
-        self.mode, self.public_url = mode, public_url
+    def __init__(self, mode: str | None = None, public_url: str = "", object_url=None):
+        self.mode, self.public_url, self.object_url = mode, public_url, object_url
         self._values = json_maker(Build, mode)
         # What answers.encode writes: the packed commits as they are. A list of 2,000 builds
         # is encoded in 5.7 ms instead of 14.6 (with msgspec's encoder, which alone took 10.0).
@@ -119,7 +120,11 @@ class Shapes:
         return {**self._extra, **obj} if self._extra else obj
 
     def download_url(self, project: Project, build: Build) -> str:
-        return self.public_url + hosted_path(project, build) if build.hosted else build.download_url
+        if not build.hosted:
+            return build.download_url
+        if self.object_url is not None:
+            return self.object_url(build.sha256)
+        return self.public_url + hosted_path(project, build)
 
     def build(self, project: Project, build: Build) -> bytes:
         return encode(self._build_json(project, build, self._encodable))

@@ -13,7 +13,7 @@ import logging
 import multipart
 
 from buildshelf.datafiles import datafile
-from buildshelf.kept import artifacts
+from buildshelf.kept import artifacts, objects, stores
 from buildshelf.web.contract import CONSUMED
 from buildshelf.web.query import ApiError
 from buildshelf.writing import refusals
@@ -39,8 +39,15 @@ def invalid(message):
 
 def refused_by_the_store(refused) -> ApiError:
     """The answer to a write refused for a cause of the server's own (a refusals.Refused or
-    an artifacts.Refused): 507 for a full disk, else 500; logged at once."""
+    an artifacts.Refused): 507 for a full disk, 503 for an artifact store out of reach, else
+    500; logged at once."""
     log.error("a write was refused: %s", refused)
+    if isinstance(refused, refusals.StoreUnavailable | objects.Unavailable):
+        return ApiError(
+            503,
+            "artifact_store_unavailable",
+            "the artifact store is unavailable: nothing was written; try again later",
+        )
     if isinstance(refused, refusals.NoSpace | artifacts.NoSpace):
         return ApiError(
             507,
@@ -132,8 +139,8 @@ class Upload:
                     self.part = _part(event, self.seen)
                     if self.part == "file":
                         self.name = _file_name(event)
-                        self.staging = artifacts.Staging(
-                            self.store_dir, self.name, self.max_file_bytes
+                        self.staging = stores.opened(self.store_dir).staging(
+                            self.name, self.max_file_bytes
                         )
                 elif event is None:
                     self.part = None

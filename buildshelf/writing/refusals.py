@@ -35,3 +35,7 @@ class FileInvalid(Refused):
 
 class NoSpace(Refused):
     """The disk (or the quota) is full."""
+
+
+class StoreUnavailable(Refused):
+    """The artifact store cannot be reached, or refuses the server's credentials."""

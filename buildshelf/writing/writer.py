@@ -16,10 +16,18 @@ from urllib.parse import urlsplit
 
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
-from buildshelf.kept import artifacts
+from buildshelf.kept import artifacts, objects, stores
 from buildshelf.text import closest, printable
 from buildshelf.writing.objects_in_use import kept_objects, readable_projects, used_objects
-from buildshelf.writing.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
+from buildshelf.writing.refusals import (
+    Exists,
+    Invalid,
+    NoBuild,
+    NoProject,
+    NoSpace,
+    Refused,
+    StoreUnavailable,
+)
 from buildshelf.writing.rewrite import locked, project_path, read, update
 
 Selected = TypeVar("Selected")  # a selection of builds, whose `added` are to be added
@@ -112,20 +120,18 @@ class Keep:
     def stored(self, store_dir: str) -> artifacts.Stored:
         """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
         artifacts.check_name(self.name or os.path.basename(self.source))
+        store = stores.opened(store_dir)
         if self.staged is not None:
-            return artifacts.place(store_dir, self.staged, self.source)
+            return store.place(self.staged, self.source)
         if self.source == STDIN:  # publish --file - (what a CI job sends over ssh)
-            return artifacts.store_stream(
-                store_dir,
+            return store.store_stream(
                 _read_stdin,
                 f"{self.name} (standard input)",
                 self.max_bytes,
                 progress=self.progress,
                 expected_sha256=self.sha256,
             )
-        return artifacts.store_file(
-            store_dir, self.source, self.max_bytes, self.sha256, self.progress
-        )
+        return store.store_file(self.source, self.max_bytes, self.sha256, self.progress)
 
 
 def _read_stdin() -> bytes:
@@ -183,6 +189,8 @@ def publish(
                 stored = keep.stored(store_dir)
             except artifacts.NoSpace as refused:
                 raise NoSpace(str(refused)) from None
+            except objects.Unavailable as refused:
+                raise StoreUnavailable(str(refused)) from None
             except artifacts.Refused as refused:
                 raise Invalid(str(refused)) from None
             name = keep.name or os.path.basename(keep.source)
@@ -292,7 +300,7 @@ def unyank(directory: str, slug: str, number: int, store_dir: str | None = None)
         if "yankedAt" not in build:
             raise Refused(f"build {number} of {slug} is not yanked: nothing to restore")
         if "file" in build and store_dir is not None:
-            if artifacts.verify(store_dir, build["sha256"], build["size"]) is not None:
+            if stores.opened(store_dir).verify(build["sha256"], build["size"]) is not None:
                 name = build["file"]
                 raise Refused(
                     f"build {number} of {slug} cannot be served again: its file {name} was "
@@ -340,12 +348,13 @@ def purge(
         ]
         ignoring = {(name, build.number) for name, build in due}
         unused = {build.sha256 for _, build in due} - used_objects(directory, ignoring)
-        removed = {r.path: r for r in artifacts.remove(store_dir, unused, dry_run)}
+        store = stores.opened(store_dir)
+        removed = {r.path: r for r in store.remove(unused, dry_run)}
     return [
         Purged(
             name,
             {"buildNumber": build.number, "file": build.file, "sha256": build.sha256},
-            removed.get(artifacts.object_path(store_dir, build.sha256)),
+            removed.get(store.name(build.sha256)),
         )  # fmt: skip
         for name, build in due
     ]
@@ -370,7 +379,7 @@ def remove_if_unused(
         used = used_objects(directory, ignoring)
     except Refused:  # the write is done: an object left costs only space, `check` lists it
         return
-    for removed in artifacts.remove(store_dir, sha256s - used, dry_run):
+    for removed in stores.opened(store_dir).remove(sha256s - used, dry_run):
         report(removed)
 
 
@@ -382,8 +391,9 @@ def prune(
     while a data file cannot be read."""
     # A dry run deletes nothing, so it needs no lock (nor write access).
     with nullcontext() if dry_run else locked(directory):
-        unused = artifacts.objects(store_dir).keys() - used_objects(directory)
-        for removed in artifacts.remove(store_dir, unused, dry_run):
+        store = stores.opened(store_dir)
+        unused = store.objects().keys() - used_objects(directory)
+        for removed in store.remove(unused, dry_run):
             report(removed)
 
 

@@ -1,0 +1,125 @@
+"""A file sent to S3 as one object that the store checks (`send`): in one PUT up to a part,
+else in parts, each with its own sha256, in bounded memory (one part held at a time); always
+with `If-None-Match: *`, so that an object is never overwritten. How S3 sums up the parts'
+checksums (`composite`) and the size of the parts (`part_bytes`) are written here once.
+"""
+
+import base64
+import hashlib
+
+# Files up to a part go up in one PUT, larger ones in parts of PART_BYTES (more when a file
+# would have over MAX_PARTS of them, S3's limit). 8 MiB is boto3's own default chunk size.
+PART_BYTES = 8 << 20
+MAX_PARTS = 10_000
+READ_BYTES = 1 << 20
+# What a store answers a write that If-None-Match: * stops (another writer made the object
+# first), and what it answers bytes that do not hash to the sha256 sent.
+CONFLICT = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+BAD_DIGEST = {"BadDigest", "XAmzContentSHA256Mismatch", "InvalidDigest"}
+
+
+class Changed(Exception):
+    """The file's bytes are not the ones hashed before (changed while being sent)."""
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def part_bytes(size: int) -> int:
+    """The size of each part of a file of `size` bytes (the last may be smaller): whole MiB."""
+    needed = -(-size // MAX_PARTS)
+    return max(PART_BYTES, -(-needed // (1 << 20)) << 20)
+
+
+def composite(part_digests: list[bytes]) -> str:
+    """The checksum S3 keeps of an object sent in parts: the sha256 of their sha256s, '-N'."""
+    return f"{b64(hashlib.sha256(b''.join(part_digests)).digest())}-{len(part_digests)}"
+
+
+def parts_checksum(file, size: int) -> str:
+    """The checksum S3 keeps of the open `file` (`size` bytes) sent in parts by `send`."""
+    file.seek(0)
+    return composite([hashlib.sha256(part).digest() for part in _parts(file, size, None)])
+
+
+def code(error: Exception) -> str:
+    """The store's error code of a botocore ClientError ('' for any other failure)."""
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code") or "")
+    return ""
+
+
+def send(client, bucket: str, key: str, file, sha256: str, size: int, progress=None) -> bool:
+    """Send the open `file` (`size` bytes that hash to `sha256`) as the object `key`: True if
+    this made it, False if it was there already (If-None-Match: * refused). A part's bytes
+    that differ from what was hashed before raise Changed; the store's refusals, botocore's
+    exceptions."""
+    file.seek(0)
+    try:
+        if size <= PART_BYTES:
+            body = file.read(size)
+            if len(body) != size or hashlib.sha256(body).hexdigest() != sha256:
+                raise Changed
+            client.put_object(
+                Bucket=bucket, Key=key, Body=body,
+                ChecksumSHA256=b64(bytes.fromhex(sha256)), IfNoneMatch="*",
+            )  # fmt: skip
+            if progress is not None:
+                progress(size, size)
+            return True
+        return _in_parts(client, bucket, key, file, sha256, size, progress)
+    except Exception as error:
+        if code(error) in CONFLICT:
+            return False
+        raise
+
+
+def _in_parts(client, bucket, key, file, sha256, size, progress):
+    started = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")
+    upload_id, sent, whole, done = started["UploadId"], [], hashlib.sha256(), 0
+    try:
+        for number, part in enumerate(_parts(file, size, whole), 1):
+            answer = client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=part,
+                ChecksumSHA256=b64(hashlib.sha256(part).digest()),
+            )  # fmt: skip
+            sent.append(
+                {"PartNumber": number, "ETag": answer["ETag"],
+                 "ChecksumSHA256": answer.get("ChecksumSHA256")}
+            )  # fmt: skip
+            done += len(part)
+            if progress is not None:
+                progress(done, size)
+        if whole.hexdigest() != sha256:  # the file changed since it was hashed
+            raise Changed
+        client.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": sent},
+            IfNoneMatch="*",
+        )  # fmt: skip
+        return True
+    except BaseException:
+        try:  # so that the store keeps no parts of it (a lifecycle rule would, later)
+            client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except Exception:
+            pass
+        raise
+
+
+def _parts(file, size, whole):
+    """The file's parts as bytes, one at a time, each also added to the digest `whole`."""
+    step, left = part_bytes(size), size
+    while left > 0:
+        chunks, want = [], min(step, left)
+        while want and (chunk := file.read(min(READ_BYTES, want))):
+            chunks.append(chunk)
+            want -= len(chunk)
+        if want:
+            raise Changed  # the file is shorter than it was
+        part = b"".join(chunks)
+        del chunks  # one copy of the part held, not two
+        left -= len(part)
+        if whole is not None:
+            whole.update(part)
+        yield part
