@@ -26,6 +26,7 @@ from buildshelf.commands import (
 from buildshelf.jenkins import remote_api
 from buildshelf.jenkins.commands import import_jenkins_parser
 from buildshelf.kept import objects
+from buildshelf.kept.commands import artifacts_parsers
 from buildshelf.publishing import tokens
 from buildshelf.publishing.commands import token_parsers, trust_parser
 from buildshelf.serving import accesslog
@@ -95,6 +96,7 @@ def make_parser():
         token_parsers,
         trust_parser,
         webhook_parsers,
+        artifacts_parsers,
     ):
         add_parser(commands)
     return parser

@@ -256,3 +256,37 @@ def test_a_store_down_answers_downloads_503_and_healthz_degraded(
         assert health["status"] == "degraded"
         assert "cannot be looked at" in health["unavailableFiles"][0]["problem"]
         assert os.environ["AWS_SECRET_ACCESS_KEY"] not in str(health)
+
+
+def test_a_move_to_a_bucket_and_back_copies_verifies_and_resumes(
+    data_dir, bucket, jar, tmp_path, capsys
+):
+    assert publish(data_dir, str(data_dir / "artifacts"), 9, "--file", str(jar)) == 0
+    second = tmp_path / "b.jar"
+    second.write_bytes(b"another file")
+    assert publish(data_dir, str(data_dir / "artifacts"), 10, "--file", str(second)) == 0
+    local = stores.opened(str(data_dir / "artifacts"))
+    [first, _] = sorted(local.objects())
+    # An interrupted copy: one object there already.
+    stores.opened(bucket).store_file(local.name(first))
+    capsys.readouterr()
+    move = ["artifacts", "copy", "--data", str(data_dir)]
+    assert cli.main([*move, "--from", str(data_dir / "artifacts"), "--to", bucket]) == 0
+    assert capsys.readouterr().out.endswith("copied 1 object from " + str(data_dir / "artifacts")
+                                            + f" to {bucket}; 1 object already there\n")  # fmt: skip
+    assert stores.opened(bucket).objects() == local.objects()
+    assert cli.main(["check", "--data", str(data_dir), "--artifacts", bucket, "--verify"]) == 0
+    back = tmp_path / "back"
+    assert cli.main([*move, "--from", bucket, "--to", str(back)]) == 0
+    assert stores.opened(str(back)).objects() == local.objects()
+    assert cli.main(["check", "--data", str(data_dir), "--artifacts", str(back), "--verify"]) == 0
+    # A source object that does not hash to its name is not copied, and said.
+    store = stores.opened(bucket)
+    damaged = b"x" * local.objects()[first]
+    store.client.delete_object(Bucket=store.bucket, Key=store.key(first))
+    store.client.put_object(Bucket=store.bucket, Key=store.key(first), Body=damaged)
+    elsewhere = tmp_path / "elsewhere"
+    capsys.readouterr()
+    assert cli.main([*move, "--from", bucket, "--to", str(elsewhere)]) == 1
+    assert "not copied: sha256 mismatch" in capsys.readouterr().out
+    assert first not in stores.opened(str(elsewhere)).objects()
