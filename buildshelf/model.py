@@ -225,6 +225,30 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         return self.file if self.hosted else file_name_in_url(self.download_url)
 
 
+# What a project file may say of a version (a channelVersion) for the Fill v3 API
+# (docs/fill-v3.md): the values Fill's enums take, written once for the data files' rules and
+# the API's shapes.
+SUPPORT_STATUSES = ("SUPPORTED", "DEPRECATED", "UNSUPPORTED")
+EXPERIMENTAL_CHANNELS = ("ALPHA", "BETA")  # the Fill channel of a version's experimental builds
+DAY_PATTERN = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")  # and a real day: date.fromisoformat
+
+
+class VersionInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """What a project file's `versions` block says of one version: each key optional (UNSET
+    when absent), its default the Fill v3 mapping's (docs/fill-v3.md)."""
+
+    family: str | msgspec.UnsetType = msgspec.UNSET
+    support: str | msgspec.UnsetType = msgspec.UNSET
+    support_end: str | msgspec.UnsetType = msgspec.field(default=msgspec.UNSET, name="supportEnd")
+    java: int | msgspec.UnsetType = msgspec.UNSET
+    java_flags: tuple[str, ...] | msgspec.UnsetType = msgspec.field(
+        default=msgspec.UNSET, name="javaFlags"
+    )
+    experimental_channel: str | msgspec.UnsetType = msgspec.field(
+        default=msgspec.UNSET, name="experimentalChannel"
+    )
+
+
 class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True):
     """A project, one data file."""
 
@@ -250,6 +274,8 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     javadoc_page_prefix: Annotated[str, NOT_SERVED] = msgspec.field(
         default="", name="javadocPagePrefix"
     )
+    # {channelVersion: what the file says of it}, for the Fill v3 API; served there only.
+    versions: Annotated[dict[str, VersionInfo], NOT_SERVED] = msgspec.field(default_factory=dict)
     builds: Annotated[tuple[Build, ...], NOT_SERVED] = ()  # served, ascending by number
     yanked: Annotated[tuple[Build, ...], DERIVED] = ()  # the file's yanked builds, ascending
     # (channel or None, include experimental) -> builds ascending; None covers all channels.

@@ -121,6 +121,149 @@ def test_a_javadoc_page_prefix_must_be_a_string(prefix):
     )
 
 
+# --- the versions block (the Fill v3 API's facts of a version) ----------------------------------
+
+VERSIONS = {
+    "1.21": {
+        "family": "1.21",
+        "support": "DEPRECATED",
+        "supportEnd": "2026-02-28",
+        "java": 21,
+        "javaFlags": ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=200"],
+        "experimentalChannel": "BETA",
+    },
+    "1.20": {},
+    "24w14a": {"family": "snapshots", "support": "UNSUPPORTED"},
+}
+
+
+def test_a_versions_block_is_read_alike_by_both_paths():
+    fast, checked = both_paths(json.dumps(make_project(ALPHA_BUILDS, versions=VERSIONS)))
+    assert fast is not None
+    assert_same_values(fast, checked)
+    assert list(checked.versions) == ["1.21", "1.20", "24w14a"]
+    assert checked.versions["1.21"] == model.VersionInfo(
+        family="1.21",
+        support="DEPRECATED",
+        support_end="2026-02-28",
+        java=21,
+        java_flags=("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=200"),
+        experimental_channel="BETA",
+    )
+    assert checked.versions["1.20"] == model.VersionInfo()  # every key optional
+
+
+def test_without_a_versions_block_there_is_none():
+    for project in both_paths(json.dumps(make_project(ALPHA_BUILDS))):
+        assert project.versions == {}
+    for project in both_paths(json.dumps(make_project(ALPHA_BUILDS, versions={}))):
+        assert project.versions == {}
+
+
+@pytest.mark.parametrize(
+    "versions, message",
+    [
+        ([], "'versions' must be an object: {channelVersion: {family, support, ...}}"),
+        ({"1.21": []}, "versions['1.21'] must be an object"),
+        ({"1.21": None}, "versions['1.21'] must be an object"),
+        (
+            {"1.21 beta": {}},
+            "versions: key '1.21 beta' must be a channelVersion: letters, digits and . _ + -",
+        ),
+        ({"": {}}, "versions: key '' must be a channelVersion: letters, digits and . _ + -"),
+        (
+            {"1.21": {"suport": "SUPPORTED"}},
+            "versions['1.21']: unknown key 'suport': did you mean support?",
+        ),
+        (
+            {"1.21": {"javaflags": []}},
+            "versions['1.21']: unknown key 'javaflags': did you mean javaFlags?",
+        ),
+        (
+            {"1.21": {"family": ""}},
+            "versions['1.21']: 'family' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"1.21": {"family": "1.x/2"}},
+            "versions['1.21']: 'family' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        (
+            {"1.21": {"family": 1}},
+            "versions['1.21']: 'family' must be a non-empty string of letters, digits and . _ + -",
+        ),
+        *[
+            (
+                {"1.21": {"support": value}},
+                "versions['1.21']: 'support' must be \"SUPPORTED\", "
+                '"DEPRECATED" or "UNSUPPORTED"',
+            )
+            for value in ("supported", "LTS", "", None, 1)
+        ],
+        *[
+            (
+                {"1.21": {"supportEnd": value}},
+                "versions['1.21']: 'supportEnd' must be a day "
+                'written YYYY-MM-DD, e.g. "2026-02-28"',
+            )
+            for value in (
+                "2026-02-30",
+                "2026-2-28",
+                "28/02/2026",
+                "2026-02-28T00:00:00Z",
+                20260228,
+                None,
+            )
+        ],
+        *[
+            (
+                {"1.21": {"java": value}},
+                "versions['1.21']: 'java' must be the whole number of "
+                "the oldest Java release it runs on, e.g. 21",
+            )
+            for value in (0, -1, 21.0, "21", True, 2**31, None)
+        ],
+        *[
+            (
+                {"1.21": {"javaFlags": value}},
+                "versions['1.21']: 'javaFlags' must be an array of "
+                'JVM flags, e.g. ["-XX:+UseG1GC"]',
+            )
+            for value in ("-XX:+UseG1GC", [""], [1], ["-Xmx1G\n"], ["a\ud800"], None)
+        ],
+        *[
+            (
+                {"1.21": {"experimentalChannel": value}},
+                "versions['1.21']: 'experimentalChannel' must be \"ALPHA\" or \"BETA\"",
+            )
+            for value in ("STABLE", "alpha", "RECOMMENDED", None)
+        ],
+    ],
+)
+def test_a_bad_versions_block_is_refused_naming_the_version_and_key(versions, message):
+    text = json.dumps(make_project([make_build(1)], versions=versions))
+    assert datafile._fast_project("alpha", text) is None
+    assert parse_error(text.encode()) == f"data/alpha.json: {message}"
+
+
+def test_a_version_written_twice_in_the_versions_block_is_found():
+    text = json.dumps(make_project([], versions={"1.21": {"java": 21}})).replace(
+        '"versions": {', '"versions": {"1.21": {"java": 17}, '
+    )
+    assert datafile._fast_project("alpha", text) is None
+    assert "key '1.21' appears twice in one object" in parse_error(text.encode())
+
+
+def test_colons_in_jvm_flags_do_not_hide_a_key_written_twice():
+    flags = '"javaFlags": ["-XX:+A", "-XX:B=1"]'
+    text = json.dumps(make_project([], versions={"1.21": {"java": 21}})).replace(
+        '"java": 21', f'"java": 21, {flags}'
+    )
+    fast, checked = both_paths(text)
+    assert_same_values(fast, checked)
+    doubled = text.replace('"java": 21', '"java": 21, "java": 17')
+    assert datafile._fast_project("alpha", doubled) is None
+
+
 def test_legacy_commit_key_is_dropped_and_explicit_matching_slug_allowed():
     project = parse(
         make_project([make_build(1, commit={"message": "m", "hash": "ab"})], slug="alpha")
@@ -585,14 +728,17 @@ FIELDS = (
         for key in sorted(dataformat.WRITTEN_BUILD_KEYS) + ["other"]
     ]
     + [("commit", key) for key in sorted(dataformat.AUTHORED_COMMIT_KEYS) + ["other"]]
+    + [("version", key) for key in sorted(dataformat.VERSION_KEYS) + ["other"]]
 )
 
 
 def every_key_project(in_order):
-    """ALPHA_BUILDS with every key of the format: the project's optional keys, integrity data
-    on build 5, whose first commit has an author, and build 7's file kept, build 7 yanked."""
+    """ALPHA_BUILDS with every key of the format: the project's optional keys (every key of a
+    version in `versions`), integrity data on build 5, whose first commit has an author, and
+    build 7's file kept, build 7 yanked."""
     builds = sorted(ALPHA_BUILDS, key=lambda b: b["buildNumber"]) if in_order else ALPHA_BUILDS
-    doc = json.loads(json.dumps(make_project(builds, slug="alpha", javadocPagePrefix="docs")))
+    project = make_project(builds, slug="alpha", javadocPagePrefix="docs", versions=VERSIONS)
+    doc = json.loads(json.dumps(project))
     by_number = {build["buildNumber"]: build for build in doc["builds"]}
     by_number[5].update(sha256=SHA, size=10)
     by_number[5]["commits"][0]["author"] = "Jane Doe"
@@ -613,6 +759,7 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
                 "build": by_number[5],
                 "kept build": by_number[7],
                 "commit": by_number[5]["commits"][0],
+                "version": doc["versions"]["1.21"],
             }[level]
             if value == "DELETE":
                 target.pop(key, None)
@@ -633,11 +780,12 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
     # Only what the fast path cannot see goes the slow way: the legacy key, and an author or
     # a yankReason written as "" (the count of keys cannot tell it from none).
     assert read_slowly == {"commit", ("author", '""'), ("yankReason", '""')}
-    # The changes that keep the file valid: 41 to the project (javadocBaseUrl deleted or ""
-    # among them), 81 to build 5 and 89 to build 7 (44 of them each the legacy key), 47 to the
-    # commit; deleting a key the place lacks counts; and 30 that the yank mark's two keys allow
-    # (a string reason, a timestamp for yankedAt, or either deleted).
-    assert accepted == 288
+    # The changes that keep the file valid: 43 to the project (javadocBaseUrl deleted or "",
+    # versions deleted or {}, among them), 81 to build 5 and 89 to build 7 (44 of them each the
+    # legacy key), 47 to the commit; deleting a key the place lacks counts; 30 that the yank
+    # mark's two keys allow (a string reason, a timestamp for yankedAt, or either deleted); and
+    # 22 to a version: 13 families, 1 and 8 for java, [] for javaFlags, each key deleted.
+    assert accepted == 312
 
 
 # --- integrity data and kept files ------------------------------------------------------------

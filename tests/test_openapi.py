@@ -139,6 +139,16 @@ def test_every_ref_is_local_and_resolves():
             pytest.fail(f"{where}: {ref} does not resolve")
 
 
+def test_every_schema_is_used():
+    """No schema of what is never served (a data file's `versions` block) is described."""
+    used = {
+        value.split("/")[3]
+        for _, key, value in walk(DOCUMENT)
+        if key == "$ref" and value.startswith("#/components/schemas/")
+    }
+    assert set(DOCUMENT["components"]["schemas"]) <= used
+
+
 @pytest.mark.parametrize("where", schema_pointers())
 def test_every_schema_is_valid_json_schema_2020_12(where):
     jsonschema.Draft202012Validator.check_schema(lookup(where))

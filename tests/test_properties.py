@@ -505,7 +505,26 @@ def every_key_projects(draw):
         doc["slug"] = "p"
     if draw(st.booleans()):
         doc["javadocPagePrefix"] = draw(st.sampled_from(["", ".cache/unpack", "a/b_c/$d-e.f"]))
+    if draw(st.booleans()):
+        doc["versions"] = draw(st.dictionaries(st.sampled_from(CHANNELS), version_entries()))
     return doc
+
+
+@st.composite
+def version_entries(draw):
+    """An entry of a project's `versions` block: any of its keys, JVM flags with ':' in them."""
+    values = {
+        "family": st.sampled_from(["1.21", "snapshots", "x_y+z"]),
+        "support": st.sampled_from(model.SUPPORT_STATUSES),
+        "supportEnd": st.dates().map(lambda day: day.isoformat()),
+        "java": st.integers(1, 2**31 - 1),
+        "javaFlags": st.lists(
+            tricky_text.filter(lambda flag: flag and flag.isprintable()), max_size=3
+        ),
+        "experimentalChannel": st.sampled_from(model.EXPERIMENTAL_CHANNELS),
+    }
+    keys = draw(st.lists(st.sampled_from(sorted(values)), unique=True))
+    return {key: draw(values[key]) for key in keys}
 
 
 def keys_of(doc):
@@ -525,7 +544,7 @@ def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
     found = find(
         every_key_projects(),
         lambda doc: keys_of(doc) == every_key,
-        settings=settings(phases=[Phase.generate], database=None),
+        settings=settings(phases=[Phase.generate], database=None, max_examples=2000),
     )
     assert keys_of(found) == every_key
 

@@ -659,13 +659,16 @@ def test_add_project_refuses_bad_urls_with_the_servers_message(data_dir, capsys)
 
 def test_publish_keeps_every_key_of_the_file_in_the_documented_order(data_dir):
     """A Reposilite project's javadocPagePrefix stays right after javadocBaseUrl, and the
-    optional slug first: the order of dataformat.PROJECT_KEYS, which the docs give."""
+    optional slug first, the versions block before the builds, each version's keys in their
+    order: the order of dataformat.PROJECT_KEYS and VERSION_KEYS, which the docs give."""
     path = data_dir / "alpha.json"
     doc = json.loads(path.read_text())
+    versions = {"1.21": {"java": 21, "support": "DEPRECATED", "family": "1"}, "1.20": {}}
     write_file(
         path,
-        {"builds": doc.pop("builds"), "javadocPagePrefix": ".cache/unpack", "slug": "alpha", **doc},
-    )
+        {"builds": doc.pop("builds"), "versions": versions, "javadocPagePrefix": ".cache/unpack",
+         "slug": "alpha", **doc},
+    )  # fmt: skip
     assert cli.main(publish_argv(data_dir, 9)) == 0
     written = json.loads(path.read_text())
     assert list(written) == [
@@ -674,10 +677,16 @@ def test_publish_keeps_every_key_of_the_file_in_the_documented_order(data_dir):
         "ciJobUrl",
         "javadocBaseUrl",
         "javadocPagePrefix",
+        "versions",
         "builds",
     ]
     assert list(written) == list(dataformat.PROJECT_KEYS)
     assert written["javadocPagePrefix"] == ".cache/unpack"
+    assert written["versions"] == versions and list(written["versions"]) == ["1.21", "1.20"]
+    assert list(written["versions"]["1.21"]) == ["family", "support", "java"]
+    assert list(dataformat.VERSION_KEYS) == [
+        "family", "support", "supportEnd", "java", "javaFlags", "experimentalChannel"
+    ]  # fmt: skip
 
 
 def test_the_first_write_reformats_and_sorts_then_a_publish_only_adds_lines(data_dir):

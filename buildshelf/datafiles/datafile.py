@@ -24,6 +24,7 @@ from buildshelf.datafiles.dataformat import (
     RuleBroken,
     project_problem,
     valid_build,
+    version_infos,
 )
 from buildshelf.model import (
     CHANNEL_PATTERN,
@@ -36,6 +37,7 @@ from buildshelf.model import (
     Build,
     Commits,
     Project,
+    VersionInfo,
 )
 from buildshelf.text import printable
 
@@ -246,6 +248,7 @@ def checked_document(
         ci_job_url=doc["ciJobUrl"],
         javadoc_base_url=doc.get("javadocBaseUrl", ""),
         javadoc_page_prefix=doc.get("javadocPagePrefix", ""),
+        versions=version_infos(doc.get("versions", {})),
     )
     return project, checked
 
@@ -277,6 +280,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
     slug: str | msgspec.UnsetType = msgspec.UNSET
     javadocBaseUrl: str | msgspec.UnsetType = msgspec.UNSET
     javadocPagePrefix: str | msgspec.UnsetType = msgspec.UNSET
+    versions: dict[str, VersionInfo] | msgspec.UnsetType = msgspec.UNSET
 
 
 _decode_file = msgspec.json.Decoder(_File).decode
@@ -322,6 +326,14 @@ def _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
     )
 
 
+def _counted_in_versions(versions: dict) -> tuple[int, int]:
+    """(the keys, the ':' in string values) of a `versions` block that project_problem
+    passed: its JVM flags may hold ':', a version or a family (CHANNEL_PATTERN) none."""
+    flags = [flag for entry in versions.values() for flag in entry.get("javaFlags", ())]
+    keys = len(versions) + sum(map(len, versions.values()))
+    return keys, sum(flag.count(":") for flag in flags)
+
+
 def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
     try:
@@ -329,6 +341,9 @@ def _fast_project(slug, text):
     except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
         return None
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
+    # The rules of `versions` are project_problem's, over what the file gave (a few entries).
+    if "versions" in fields:
+        fields["versions"] = msgspec.to_builtins(doc.versions)
     builds = doc.builds
     numbers = list(map(_number, builds))
     timestamps = list(map(_timestamp, builds))
@@ -378,6 +393,7 @@ def _fast_project(slug, text):
     # of them than the keys read means a key written twice (or one given the value that means
     # absent, as "author": ""). An escaped ':' (\u003a) would skew the count: such a file takes
     # the slow path.
+    version_keys, version_colons = _counted_in_versions(fields.get("versions", {}))
     keys = (
         len(fields)
         # a build's plain keys, 'file' standing for 'downloadUrl' in a kept one; sha256 and size
@@ -387,6 +403,7 @@ def _fast_project(slug, text):
         + authors_given
         + len(yanked_ats)
         + reasons_given
+        + version_keys
     )
     colons = (
         sum(value.count(":") for value in fields.values() if type(value) is str)
@@ -394,6 +411,7 @@ def _fast_project(slug, text):
         + messages.count(":")
         + all_authors.count(":")
         + all_reasons.count(":")
+        + version_colons
     )
     if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None
@@ -414,4 +432,5 @@ def _fast_project(slug, text):
         ci_job_url=doc.ciJobUrl,
         javadoc_base_url=fields.get("javadocBaseUrl", ""),
         javadoc_page_prefix=fields.get("javadocPagePrefix", ""),
+        versions=doc.versions if "versions" in fields else {},
     )

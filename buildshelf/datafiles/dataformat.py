@@ -4,6 +4,7 @@ rules every value follows, each with the message that says it: a build object's
 `RuleBroken`, which datafile.py places in the file.
 """
 
+import datetime
 import re
 
 import msgspec
@@ -11,26 +12,32 @@ import msgspec
 from buildshelf import javadoc
 from buildshelf.model import (
     CHANNEL_PATTERN,
+    DAY_PATTERN,
+    EXPERIMENTAL_CHANNELS,
     FILE_NAME_PATTERN,
     FILE_NAME_RULE,
     HASH_DIGITS,
     SHA256_PATTERN,
+    SUPPORT_STATUSES,
     TIMESTAMPS,
     URL_PATTERN,
     Build,
     Commit,
     Commits,
     Project,
+    VersionInfo,
     file_keys,
     timestamp_problem,
 )
 from buildshelf.text import closest
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
+CHANNEL_TEXT_RULE = "letters, digits and . _ + -"  # CHANNEL_PATTERN in words
 HEX_DIGITS = frozenset(HASH_DIGITS)
 # The keys of each object, in the order files are written: the model's fields.
 PROJECT_KEYS = file_keys(Project)
-OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix")
+OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix", "versions")
+VERSION_KEYS = file_keys(VersionInfo)  # of each entry of `versions`, every one optional
 BUILD_KEYS = file_keys(Build)
 LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
 WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
@@ -48,6 +55,7 @@ _PLAIN_BUILD_KEYS = set(PLAIN_BUILD_KEYS)
 _REQUIRED_BUILD_KEYS = _PLAIN_BUILD_KEYS - {"downloadUrl"}
 _ALLOWED_BUILD_KEYS = set(WRITTEN_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
+_VERSION_KEYS = set(VERSION_KEYS)
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -129,9 +137,7 @@ def valid_build(value, channels):
     channel = value["channelVersion"]
     if type(channel) is not str or channel not in channels:  # a list or dict is unhashable
         if not (type(channel) is str and CHANNEL_PATTERN.match(channel)):
-            raise RuleBroken(
-                "'channelVersion' must be a non-empty string of letters, digits and . _ + -"
-            )
+            raise RuleBroken(f"'channelVersion' must be a non-empty string of {CHANNEL_TEXT_RULE}")
         # Thousands of builds share a handful of channels: check each once, store it once.
         channels[channel] = channel
     timestamp = value["timestamp"]
@@ -255,4 +261,78 @@ def project_problem(doc, slug):
         )
     if not isinstance(doc["builds"], list):
         return "'builds' must be an array"
+    return _versions_problem(doc["versions"]) if "versions" in doc else None
+
+
+def _quoted_choices(choices):
+    quoted = [f'"{choice}"' for choice in choices]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+# Each key of a `versions` entry: whether a value follows its rule, and the rule's words.
+_VERSION_RULES = {
+    "family": (
+        lambda value: type(value) is str and CHANNEL_PATTERN.match(value) is not None,
+        f"must be a non-empty string of {CHANNEL_TEXT_RULE}",
+    ),
+    "support": (
+        lambda value: type(value) is str and value in SUPPORT_STATUSES,
+        f"must be {_quoted_choices(SUPPORT_STATUSES)}",
+    ),
+    "supportEnd": (
+        lambda value: type(value) is str and DAY_PATTERN.match(value) and _is_day(value),
+        'must be a day written YYYY-MM-DD, e.g. "2026-02-28"',
+    ),
+    # 32 bits: run-task reads it as a Kotlin Int.
+    "java": (
+        lambda value: type(value) is int and 1 <= value < 2**31,
+        "must be the whole number of the oldest Java release it runs on, e.g. 21",
+    ),
+    "javaFlags": (
+        # a tuple on the fast path, which checks the VersionInfo it decoded (to_builtins)
+        lambda value: (
+            type(value) in (list, tuple)
+            and all(type(flag) is str and flag and flag.isprintable() for flag in value)
+        ),
+        'must be an array of JVM flags, e.g. ["-XX:+UseG1GC"]',
+    ),
+    "experimentalChannel": (
+        lambda value: type(value) is str and value in EXPERIMENTAL_CHANNELS,
+        f"must be {_quoted_choices(EXPERIMENTAL_CHANNELS)}",
+    ),
+}
+assert set(_VERSION_RULES) == _VERSION_KEYS  # a key of VersionInfo without a rule
+
+
+def _is_day(text):
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _versions_problem(versions):
+    """What is wrong with a project's `versions` block, or None."""
+    if type(versions) is not dict:
+        return "'versions' must be an object: {channelVersion: {family, support, ...}}"
+    for version, entry in versions.items():
+        if not CHANNEL_PATTERN.match(version):
+            return f"versions: key {version!r} must be a channelVersion: {CHANNEL_TEXT_RULE}"
+        where = f"versions[{version!r}]"
+        if type(entry) is not dict:
+            return f"{where} must be an object"
+        try:
+            _check_keys(entry, _VERSION_KEYS, set())
+        except RuleBroken as problem:
+            return f"{where}: {problem}"
+        for key, value in entry.items():
+            holds, rule = _VERSION_RULES[key]
+            if not holds(value):
+                return f"{where}: {key!r} {rule}"
     return None
+
+
+def version_infos(versions) -> dict[str, VersionInfo]:
+    """A `versions` block that _versions_problem passed, as the Project holds it."""
+    return msgspec.convert(versions, dict[str, VersionInfo])

@@ -17,7 +17,7 @@ import msgspec
 from msgspec import Meta
 
 from buildshelf.counts import Tally
-from buildshelf.model import Build, Commit, Commits, Project, served_fields
+from buildshelf.model import Build, Commit, Commits, Project, VersionInfo, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
 from buildshelf.web.count_shapes import (
@@ -379,6 +379,7 @@ def schemas(mode: str | None = None) -> dict:
     _, components = msgspec.json.schema_components(
         (Project, Build, Health, Downloads, DownloadStats), ref_template=SCHEMA_REF
     )
+    del components[VersionInfo.__name__]  # a data file's, never served: Project.versions
     for name, schema in components.items():
         schema.pop("title", None)
         if "description" in schema:  # a docstring, its lines joined

@@ -66,7 +66,8 @@ def locked(directory):
 def encode(doc: dict) -> bytes:
     """A project document as bytes in the data files' one stable format, so that a change
     shows in a diff as the lines it changed: 2-space indent, keys in dataformat.PROJECT_KEYS'
-    order (then any others), builds ascending by number, a final newline."""
+    order (then any others; a version's in VERSION_KEYS'), builds ascending by number, a
+    final newline."""
     return _encoded(_canonical(doc))[0]
 
 
@@ -77,7 +78,13 @@ def _canonical(doc, known=frozenset()):
     # Found in C: a write changes one build of thousands.
     for index in compress(range(len(builds)), map(not_, map(known.__contains__, map(id, builds)))):
         builds[index] = _ordered_build(builds[index])
-    return _ordered(dict(doc, builds=builds), dataformat.PROJECT_KEYS)
+    canonical = dict(doc, builds=builds)
+    if type(doc.get("versions")) is dict:  # each version's keys in their order too
+        canonical["versions"] = {
+            version: _ordered(entry, dataformat.VERSION_KEYS) if type(entry) is dict else entry
+            for version, entry in doc["versions"].items()
+        }
+    return _ordered(canonical, dataformat.PROJECT_KEYS)
 
 
 BUILD_NUMBER = itemgetter("buildNumber")
