@@ -21,7 +21,7 @@ from buildshelf.publishing.credentials import Credentials
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
 from buildshelf.store import Store
-from buildshelf.web import answers, counted, health, hosted, openapi, pages, publish, reads
+from buildshelf.web import answers, counted, fill, health, hosted, openapi, pages, publish, reads
 from buildshelf.web.answers import encode
 from buildshelf.web.contract import MALFORMED, REFUSED, App
 from buildshelf.web.query import API, ApiError
@@ -105,6 +105,7 @@ def make_app(
     app.add_hook("before_request", _refuse_screened)
     app.add_hook("after_request", lambda: answers.set_common_headers(bottle.response))
     routes = reads.ROUTES + counted.ROUTES + publish.ROUTES + health.ROUTES + hosted.ROUTES
+    routes += fill.ROUTES
     for rule, method, route in routes:
         app.route(rule, method, functools.partial(route, service))
     observe_requests = prometheus.install(app, store, counter, notifier) if metrics else None

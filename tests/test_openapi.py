@@ -35,7 +35,9 @@ REGISTRY = referencing.Registry().with_resource(
     DOCUMENT_URI, referencing.jsonschema.DRAFT202012.create_resource(DOCUMENT)
 )
 RESOLVER = REGISTRY.resolver(base_uri=DOCUMENT_URI)
-ERROR_CODES = DOCUMENT["components"]["schemas"]["Error"]["properties"]["code"]["enum"]
+SCHEMAS = DOCUMENT["components"]["schemas"]
+ERROR_CODES = SCHEMAS["Error"]["properties"]["code"]["enum"]
+FILL_ERROR_CODES = SCHEMAS["FillError"]["properties"]["error"]["enum"]
 
 # jsonschema checks "uri" and "date-time" only with optional packages this project does not
 # install; without a checker, `format` would be ignored.
@@ -169,16 +171,21 @@ def test_schema_examples_are_valid(name, example):
 @pytest.mark.parametrize(
     "name",
     ["Project", "ProjectList", "Commit", "Build", "Error", "RejectedFile", "Health", "Downloads",
-     "ProjectDownloads", "DownloadStats", "DayDownloads", "VersionDownloads", "BuildDownloads"],
+     "ProjectDownloads", "DownloadStats", "DayDownloads", "VersionDownloads", "BuildDownloads",
+     "FillProjects", "FillProjectResponse", "FillProject", "FillVersions", "FillVersionResponse",
+     "FillVersion", "FillSupport", "FillJava", "FillJavaVersion", "FillJavaFlags", "FillBuild",
+     "FillCommit", "FillDownload", "FillChecksums", "FillError"],
 )  # fmt: skip
 def test_object_schemas_are_strict(name):
     schema = DOCUMENT["components"]["schemas"][name]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     # Integrity data is on the builds that have it, both fields or neither; a problem of a
     # part of the service is in the health report while it lasts.
-    optional = {"Build": {"sha256", "size"}, "Health": {"downloadCounting", "webhooks"}}.get(
-        name, set()
-    )
+    optional = {
+        "Build": {"sha256", "size"},
+        "Health": {"downloadCounting", "webhooks"},
+        "FillSupport": {"end"},  # as Fill, absent when there is none
+    }.get(name, set())
     assert schema["required"] == [key for key in schema["properties"] if key not in optional]
     if name == "Build":
         assert schema["dependentRequired"] == {"sha256": ["size"], "size": ["sha256"]}
@@ -557,6 +564,40 @@ CASES = [
     Case("GET", WRITE, 405, "method_not_allowed"),
 ]  # fmt: skip
 
+V3 = "/v3/projects/alpha/versions"
+V3_TARGETS = ("/v3/projects", "/v3/projects/alpha", V3, V3 + "/1.21", V3 + "/1.21/builds",
+              V3 + "/1.21/builds/latest", V3 + "/1.21/builds/5")  # fmt: skip
+# The Fill v3 API: its errors are in Fill's shape (`error` holds the code).
+CASES += [
+    Case("GET", "/v3/projects", 200),
+    Case("GET", "/v3/projects", 200, server="aged"),
+    Case("GET", "/v3/projects/alpha", 200),
+    Case("GET", "/v3/projects/ALPHA/versions", 200),
+    Case("GET", V3 + "/1.21", 200),
+    Case("GET", V3 + "/1.21/builds", 200),
+    Case("GET", V3 + "/1.21/builds?channel=STABLE,ALPHA&channel=BETA", 200),
+    Case("GET", V3 + "/1.21/builds?channel=RECOMMENDED", 200),
+    Case("GET", V3 + "/1.21/builds/latest", 200),
+    Case("GET", V3 + "/1.21/builds/5", 200),
+    Case("GET", V3 + "/1.21/builds/3", 200, server="kept"),  # with its download
+    Case("GET", V3 + "/1.21/builds", 200, headers=(("Accept-Encoding", "gzip"),), server="kept"),
+    Case("HEAD", V3 + "/1.21/builds/latest", 200),
+    *[Case("GET", target, 304, headers=ANY_ETAG) for target in V3_TARGETS],
+    *[Case("GET", target + "?x=%00", 400, "invalid_query") for target in V3_TARGETS],
+    Case("GET", V3 + "/1.21/builds?channel=stable", 400, "invalid_channel"),
+    Case("GET", V3 + "/1.21/builds/x", 400, "invalid_build"),
+    *[Case("GET", target.replace("alpha", "nope"), 404, "project_not_found")
+      for target in V3_TARGETS[1:]],
+    *[Case("GET", target.replace("1.21", "9.9"), 404, "version_not_found")
+      for target in V3_TARGETS[3:]],
+    Case("GET", V3 + "/1.21/builds/1", 404, "build_not_found"),  # a build of 1.20
+    Case("GET", "/v3", 404, "unknown_method"),
+    Case("GET", "/v3/projects/", 404, "unknown_method"),
+    Case("POST", "/v3/projects", 405, "method_not_allowed"),
+    Case("DELETE", V3 + "/1.21/builds/5", 405, "method_not_allowed"),
+    *[Case("GET", target, 500, "internal_error", server="failing") for target in V3_TARGETS],
+]  # fmt: skip
+
 
 def fail(*args, **kwargs):
     raise RuntimeError("a bug")
@@ -709,8 +750,9 @@ def test_real_responses_are_documented(answering, case):
         if case.method != "HEAD":
             schema_at = f"{response_at}/content/{escaped(resp.content_type)}/schema"
             validate(resp.json if resp.content_type == "application/json" else resp.text, schema_at)
-    if case.code is not None:
-        assert resp.json["code"] == case.code
+    if case.code is not None:  # an error of /v3 is in Fill's shape, its code in `error`
+        fill = resp.json.get("ok") is False
+        assert resp.json["error" if fill else "code"] == case.code
 
     if case.status < 400:  # a request that worked used only documented parameters
         query = {name for name, _ in parse_qsl(urlsplit(case.target).query, keep_blank_values=True)}
@@ -722,7 +764,10 @@ def test_real_responses_are_documented(answering, case):
 
 
 def test_every_error_code_is_exercised_and_no_other():
-    assert {case.code for case in CASES if case.code} == set(ERROR_CODES)
+    fill = {case.code for case in CASES if case.code and case.target.startswith("/v3")}
+    assert fill == set(FILL_ERROR_CODES)
+    others = {case.code for case in CASES if case.code and not case.target.startswith("/v3")}
+    assert others == set(ERROR_CODES)
 
 
 def test_every_documented_status_is_exercised():

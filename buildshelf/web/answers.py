@@ -12,7 +12,8 @@ import bottle
 import msgspec
 
 from buildshelf.web.contract import BY_REFERENCE_BYTES, MALFORMED, REFUSED
-from buildshelf.web.query import API, ApiError
+from buildshelf.web.fill_shapes import FillError
+from buildshelf.web.query import API, FILL_API, ApiError, in_fill_api, shown
 from buildshelf.web.representation import Representation
 
 log = logging.getLogger(__name__)
@@ -213,7 +214,8 @@ def preflight(**path_parameters) -> None:
 
 
 def error_response(error: bottle.HTTPError) -> bytes:
-    """The JSON answer to any error: an ApiError's own code, or the status's."""
+    """The JSON answer to any error: an ApiError's own code, or the status's; in Fill's shape
+    under FILL_API (`ok`, `error`: the code, `message`)."""
     if error.status_code == 500:
         log.error("%s %s failed:\n%s", bottle.request.method, bottle.request.path, error.traceback)
     response = bottle.response
@@ -225,10 +227,19 @@ def error_response(error: bottle.HTTPError) -> bytes:
     response.set_header("Cache-Control", f"public, max-age={GONE_MAX_AGE}" if gone else "no-store")
     if error.status_code == 405 and not isinstance(error, ApiError):  # bottle's own
         response.set_header("Allow", ALLOWED_METHODS)
+    fill = in_fill_api(bottle.request.path)
     if isinstance(error, ApiError):
+        if fill:
+            return encode(FillError(False, error.code, error.body))
         return encode({"error": error.body, "code": error.code, **error.fields})
     code, message = {
         404: ("not_found", f"no such path: see {API}/projects"),
         405: ("method_not_allowed", "this API only answers GET and HEAD (and OPTIONS for CORS)"),
     }.get(error.status_code, ("internal_error", "internal error: the cause is in the server's log"))
+    if fill:
+        if code == "not_found":  # Fill's code and words (Spring's) for an unknown path
+            request = bottle.request
+            code = "unknown_method"
+            message = f"No endpoint {request.method} {shown(request.path)}: see {FILL_API}/projects"
+        return encode(FillError(False, code, message))
     return error_body(code, message)

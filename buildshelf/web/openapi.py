@@ -17,7 +17,7 @@ import msgspec
 
 from buildshelf.counts import Tally
 from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
-from buildshelf.web import shapes
+from buildshelf.web import openapi_fill, shapes
 from buildshelf.web.openapi_operations import PATHS
 from buildshelf.web.openapi_parameters import HEADERS, PARAMETERS, ref
 from buildshelf.web.openapi_responses import LOADED, RESPONSES, cacheable
@@ -159,6 +159,11 @@ more than 1 KiB on any route but the writes is `413 too_large`.
 `OPTIONS` is a CORS preflight that allows `GET` and `HEAD` from any origin, never `PUT`, \
 `DELETE` or the `Authorization` header: browsers on other origins can read, never write.
 
+Under `/v3` is the Fill v3 read API (PaperMC's downloads service; the `fill` tag), made of the \
+same data, in Fill's shapes: its errors are `{"ok": false, "error": "...", "message": "..."}` \
+(the `FillError` schema), `error` the stable name, Fill's own where Fill has one; `NotFound` and \
+`MethodNotAllowed` take that shape there too.
+
 In query values `+` is a plus sign, not a space: `channel=1.0.0+71` and `channel=1.0.0%2B71` \
 are the same.
 
@@ -192,6 +197,7 @@ TAGS = {
     "publishing": "Publishing and yanking builds: a token (`buildshelf token create`) or a "
     "GitHub Actions OIDC token of a trusted publisher (`buildshelf trust`).",
     "removed": "API version 1, removed on 2025-11-05.",
+    openapi_fill.TAG[0]: openapi_fill.TAG[1],
 }
 
 # The examples are made by the encoders from these, so they show what is served.
@@ -223,7 +229,7 @@ EXAMPLE_HEALTH = shapes.Health(
 
 def document(compat: str | None = None) -> dict:
     """The document describing the shapes of the mode served (None: the spec's)."""
-    schemas = {**SCHEMAS, **shapes.schemas(compat)}
+    schemas = {**SCHEMAS, **shapes.schemas(compat), **openapi_fill.schemas()}
     schemas["Project"]["examples"] = [shapes.project_json(EXAMPLE_PROJECT)]
     schemas["Build"]["examples"] = [
         shapes.Shapes(compat).build_json(EXAMPLE_PROJECT, EXAMPLE_BUILD)
@@ -249,10 +255,15 @@ def document(compat: str | None = None) -> dict:
         "info": info,
         "servers": [{"url": "/", "description": "The server that serves this document."}],
         "tags": [{"name": name, "description": text} for name, text in TAGS.items()],
-        "paths": copy.deepcopy(PATHS),
-        "components": {"parameters": PARAMETERS, "headers": HEADERS, "responses": dict(RESPONSES),
+        "paths": copy.deepcopy({**PATHS, **openapi_fill.PATHS}),
+        "components": {"parameters": PARAMETERS, "headers": HEADERS,
+                       "responses": {**RESPONSES, **openapi_fill.RESPONSES},
                        "schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
     }  # fmt: skip
+    responses = doc["components"]["responses"]
+    for name, fill_response in (("NotFound", openapi_fill.UNKNOWN_PATH),
+                                ("MethodNotAllowed", openapi_fill.OTHER_METHOD)):  # fmt: skip
+        responses[name] = openapi_fill.either(responses[name], fill_response)
     if compat:
         _upstream_envelopes(doc)
     return copy.deepcopy(doc)

@@ -19,7 +19,7 @@ import bottle
 
 from buildshelf.web import answers, query
 from buildshelf.web.answers import send
-from buildshelf.web.query import API
+from buildshelf.web.query import API, in_fill_api
 from buildshelf.web.rendering import (
     ATOM,
     VIEWS,
@@ -221,7 +221,11 @@ def not_found(error: bottle.HTTPError) -> bytes:
     """The answer to a 404: a page when a browser asks for a path outside the API and the
     files, else the API's JSON error."""
     path, accept = bottle.request.path, bottle.request.get_header("Accept", "")
-    if path.startswith(("/api/", DOWNLOADS + "/")) or "text/html" not in accept:
+    if (
+        path.startswith(("/api/", DOWNLOADS + "/"))
+        or in_fill_api(path)
+        or "text/html" not in accept
+    ):
         return answers.error_response(error)
     answers.set_common_headers(bottle.response)  # bottle dropped those the hook had set
     bottle.response.set_header("Vary", "Accept")

@@ -15,6 +15,7 @@ from buildshelf import javadoc
 from buildshelf.model import Build, Project, sha256_hex, whole_number
 
 API = "/api/v2"
+FILL_API = "/v3"  # the Fill v3 API (web/fill.py), whose errors are in Fill's shape
 BUILD_PARAMETERS = ("project", "channel", "experimental")
 JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
 CHECK_PARAMETERS = BUILD_PARAMETERS + ("build", "sha256")
@@ -39,7 +40,12 @@ class ApiError(bottle.HTTPError):
         self.fields = fields or {}  # more of the body, after "error" and "code"
 
 
-def _shown(text, limit=100):
+def in_fill_api(path: str) -> bool:
+    """Whether `path` is under FILL_API, where every answer is in Fill's shapes."""
+    return path == FILL_API or path.startswith(FILL_API + "/")
+
+
+def shown(text, limit=100):
     """A client's value quoted for an error message, cut so a message stays readable."""
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
@@ -72,7 +78,7 @@ def parse() -> list[tuple[str, str]]:
             raise ApiError(
                 400,
                 "invalid_query",
-                f"parameter {_shown(name)} holds a control or "
+                f"parameter {shown(name)} holds a control or "
                 "invisible character (such as NUL, CR, LF or a zero-width space)",
             )
     return pairs
@@ -125,11 +131,11 @@ def download_url(served: dict) -> tuple:
     else:
         found = next(iter(by_project.values()), None)
     if found is None:
-        of = f" of project {_shown(slug)!r}" if slug else ""
+        of = f" of project {shown(slug)!r}" if slug else ""
         raise ApiError(
             400,
             "invalid_download_url",
-            f"{_shown(url)} is not the downloadUrl of a build{of} served here: see {API}/builds",
+            f"{shown(url)} is not the downloadUrl of a build{of} served here: see {API}/builds",
         )
     return found
 
@@ -152,7 +158,7 @@ def build_filter(snapshot, params: dict[str, str]) -> tuple[Project, str | None,
         raise ApiError(
             404,
             "unknown_project",
-            f"no project {_shown(slug)}: see {API}/projects for the projects served",
+            f"no project {shown(slug)}: see {API}/projects for the projects served",
         )
     return project, *filters(params)
 
@@ -163,7 +169,7 @@ def latest(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool,
     build = project.latest(channel, experimental)
     if build is None:
         which = "build" if experimental else "stable build"
-        where = f" in channel {_shown(channel)}" if channel else ""
+        where = f" in channel {shown(channel)}" if channel else ""
         hint = "" if experimental else " (add experimental=true to include experimental builds)"
         raise ApiError(
             404, "no_matching_build", f"project {project.slug!r} has no {which}{where}{hint}"
@@ -183,11 +189,11 @@ def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
     value = params[given[0]]
     if given == ["build"]:
         if (number := whole_number(value)) is None:
-            raise ApiError(400, "invalid_check", f"'build' {_shown(value)} is not a whole number")
+            raise ApiError(400, "invalid_check", f"'build' {shown(value)} is not a whole number")
         return "build", number
     if (digest := sha256_hex(value)) is None:
         raise ApiError(
-            400, "invalid_check", f"'sha256' {_shown(value)} is not 64 hexadecimal digits"
+            400, "invalid_check", f"'sha256' {shown(value)} is not 64 hexadecimal digits"
         )
     return "sha256", digest
 
@@ -271,7 +277,7 @@ def counted_day(params: dict[str, str]) -> str | None:
     raise ApiError(
         400,
         "invalid_date",
-        f"parameter 'date' {_shown(text)} is not a day written DDMMYY (UTC), e.g. 260426 "
+        f"parameter 'date' {shown(text)} is not a day written DDMMYY (UTC), e.g. 260426 "
         "for 26 April 2026",
     )
 
@@ -287,7 +293,7 @@ def stats_days(params: dict[str, str]) -> int:
         raise ApiError(
             400,
             "invalid_days",
-            f"parameter 'days' {_shown(text)} is not a whole number (it is brought into "
+            f"parameter 'days' {shown(text)} is not a whole number (it is brought into "
             f"{STATS_DAYS.start}..{STATS_DAYS.stop - 1})",
         )
     return min(max(days, STATS_DAYS.start), STATS_DAYS.stop - 1)
