@@ -7,17 +7,17 @@
 Needs wrk (Debian: apt-get install wrk). Everything runs on 127.0.0.1 and stops by itself.
 
 Buildshelf runs with its default flags (so the access log is on), its log written to a file;
-bench/bare.py, a bare waitress app with waitress's own defaults, sends the same bytes with
-the same headers. Both are loaded with `wrk -t1 -cN` (keep-alive) at 1, 16, 64 and 256
-clients on /builds/latest, /projects and a ~160 KB list, the two servers taking turns, and
-the server's CPU per request is read from /proc/<pid>/stat around each wrk run, so a busy
-machine slows the run down but moves the figures less than it moves throughput. Printed:
-medians and the spread (min-max) of the rounds, efficiency = bare / Buildshelf (goal >=
-0.85), and wrk's p99 latency. Then Buildshelf alone on requests it must route (a query
-parameter of its own each time, so none is answered from memory: what the worker threads,
-and so --threads, are for). Then, as a second view, the app's own CPU per call measured in
-process (no server, no sockets, precise); then (not with --quick) the cost of a reload and
-what other clients see during reloads. Start-up time and memory are bench/startup.py's job.
+bench/bare.py, a bare waitress app with waitress's own defaults, sends the same bytes with the
+same headers. Both are loaded with `wrk -t1 -cN` (keep-alive) at 1, 16, 64 and 256 clients on
+/builds/latest, /projects, a ~160 KB list and the Fill v3 API's builds/latest, the two servers
+taking turns, and the server's CPU per request is read from /proc/<pid>/stat around each wrk
+run, so a busy machine slows the run down but moves the figures less than it moves throughput.
+Printed: medians and the spread (min-max) of the rounds, efficiency = bare / Buildshelf (goal
+>= 0.85), and wrk's p99 latency. Then Buildshelf alone on requests it must route (a query
+parameter of its own each time, so none is answered from memory: what the worker threads, and
+so --threads, are for). Then, as a second view, the app's own CPU per call measured in process
+(no server, no sockets, precise); then (not with --quick) the cost of a reload and what other
+clients see during reloads. Start-up time and memory are bench/startup.py's job.
 """
 
 import argparse
@@ -44,6 +44,8 @@ TARGETS = {  # name -> request
     "/builds/latest": "/api/v2/builds/latest?project=p10",
     "/projects": "/api/v2/projects",
     "list of 300 builds": "/api/v2/builds?project=p10&channel=1.21",
+    # The Fill v3 API's (docs/fill-v3.md), which run-task asks for before each download.
+    "v3 builds/latest": "/v3/projects/p10/versions/1.21/builds/latest",
 }
 CLIENTS = (1, 16, 64, 256)
 EFFICIENCY_GOAL = 0.85
