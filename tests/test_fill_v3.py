@@ -9,7 +9,11 @@ import gzip
 import hashlib
 import json
 import os
+import re
+import shutil
+import subprocess
 import urllib.request
+from email.utils import formatdate
 
 import msgspec
 import pytest
@@ -754,3 +758,56 @@ def test_run_task_s_flow_downloads_the_latest_build_and_checks_its_sha256(fill_d
         jar = fetch(download.url)
         assert hashlib.sha256(jar).hexdigest() == download.checksums.sha256.lower()
         assert len(jar) == download.size and build.id == latest.id == 8
+
+
+# --- the recipes of docs/fill-v3.md, as they are written --------------------------------------
+
+DOC_BASE = "https://builds.example.org"
+
+
+def shell_recipes():
+    """The ```sh blocks of docs/fill-v3.md's recipes that start with BASE=, in order."""
+    with open(os.path.join(ROOT, "docs", "fill-v3.md"), encoding="utf-8") as f:
+        recipes = f.read().split("\n## Recipes\n", 1)[1]
+    blocks = re.findall(r"^```sh\n(.*?)^```", recipes, re.M | re.S)
+    return [block for block in blocks if block.startswith(f"BASE={DOC_BASE}\n")]
+
+
+def test_the_docs_have_the_shell_recipes():
+    recipes = shell_recipes()
+    assert len(recipes) == 4
+    assert """jq -r '.downloads["server:default"].url'""" in recipes[0]
+
+
+@pytest.mark.system
+def test_the_shell_recipes_work_as_written(tmp_path):
+    """On the sample data: tinplate's builds keep no checksum, waystone's 1.1 builds are kept
+    files, so the recipes run with waystone and 1.1 for tinplate and 1.21.3."""
+    data = shutil.copytree(os.path.join(ROOT, "data"), tmp_path / "data")
+    build = json.loads((data / "waystone.json").read_text())["builds"]
+    kept = max((b for b in build if b["channelVersion"] == "1.1"), key=lambda b: b["buildNumber"])
+    work = tmp_path / "work"
+    work.mkdir()
+    with real_server(data, "--quiet") as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        url = f"{base}/downloads/waystone/11/{kept['sha256']}/{kept['file']}"
+        outputs = []
+        for recipe in shell_recipes():
+            script = recipe.replace(DOC_BASE, base).replace("tinplate", "waystone")
+            script = script.replace("1.21.3", "1.1")
+            done = subprocess.run(
+                ["sh", "-e", "-c", script], cwd=work, capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0, f"{script}\n{done.stderr}"
+            outputs.append(done.stdout.lower().splitlines())
+    assert outputs[0] == [url.lower()]
+    assert outputs[1] == ["server.jar: ok"]
+    assert outputs[2] == ["2.0-beta.1", "11"]
+    assert sorted(outputs[3][:2]) == [
+        f'content-disposition: attachment; filename="{kept["file"]}"',
+        f"last-modified: {formatdate(kept['timestamp'] // 1000, usegmt=True).lower()}",
+    ]
+    assert outputs[3][2:] == ["304"]  # mc-image-helper's copy is current
+    assert (work / "server.jar").read_bytes() == (
+        data / "artifacts" / kept["sha256"][:2] / kept["sha256"]
+    ).read_bytes()
