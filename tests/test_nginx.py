@@ -451,11 +451,17 @@ def test_through_nginx_a_yanked_build_is_410_never_cached_until_unyanked(behind_
             assert got == status, body
             yield dict(headers), body
 
+    # Its .sha256 line is answered like the file it describes: not from nginx's cache for a
+    # year once the build is yanked (issue 38).
+    assert through(port, path + ".sha256")[0] == 200
+    assert through(port, path + ".sha256")[0] == 200
     yank = ["yank", "alpha", "9", "--data", data, "--reason", "a bad build"]
     assert cli.main(yank) == 0
     (got, _), (head, _) = answered(410, "GET", "HEAD")
     assert got["Cache-Control"] == head["Cache-Control"] == "no-store"
     assert json.loads(through(port, path)[2])["code"] == "build_yanked"
+    status, _, body = through(port, path + ".sha256")
+    assert (status, json.loads(body)["code"]) == (410, "build_yanked")
     assert cli.main(["unyank", "alpha", "9", "--data", data]) == 0
     [(_, body)] = answered(200, "GET")
     assert body == behind_nginx.content
