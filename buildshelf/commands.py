@@ -91,6 +91,12 @@ def check_parser(commands):
     sub.add_argument(
         "--dry-run", action="store_true", help="with --prune: print what it would delete"
     )
+    sub.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print what is no problem too: the objects no build uses, the yanked builds' "
+        "files kept, the webhook targets (without it, all well prints nothing)",
+    )
 
 
 def _check_usage_problem(args):
@@ -244,9 +250,9 @@ def purge_parser(commands):
 # --- check -------------------------------------------------------------------------------------
 
 
-def _check_webhooks(state_dir, path):
-    """The webhook targets said in a line (a restore drill sees them there), or what is
-    wrong with them: 0, or 1."""
+def _check_webhooks(state_dir, path, verbose):
+    """What is wrong with the webhook targets (1), or, `verbose`, them said in a line (a
+    restore drill sees them there) (0)."""
     try:
         targets = read_targets(path)
     except NoTargetsFile:
@@ -257,13 +263,17 @@ def _check_webhooks(state_dir, path):
     except TargetsError as error:
         print("\n".join(error.lines()))
         return 1
-    print(f"webhooks: {counted(len(targets), 'target')} ({', '.join(t.host for t in targets)})")
+    if verbose:
+        hosts = ", ".join(t.host for t in targets)
+        print(f"webhooks: {counted(len(targets), 'target')} ({hosts})")
     return 0
 
 
 def check(args):
-    status = checking.check(args.data, args.artifacts, args.verify, list_unused=not args.prune)
-    status = max(status, _check_webhooks(args.state, args.webhooks))
+    status = checking.check(
+        args.data, args.artifacts, args.verify, not args.prune, verbose=args.verbose
+    )
+    status = max(status, _check_webhooks(args.state, args.webhooks, args.verbose))
     if args.prune:
         say = kept_files.would_delete if args.dry_run else kept_files.deleted
         writer.prune(args.data, args.artifacts, args.dry_run, say)

@@ -374,7 +374,7 @@ def test_an_object_that_cannot_be_deleted_stays_unused_and_the_yank_succeeds(dat
         for b in json.loads((data_dir / "alpha.json").read_text())["builds"]
         if b["buildNumber"] == 9
     )
-    checked = run(["check", "--data", data_dir])
+    checked = run(["check", "--data", data_dir, "--verbose"])
     assert checked.returncode == 0
     path = artifacts.object_path(store_dir, sha(jar.read_bytes()))
     assert f"yanked build 9 of alpha keeps {path} (" in checked.stdout  # for a later purge

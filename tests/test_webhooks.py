@@ -750,6 +750,8 @@ def test_check_and_webhook_test_name_targets_by_index_and_host(data_dir, receive
     assert cli.main(["webhook", "test", *common, "--target", "2"]) == 1
     assert "no target 2: the file has 2 targets" in capsys.readouterr().err
     assert cli.main(["check", *common]) == 0
+    assert capsys.readouterr().out == ""  # all is well: cron mails nothing
+    assert cli.main(["check", *common, "--verbose"]) == 0
     host = receiver.host
     assert f"webhooks: 2 targets ({host}, {host})" in capsys.readouterr().out  # a drill sees them
     os.chmod(path, 0o640)

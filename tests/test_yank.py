@@ -160,7 +160,9 @@ def test_purge_deletes_the_files_of_builds_yanked_long_enough(data_dir, jar, tmp
             build["yankedAt"] = YANKED_AT  # in 2023: long ago
     write_file(data_dir / "alpha.json", doc)
     capsys.readouterr()
-    assert run(data_dir, "check") == 0  # information only
+    assert run(data_dir, "check") == 0  # information only, so not said unless asked for
+    assert capsys.readouterr().out == ""
+    assert run(data_dir, "check", "--verbose") == 0
     out = capsys.readouterr().out
     assert "yanked build 9 of alpha keeps" in out and "2 yanked build files kept: " in out
     assert run(data_dir, "purge", "--dry-run") == 0

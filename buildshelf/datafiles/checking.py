@@ -45,23 +45,30 @@ def check_directory(
 
 
 def check(
-    directory: str, store_dir: str | None = None, rehash: bool = False, list_unused: bool = True
+    directory: str,
+    store_dir: str | None = None,
+    rehash: bool = False,
+    list_unused: bool = True,
+    verbose: bool = False,
 ) -> int:
     """Print every problem of the files in `directory` and the kept files they name: the exit
-    status of `buildshelf check`, 0 when all are as they should be and 1 otherwise. Objects no
-    build uses are listed (with `list_unused`), and cost nothing but space."""
+    status of `buildshelf check`, 0 when all are as they should be and 1 otherwise. With
+    `verbose`, what is no problem too: the objects no build uses (with `list_unused`), which
+    cost nothing but space, and the yanked builds' files kept. All well is silence: the
+    weekly cron job mails whatever it prints."""
     used, yanked = set(), []
     problems = check_directory(directory, store_dir, rehash, used, yanked)
     unused, store = [], None if store_dir is None else stores.opened(store_dir)
-    if list_unused and store is not None and store.exists() and not problems:
+    if verbose and list_unused and store is not None and store.exists() and not problems:
         unused = sorted(store.objects().keys() - used)
     for problem in problems:
         print("\n".join(problem.lines()))
     for sha256 in unused:
         path = store.name(sha256)
         print(f"{path}: unused (no build names it; 'check --prune' deletes it)")
-    _list_yanked(store_dir, yanked)
-    if problems or unused:  # all well is silence: cron mails what a job prints
+    if verbose:
+        _list_yanked(store_dir, yanked)
+    if problems or unused:
         log.info(
             "checked %s: %s, %s",
             directory,
