@@ -1,5 +1,6 @@
 """The real server over a real socket: reloads, limits, the access log, shutdown."""
 
+import fcntl
 import hashlib
 import http.client
 import io
@@ -10,8 +11,11 @@ import re
 import resource
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 
 import pytest
@@ -19,7 +23,7 @@ from waitress.adjustments import Adjustments
 from waitress.buffers import ReadOnlyFileBasedBuffer
 
 from buildshelf import cli
-from buildshelf.serving import connection
+from buildshelf.serving import connection, send_queues
 from buildshelf.serving import server as serving
 from helpers import (
     ROOT,
@@ -557,6 +561,86 @@ def test_sigterm_finishes_the_response_in_flight_then_exits_0(data_dir, running_
     for s in (sock, idle, partial):
         s.close()
     assert "finishing the requests in flight" in proc.stderr.read()
+
+
+def kept_download(data_dir, size):
+    """Build 9 of alpha with a kept file of `size` random bytes: (its URL path, the bytes)."""
+    content = random.Random(37).randbytes(size)
+    jar = data_dir.parent / "alpha-9.jar"
+    jar.write_bytes(content)
+    argv = ["publish", "alpha", "--data", str(data_dir), "--build", "9", "--channel", "1.21",
+            "--file", str(jar)]  # fmt: skip
+    assert cli.main(argv) == 0
+    sha = hashlib.sha256(content).hexdigest()
+    return f"/downloads/alpha/9/{sha}/alpha-9.jar", content
+
+
+def unread_bytes(sock):
+    """How many bytes wait in `sock`'s receive queue (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
+@pytest.mark.system
+def test_a_download_under_way_has_reached_its_slow_client_when_the_server_exits(data_dir):
+    """In a container, what the kernel still holds to send when PID 1 exits is lost with the
+    container's network (issue 37: 2.5 of 5.2 MB arrived at 2 MiB/s). So when the process
+    exits, every byte of the answer must be with the client's kernel: none left in flight."""
+    path, content = kept_download(data_dir, 4 << 20)
+    with real_server(data_dir, "--quiet") as (port, proc):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 10)  # a slow reader's
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head, body, length = read_response_head(sock)
+        assert b" 200 " in head.split(b"\r\n")[0] and length == len(content)
+        signalled, in_flight_at_exit = False, None
+        while len(body) < length:
+            chunk = sock.recv(16 << 10)  # 2 MiB/s, as the issue saw it
+            assert chunk, f"connection closed after {len(body)} of {length} bytes"
+            body += chunk
+            time.sleep(0.008)
+            if not signalled and len(body) > (1 << 20):
+                proc.send_signal(signal.SIGTERM)
+                signalled = True
+            elif signalled and in_flight_at_exit is None and proc.poll() is not None:
+                in_flight_at_exit = length - len(body) - unread_bytes(sock)
+        sock.close()
+        assert body == content
+        # Not seen to exit before the last byte was read: nothing was left in flight then.
+        assert proc.wait(timeout=10) == 0 and (in_flight_at_exit or 0) == 0
+
+
+def test_held_sockets_wait_for_a_slow_client_but_not_past_their_deadline():
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+        reader.connect(listener.getsockname())
+        sender, _ = listener.accept()
+        sender.setblocking(False)
+        sender.send(b"x" * (1 << 20))  # what the kernel takes: more than the reader holds
+        held = send_queues.HeldSockets([sender])
+        sender.close()  # as the server closes its own: the copy keeps the connection
+        assert send_queues.unsent_bytes(held.copies[0]) > 0
+        started = time.monotonic()
+        assert held.flush(started + 0.3) == 1  # the reader reads nothing: given up on
+        assert 0.3 <= time.monotonic() - started < 1
+        reader.close()
+
+        reader = socket.create_connection(listener.getsockname())
+        sender, _ = listener.accept()
+        sender.setblocking(False)
+        sent = sender.send(b"y" * (256 << 10))
+        held = send_queues.HeldSockets([sender])
+        sender.close()
+        received = []
+        thread = threading.Thread(
+            target=lambda: received.extend(iter(lambda: reader.recv(4096), b""))
+        )
+        thread.start()
+        assert held.flush(time.monotonic() + 10) == 0  # all acknowledged, the FIN too
+        thread.join(10)
+        assert len(b"".join(received)) == sent
+        reader.close()
 
 
 # --- hostile requests over a real socket ------------------------------------------------------

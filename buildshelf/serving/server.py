@@ -32,6 +32,7 @@ from buildshelf.serving.connection import (
     GuardedChannel,
 )
 from buildshelf.serving.proxy import as_the_app_sees_it, through_the_proxy
+from buildshelf.serving.send_queues import HeldSockets
 from buildshelf.text import counted
 from buildshelf.web.contract import App
 
@@ -363,20 +364,23 @@ def _answering_recalled(app):
 
 
 def drain(socket_map, deadline):
-    """Stop accepting, close idle connections, and let the busy ones finish their responses."""
+    """Stop accepting, close idle connections, let the busy ones finish their responses, and
+    wait until their clients have had every byte (send_queues.py)."""
+    held = HeldSockets(c.socket for c in socket_map.values() if isinstance(c, HTTPChannel))
     for dispatcher in list(socket_map.values()):
         if isinstance(dispatcher, BaseWSGIServer):
             wasyncore.dispatcher.close(dispatcher)  # its own close() would stop the workers
-    while time.monotonic() < deadline:
-        channels = [c for c in socket_map.values() if isinstance(c, HTTPChannel)]
-        if not channels:
-            return
+    while channels := [c for c in socket_map.values() if isinstance(c, HTTPChannel)]:
+        if time.monotonic() >= deadline:
+            log.warning("gave up waiting for %s", counted(len(channels), "connection"))
+            break
         for channel in channels:
             # A request still arriving has not been started: the client may send it again.
             if not (channel.requests or channel.total_outbufs_len):
                 channel.will_close = True
         wasyncore.loop(timeout=0.05, map=socket_map, count=1)
-    log.warning("gave up waiting for %s", counted(len(socket_map) - 1, "connection"))
+    if unsent := held.flush(deadline):
+        log.warning("gave up waiting for %s to receive all", counted(unsent, "client"))
 
 
 def base_url(host: str, port: int) -> str:
