@@ -2,7 +2,8 @@
 with mmdebstrap from Debian's packages, so that no registry is needed. The image's size,
 labels and contents; a container on a fresh volume made healthy by the docs' first step, a
 build published with a token made inside it and downloaded whole, a slow download that
-SIGTERM lets finish, the data kept in the volume for the next container.
+SIGTERM lets finish, the data kept in the volume for the next container; and compose.yaml's
+nginx in front, as far as it can be read without compose.
 
 The base's tarball and the image are kept between runs outside the checkout (CACHE), keyed by
 what they are made of; a cold run makes both (about 80 s here), a warm one neither.
@@ -26,6 +27,7 @@ import time
 
 import pytest
 
+from buildshelf import settings
 from helpers import ROOT, eventually, free_port
 from test_recipes import code_block
 
@@ -71,6 +73,26 @@ def test_the_documented_uid_is_the_images_user():
     uid = documented_uid()
     assert re.search(rf"^USER {uid}:{uid}$", read("Containerfile"), re.M)
     assert f"--uid {uid} --gid {uid}" in read("Containerfile")
+
+
+def test_compose_runs_the_image_behind_deploy_nginx_conf():
+    """compose.yaml (no compose here to run it): nginx shares Buildshelf's network, so that
+    deploy/nginx.conf's upstream and trusted proxy (127.0.0.1) hold; it reads the kept files
+    from the volume where deploy/nginx.conf's /_objects/ looks for them; and every variable
+    it sets is a setting."""
+    compose = read("compose.yaml")
+    assert 'network_mode: "service:buildshelf"' in compose
+    assert "./deploy/nginx.conf:/etc/nginx/conf.d/default.conf:ro" in compose
+    alias = re.search(r"alias (/\S+)/artifacts/;", read("deploy", "nginx.conf"))[1]
+    assert f"buildshelf-data:{alias}:ro" in compose
+    assert "buildshelf-data:/data" in compose
+    variables = {s.variable for s in settings.SETTINGS if s.variable}
+    named = set(re.findall(r"^\s+(BUILDSHELF_\w+):", compose, re.M))
+    assert named and named <= variables, named - variables
+    environment = dict(re.findall(r"^\s+(BUILDSHELF_\w+): (\S+)", compose, re.M))
+    assert environment["BUILDSHELF_HOST"] == "127.0.0.1"
+    assert environment["BUILDSHELF_TRUSTED_PROXY"] == "127.0.0.1"
+    assert environment["BUILDSHELF_ACCEL_REDIRECT"] == "/_objects"
 
 
 # --- podman ------------------------------------------------------------------------------------
