@@ -3,13 +3,15 @@ with mmdebstrap from Debian's packages, so that no registry is needed. The image
 labels and contents; a container on a fresh volume made healthy by the docs' first step, a
 build published with a token made inside it and downloaded whole, a slow download that
 SIGTERM lets finish, the data kept in the volume for the next container; and compose.yaml's
-nginx in front, as far as it can be read without compose.
+nginx in front, as far as it can be read without compose; and the answers that let
+docker-minecraft-server skip a download it has.
 
 The base's tarball and the image are kept between runs outside the checkout (CACHE), keyed by
 what they are made of; a cold run makes both (about 80 s here), a warm one neither.
 """
 
 import contextlib
+import email.utils
 import fcntl
 import hashlib
 import http.client
@@ -27,8 +29,9 @@ import time
 
 import pytest
 
-from buildshelf import settings
-from helpers import ROOT, eventually, free_port
+from buildshelf import cli, server, settings
+from buildshelf import store as store_module
+from helpers import ROOT, eventually, free_port, refreshing_client
 from test_recipes import code_block
 
 CACHE = os.path.join(
@@ -67,6 +70,47 @@ def read(*path):
 def documented_uid():
     """The uid docs/container.md gives the server's user."""
     return int(re.search(r"uid `(\d+)`", read("docs", "container.md"))[1])
+
+
+# --- what docker-minecraft-server asks (no container needed) ---------------------------------
+
+
+def test_the_latest_build_answers_as_docker_minecraft_server_needs_to_skip_it(data_dir):
+    """mc-image-helper's `install-paper --url` (docker-minecraft-server's PAPER_DOWNLOAD_URL)
+    sends HEAD to the URL, following redirects, names the file by Content-Disposition, and
+    skips the download when its copy's mtime is not older than Last-Modified; else it sends
+    GET to where the redirects led, with If-Modified-Since: its copy's mtime, and keeps its
+    copy on a 304. Its copy's mtime is when it downloaded it."""
+    content = random.Random(37).randbytes(1000)
+    jar = data_dir.parent / "alpha-9.jar"
+    jar.write_bytes(content)
+    built = 1700000000
+    assert cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "9", "--channel",
+                     "1.21", "--timestamp", f"{built}000", "--file", str(jar)]) == 0  # fmt: skip
+    store = store_module.Store(data_dir, check_interval=0)
+    client = refreshing_client(server.make_app(store), store)
+
+    redirect = client.head("/downloads/latest?project=alpha", status=302)
+    target = redirect.location.removeprefix("http://127.0.0.1:8080")
+    head = client.head(target, status=200)
+    assert head.headers["Content-Disposition"] == 'attachment; filename="alpha-9.jar"'
+    modified = email.utils.parsedate_to_datetime(head.headers["Last-Modified"]).timestamp()
+    assert modified == built  # not the time of the answer: a copy made since is newer
+    downloaded = built + 60
+    since = email.utils.formatdate(downloaded, usegmt=True)
+    assert client.get(target, headers={"If-Modified-Since": since}, status=304).body == b""
+    older = email.utils.formatdate(built - 60, usegmt=True)
+    assert client.get(target, headers={"If-Modified-Since": older}, status=200).body == content
+
+    newer = jar.with_name("alpha-10.jar")
+    newer.write_bytes(content[::-1])
+    assert cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "10", "--channel",
+                     "1.21", "--file", str(newer)]) == 0  # fmt: skip
+    moved = client.head("/downloads/latest?project=alpha", status=302).location
+    head = client.head(moved.removeprefix("http://127.0.0.1:8080"), status=200)
+    assert head.headers["Content-Disposition"] == 'attachment; filename="alpha-10.jar"'
+    # A new build, a new name: no copy of it to skip for, whatever the dates.
+    assert email.utils.parsedate_to_datetime(head.headers["Last-Modified"]).timestamp() > built
 
 
 def test_the_documented_uid_is_the_images_user():

@@ -311,6 +311,11 @@ def compared(headers):
         ("GET", {"If-Match": '"another"', "If-None-Match": "*"}),
         ("GET", {"If-Unmodified-Since": "Tue, 14 Nov 2000 22:13:20 GMT"}),
         ("GET", {"If-Match": "*", "Range": "bytes=0-9"}),
+        # docker-minecraft-server's check of its copy (docs/container.md): 304 from the
+        # build's time on, as Buildshelf answers it.
+        ("GET", {"If-Modified-Since": "Tue, 14 Nov 2023 22:13:20 GMT"}),
+        ("HEAD", {"If-Modified-Since": "Tue, 14 Nov 2023 22:13:20 GMT"}),
+        ("GET", {"If-Modified-Since": "Tue, 14 Nov 2023 22:13:19 GMT"}),
     ],
 )
 def test_nginx_sends_what_buildshelf_would(behind_nginx, method, headers):
