@@ -717,6 +717,30 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     assert list(written["builds"][0]["commits"][0]) == ["message", "hash"]
 
 
+def test_extra_files_are_written_last_by_key_each_with_its_keys_in_order(data_dir):
+    sha = "ab" * 32
+    build = make_build(4)
+    build["downloads"] = {  # as a hand edit may write them
+        "server:mojmap": {"file": "alpha-4-m.jar", "size": 3, "sha256": sha},
+        "dev:bundle": {"size": 1, "sha256": sha, "downloadUrl": "https://a.example/b.jar"},
+    }
+    shuffled = {key: build[key] for key in reversed(list(build))}
+    write_file(data_dir / "alpha.json", make_project([shuffled]))
+    assert cli.main(publish_argv(data_dir, 9)) == 0
+    [written, _] = json.loads((data_dir / "alpha.json").read_text())["builds"]
+    assert list(written) == list(dataformat.PLAIN_BUILD_KEYS) + ["downloads"]
+    assert dataformat.BUILD_KEYS[-1] == "downloads"
+    assert written["downloads"] == {
+        "dev:bundle": {"downloadUrl": "https://a.example/b.jar", "sha256": sha, "size": 1},
+        "server:mojmap": {"sha256": sha, "size": 3, "file": "alpha-4-m.jar"},
+    }
+    assert [list(extra) for extra in written["downloads"].values()] == [
+        ["downloadUrl", "sha256", "size"],
+        ["sha256", "size", "file"],
+    ]
+    assert list(written["downloads"]) == ["dev:bundle", "server:mojmap"]
+
+
 def test_non_ascii_text_is_written_as_utf8(canonical):
     assert cli.main(publish_argv(canonical.parent, 9, "--commit", "abc", "Réparer ✓")) == 0
     assert '"message": "Réparer ✓"' in canonical.read_text(encoding="utf-8")

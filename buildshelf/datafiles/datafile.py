@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from itertools import chain, compress, islice, repeat
-from operator import attrgetter, eq, gt, is_, is_not, lt, not_
+from operator import attrgetter, eq, is_, lt, not_
 
 import msgspec
 
@@ -25,11 +25,10 @@ from buildshelf.datafiles.dataformat import (
     project_problem,
     valid_build,
 )
+from buildshelf.datafiles.fast_rules import extras_hold, given, integrity_holds
 from buildshelf.model import (
     CHANNEL_PATTERN,
-    FILE_NAME_PATTERN,
     HASH_DIGITS,
-    SHA256_DIGITS,
     SLUG_PATTERN,
     TIMESTAMPS,
     URL_PATTERN,
@@ -264,8 +263,8 @@ def parses_to(slug: str, digest: bytes, project: Project) -> None:
 # accepted only when every rule (dataformat.py) visibly holds, so whatever this accepts,
 # _checked_project accepts with the same result; anything else (a problem, the legacy key, a
 # key maybe written twice, an integer msgspec finds out of range) goes to _checked_project,
-# which finds the message. It knows every other key: integrity data, kept files, authors,
-# javadocPagePrefix.
+# which finds the message. It knows every other key: integrity data, kept files, extra files
+# (fast_rules.py checks the files' rules), authors, javadocPagePrefix.
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True):
@@ -283,43 +282,9 @@ _decode_file = msgspec.json.Decoder(_File).decode
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 _timestamp, _commits = attrgetter("timestamp"), attrgetter("commits")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
+_downloads = attrgetter("downloads")
 _yanked_at, _yank_reason = attrgetter("yanked_at"), attrgetter("yank_reason")
 _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
-LOWER_HEX_BYTES = SHA256_DIGITS.encode()
-
-
-def _given(values: list) -> list[bool]:
-    """For each of `values`, whether the file gave it (a key absent from the file is UNSET)."""
-    return list(map(is_not, values, repeat(msgspec.UNSET)))
-
-
-def _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls):
-    """Whether the builds' sha256s, sizes and files (in build order, UNSET where absent)
-    visibly follow _integrity's rules; `with_integrity` says which builds have a sha256,
-    `kept` which have a file (None: none)."""
-    if not any(with_integrity):  # nearly every file: no integrity data, so no kept file
-        return sizes.count(msgspec.UNSET) == len(sizes) and kept is None
-    if _given(sizes) != with_integrity:  # sha256 and size go together
-        return False
-    if not all(with_integrity):  # a file only with them; check those that have them
-        if kept is not None and any(map(gt, kept, with_integrity)):
-            return False
-        sha256s = list(compress(sha256s, with_integrity))
-        sizes = list(compress(sizes, with_integrity))
-    all_sha256s = "".join(sha256s)
-    return (
-        min(sizes) >= 0
-        and set(map(len, sha256s)) == {64}
-        and all_sha256s.isascii()
-        and not all_sha256s.encode().translate(None, LOWER_HEX_BYTES)
-        and (
-            kept is None
-            or (
-                all(map(FILE_NAME_PATTERN.match, compress(files, kept)))
-                and not any(compress(download_urls, kept))  # no downloadUrl beside a file
-            )
-        )
-    )
 
 
 def _fast_project(slug, text):
@@ -334,12 +299,16 @@ def _fast_project(slug, text):
     timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
     sha256s, sizes, files = (list(map(get, builds)) for get in (_sha256, _size, _file))
-    with_integrity = _given(sha256s)
+    with_integrity = given(sha256s)
     download_urls = list(map(_download_url, builds))
     # A kept file's build has no downloadUrl (it reads ""); the others have one.
-    kept = None if files.count(msgspec.UNSET) == len(files) else _given(files)
+    kept = None if files.count(msgspec.UNSET) == len(files) else given(files)
     urls = list(map(_url, builds))
     urls += download_urls if kept is None else compress(download_urls, map(not_, kept))
+    extras = extras_hold(builds, list(map(_downloads, builds)))
+    if extras is None:
+        return None
+    urls += extras.urls
     all_urls = "".join(urls)
     commits = list(chain.from_iterable(map(_commits, builds)))
     messages = "".join(map(_message, commits))
@@ -349,7 +318,7 @@ def _fast_project(slug, text):
     hashes = list(map(_hash, commits))
     all_hashes = "".join(hashes)
     marks = list(map(_yanked_at, builds))  # the yank marks, UNSET where none
-    yanked_ats = list(compress(marks, _given(marks)))
+    yanked_ats = list(compress(marks, given(marks)))
     reasons = list(map(_yank_reason, builds))
     reasons_given = len(reasons) - reasons.count("")
     all_reasons = "".join(reasons) if reasons_given else ""
@@ -359,7 +328,7 @@ def _fast_project(slug, text):
         and min(timestamps, default=0) in TIMESTAMPS
         and max(timestamps, default=0) in TIMESTAMPS
         and (in_order or len(set(numbers)) == len(numbers))
-        and _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
+        and integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
         and all_urls.isascii()
         and all(map(URL_PATTERN.match, urls))
         and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
@@ -370,7 +339,7 @@ def _fast_project(slug, text):
         and (all_authors.isascii() or not SURROGATE.search(all_authors))
         and (not yanked_ats or (min(yanked_ats) >= 0 and max(yanked_ats) in TIMESTAMPS))
         # a reason only beside a yankedAt
-        and (not reasons_given or not any(compress(reasons, map(not_, _given(marks)))))
+        and (not reasons_given or not any(compress(reasons, map(not_, given(marks)))))
         and (all_reasons.isascii() or not SURROGATE.search(all_reasons))
     ):
         return None
@@ -387,6 +356,7 @@ def _fast_project(slug, text):
         + authors_given
         + len(yanked_ats)
         + reasons_given
+        + extras.keys
     )
     colons = (
         sum(value.count(":") for value in fields.values() if type(value) is str)
@@ -394,6 +364,7 @@ def _fast_project(slug, text):
         + messages.count(":")
         + all_authors.count(":")
         + all_reasons.count(":")
+        + extras.colons
     )
     if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None
