@@ -15,10 +15,11 @@ import time
 from buildshelf import progress, settings
 from buildshelf.datafiles import checking, datafile
 from buildshelf.kept import artifacts, kept_files
-from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.model import PRIMARY_KEY, published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import printable, size
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
 from buildshelf.writing import refusals, rewrite, writer
+from buildshelf.writing.objects_in_use import kept_file_documents
 
 GIT_TIMEOUT = 60
 GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL
@@ -376,11 +377,18 @@ def yank(args):
     line = f"{'would yank' if would else 'yanked'} {said}"
     if args.reason:
         line += f" (reason: {printable(args.reason)})"
-    if "file" in build and not deleted:
-        path = printable(artifacts.object_path(args.artifacts, build["sha256"]))
-        line += f": {'would keep' if would else 'kept'} its file {path}"
+    gone = {removed.path for removed in deleted}
+    paths = [
+        artifacts.object_path(args.artifacts, file["sha256"])
+        for _, file in kept_file_documents(build)
+    ]
+    kept = [printable(path) for path in dict.fromkeys(paths) if path not in gone]
+    if kept:  # its primary's object first, then its extras', each once
+        one = len(kept) == 1
+        line += f": {'would keep' if would else 'kept'} its file{'' if one else 's'} "
+        line += ", ".join(kept)
         if args.purge:
-            line += ", which a build served uses"
+            line += ", which a build served uses" if one else ", which builds served use"
     if not deleted:
         line += f"; 'buildshelf unyank {args.slug} {args.number}' restores it"
     print(line)
@@ -399,12 +407,14 @@ def unyank(args):
 def purge(args):
     would = args.dry_run
     for purged in writer.purge(args.data, args.artifacts, args.slug, args.older_than, would):
-        build = f"yanked build {purged.build['buildNumber']} of {purged.slug}"
+        build = f"yanked build {purged.number} of {purged.slug}"
+        # the primary's the file of a build, as before it had extras; an extra's by its key
+        whose = "the file" if purged.key == PRIMARY_KEY else f"the {purged.key} file"
         if purged.removed is not None:
             print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
-                  f"({size(purged.removed.size)}), the file of {build}")  # fmt: skip
+                  f"({size(purged.removed.size)}), {whose} of {build}")  # fmt: skip
         else:
-            path = printable(artifacts.object_path(args.artifacts, purged.build["sha256"]))
-            print(f"{'would keep' if would else 'kept'} {path}, the file of {build}: another "
+            path = printable(artifacts.object_path(args.artifacts, purged.sha256))
+            print(f"{'would keep' if would else 'kept'} {path}, {whose} of {build}: another "
                   "build uses it")  # fmt: skip
     return 0

@@ -271,13 +271,20 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         return self.file if self.hosted else file_name_in_url(self.download_url)
 
     @property
-    def kept_files(self) -> tuple["Build | Download", ...]:
-        """The build's files Buildshelf keeps, each with its `file`, `sha256` and `size`: the
-        primary (the build itself) first, if kept, then its extras kept, in key order."""
-        kept = (self,) if self.hosted else ()
+    def files(self) -> tuple[tuple[str, "Build | Download"], ...]:
+        """(key, file) of each of the build's files, with its `file` (if kept), `sha256`,
+        `size` and `file_name`: the primary (the build itself) first, as PRIMARY_KEY, then
+        its extras, in their order."""
         if self.downloads is msgspec.UNSET:
-            return kept
-        return kept + tuple(d for d in self.downloads.values() if d.hosted)
+            return ((PRIMARY_KEY, self),)
+        return ((PRIMARY_KEY, self), *self.downloads.items())
+
+    @property
+    def kept_files(self) -> tuple["Build | Download", ...]:
+        """The build's files Buildshelf keeps (see files), the primary first if kept."""
+        if self.downloads is msgspec.UNSET:
+            return (self,) if self.hosted else ()
+        return tuple(file for _, file in self.files if file.hosted)
 
 
 class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True):
@@ -309,7 +316,8 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     yanked: Annotated[tuple[Build, ...], DERIVED] = ()  # the file's yanked builds, ascending
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     selections: Annotated[dict, DERIVED] = msgspec.field(default_factory=dict)
-    hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()  # those whose file is kept
+    # Those that keep a file: their primary, or an extra (Build.kept_files).
+    hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()
     loaded_at: Annotated[float, DERIVED] = msgspec.field(default_factory=time.time)
 
     @classmethod
@@ -323,7 +331,11 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
             builds=builds,
             yanked=yanked,
             selections=index_builds(builds),
-            hosted_builds=tuple(build for build in builds if build.hosted),
+            hosted_builds=tuple(
+                build
+                for build in builds
+                if build.hosted or (build.downloads is not msgspec.UNSET and build.kept_files)
+            ),
             **fields,
         )
 

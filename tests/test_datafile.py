@@ -789,6 +789,17 @@ def test_a_build_without_extra_files_holds_no_map():
     assert build.downloads is msgspec.UNSET and build.kept_files == ()
 
 
+def test_the_kept_files_of_a_build_are_its_primary_then_its_extras_kept():
+    primary = kept_build(12, downloads={"server:mojmap": MOJMAP, "dev:bundle": BUNDLE})
+    project = parse(
+        make_project([primary, make_build(13), with_extras({"dev:bundle": BUNDLE}, 14)])
+    )
+    [build] = project.hosted_builds
+    assert build.kept_files == (build, build.downloads["server:mojmap"])
+    only_extra = parse(make_project([with_extras({"server:mojmap": MOJMAP})]))
+    assert only_extra.hosted_builds == only_extra.builds
+
+
 @pytest.mark.parametrize("quick", [True, False], ids=["fast path", "slow path"])
 def test_both_paths_read_extra_files_alike(quick):
     builds = [

@@ -17,8 +17,8 @@ def health(service):
     checking_for, stalled = store.progress()
     late = stalled or (checking_for or 0) > 2 * store.read_wait
     unavailable = [
-        UnavailableFile(slug, build.number, build.file, problem)
-        for slug, build, problem in store.unavailable()
+        UnavailableFile(slug, build.number, file.file, problem)
+        for slug, build, file, problem in store.unavailable()
     ]
     reported = {}
     for problem in service.problems:

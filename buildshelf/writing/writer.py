@@ -19,7 +19,12 @@ from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts
 from buildshelf.text import printable
-from buildshelf.writing.objects_in_use import kept_objects, readable_projects, used_objects
+from buildshelf.writing.objects_in_use import (
+    kept_file_documents,
+    kept_objects,
+    readable_projects,
+    used_objects,
+)
 from buildshelf.writing.refusals import Exists, Invalid, NoBuild, NoProject, NoSpace, Refused
 from buildshelf.writing.rewrite import locked, project_path, read, update
 
@@ -286,33 +291,53 @@ YANK_KEYS = ("yankedAt", "yankReason")
 
 def unyank(directory: str, slug: str, number: int, store_dir: str | None = None) -> dict:
     """Serve yanked build `number` of project `slug` again; Refused when it is not yanked, or
-    when its kept file is no longer in `store_dir` (purged): it must be published again."""
+    when a file it keeps (its primary, an extra) is no longer in `store_dir` (purged): it
+    must be published again."""
 
     def change(doc):
         build = _the_build(doc, directory, slug, number, "nothing unyanked")
         if "yankedAt" not in build:
             raise Refused(f"build {number} of {slug} is not yanked: nothing to restore")
-        if "file" in build and store_dir is not None:
-            if artifacts.verify(store_dir, build["sha256"], build["size"]) is not None:
-                name = build["file"]
-                raise Refused(
-                    f"build {number} of {slug} cannot be served again: its file {name} was "
-                    f"purged from {printable(store_dir)}. Publish it again: 'buildshelf "
-                    f"publish {slug} --build {number} --file {name} --replace' (with its "
-                    "channel and timestamp)"
-                )
+        purged = [
+            file["file"]
+            for _, file in ([] if store_dir is None else kept_file_documents(build))
+            if artifacts.verify(store_dir, file["sha256"], file["size"]) is not None
+        ]
+        if purged:
+            raise Refused(
+                f"build {number} of {slug} cannot be served again: its "
+                f"{'file' if len(purged) == 1 else 'files'} {', '.join(purged)} "
+                f"{'was' if len(purged) == 1 else 'were'} purged from {printable(store_dir)}. "
+                f"Publish it again: 'buildshelf publish {slug} --build {number} "
+                f"{_files_given(build)} --replace' (with its channel and timestamp)"
+            )
         restored = {key: value for key, value in build.items() if key not in YANK_KEYS}
         return dict(doc, builds=[restored if b is build else b for b in doc["builds"]]), build
 
     return update(directory, slug, change)
 
 
+def _files_given(build):
+    """The flags of `publish` that give a build document's files again."""
+    flags = [
+        f"--file {build['file']}" if "file" in build else f"--download-url {build['downloadUrl']}"
+    ]
+    for key, extra in build.get("downloads", {}).items():
+        given = f"--extra-file {key}={extra['file']}" if "file" in extra else None
+        flags.append(given or f"--extra-url {key}={extra['downloadUrl']}")
+    return " ".join(flags)
+
+
 @dataclass(frozen=True)
 class Purged:
-    """A yanked build whose object a purge looked at: deleted, or kept for another build."""
+    """A kept file of a yanked build that a purge looked at (its primary, or an extra: `key`
+    says which): its object deleted, or kept for another build."""
 
     slug: str
-    build: dict
+    number: int
+    key: str
+    file: str
+    sha256: str
     removed: artifacts.Removed | None
 
 
@@ -323,9 +348,10 @@ def purge(
     older_than_days: float = 30,
     dry_run: bool = False,
 ) -> list[Purged]:
-    """Delete the objects of the builds yanked at least `older_than_days` ago (of project
-    `slug`, else of every project) that no other build uses; with `dry_run`, delete nothing
-    and say what would go. Refused while a data file cannot be read."""
+    """Delete the objects of the files (primary and extra) of the builds yanked at least
+    `older_than_days` ago (of project `slug`, else of every project) that no other build
+    uses; with `dry_run`, delete nothing and say what would go. Refused while a data file
+    cannot be read."""
     if slug is not None:
         project_path(directory, slug)
         if not os.path.exists(project_path(directory, slug)):
@@ -333,23 +359,32 @@ def purge(
     before = time.time_ns() // 1_000_000 - older_than_days * 86_400_000
     with nullcontext() if dry_run else locked(directory):
         due = [
-            (project.slug, build)
+            (project.slug, build.number, key, file)
             for _, project in readable_projects(directory)
             if slug is None or project.slug == slug
             for build in project.yanked
-            if build.hosted and build.yanked_at <= before
+            if build.yanked_at <= before
+            for key, file in _distinct_objects(build)
         ]
-        ignoring = {(name, build.number) for name, build in due}
-        unused = {build.sha256 for _, build in due} - used_objects(directory, ignoring)
+        ignoring = {(name, number) for name, number, _, _ in due}
+        unused = {file.sha256 for _, _, _, file in due} - used_objects(directory, ignoring)
         removed = {r.path: r for r in artifacts.remove(store_dir, unused, dry_run)}
     return [
-        Purged(
-            name,
-            {"buildNumber": build.number, "file": build.file, "sha256": build.sha256},
-            removed.get(artifacts.object_path(store_dir, build.sha256)),
-        )  # fmt: skip
-        for name, build in due
-    ]
+        Purged(name, number, key, file.file, file.sha256,
+               removed.get(artifacts.object_path(store_dir, file.sha256)))
+        for name, number, key, file in due
+    ]  # fmt: skip
+
+
+def _distinct_objects(build):
+    """(key, kept file) of a build's kept files, one for each object: two of its files with
+    the same bytes are one object, deleted once."""
+    seen, distinct = set(), []
+    for key, file in build.files:
+        if file.hosted and file.sha256 not in seen:
+            seen.add(file.sha256)
+            distinct.append((key, file))
+    return distinct
 
 
 def remove_if_unused(
