@@ -14,7 +14,7 @@ import time
 
 from buildshelf import progress, settings
 from buildshelf.datafiles import checking, datafile
-from buildshelf.kept import artifacts, kept_files
+from buildshelf.kept import artifacts, keeping, kept_files
 from buildshelf.model import PRIMARY_KEY, published_timestamp_problem, sha256_hex, whole_number
 from buildshelf.text import printable, size
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
@@ -186,9 +186,9 @@ def _publish_artifact_arguments(sub):
 
 
 def _publish_usage_problem(args):
-    if args.file == writer.STDIN and args.name is None:
+    if args.file == keeping.STDIN and args.name is None:
         return "--file - needs --name: the name of the file read from standard input"
-    if args.name is not None and args.file != writer.STDIN:
+    if args.name is not None and args.file != keeping.STDIN:
         return "--name goes with --file -: a file's own name is its artifact's"
     if args.size is not None and args.file is not None:
         return "--size goes with --download-url: a kept file's size is measured"
@@ -325,7 +325,7 @@ def publish(args):
     if args.file is not None:
         name = args.name or os.path.basename(args.file)
         meter = progress.Meter(f"storing {printable(name)}")
-        keep = writer.Keep(
+        keep = keeping.Keep(
             args.file, args.max_file_mb << 20, args.sha256, name=name, progress=meter
         )
     deleted = []  # said after what happened to the build, or before a refusal

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from buildshelf import cli, commands, settings
 from buildshelf import store as store_module
 from buildshelf.datafiles import checking, datafile, dataformat
+from buildshelf.kept import keeping
 from buildshelf.writing import refusals, rewrite, writer
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -909,7 +910,7 @@ def test_a_staged_file_is_renamed_into_place_never_copied(data_dir):
     inode = os.stat(received.path).st_ino
     build = make_build(9)
     del build["downloadUrl"]
-    keep = writer.Keep(received.path, staged=received, name="alpha-9.jar")
+    keep = keeping.Keep(received.path, staged=received, name="alpha-9.jar")
     published = writer.publish(str(data_dir), "alpha", build, keep=keep, store_dir=store_dir)
     assert published.outcome == "added" and published.stored.created
     assert os.stat(published.stored.path).st_ino == inode  # the same file: no second copy
@@ -924,10 +925,10 @@ def test_a_staged_file_of_bytes_already_stored_is_removed(data_dir):
     first = staged(store_dir, b"jar bytes")
     build = make_build(9)
     del build["downloadUrl"]
-    keep = writer.Keep(first.path, staged=first, name="alpha-9.jar")
+    keep = keeping.Keep(first.path, staged=first, name="alpha-9.jar")
     writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
     again = staged(store_dir, b"jar bytes")
-    keep = writer.Keep(again.path, staged=again, name="alpha-9.jar")
+    keep = keeping.Keep(again.path, staged=again, name="alpha-9.jar")
     published = writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
     assert published.outcome == "unchanged" and not published.stored.created
     assert not os.path.exists(again.path)
@@ -1073,7 +1074,7 @@ def test_any_writes_leave_the_stable_format_and_the_project_a_fresh_parse_makes(
         if what == "keep":
             del build["downloadUrl"]
             jar.write_bytes(f"{number} {channel}".encode())
-            keep = writer.Keep(str(jar))
+            keep = keeping.Keep(str(jar))
         try:
             if what in ("publish", "keep", "replace"):
                 replace = what == "replace"

@@ -7,6 +7,7 @@ the client gives them, are held against the bytes received.
 import time
 
 from buildshelf.datafiles import datafile
+from buildshelf.kept import keeping
 from buildshelf.model import published_timestamp_problem, sha256_hex
 from buildshelf.web.upload import invalid
 from buildshelf.writing import writer
@@ -26,7 +27,7 @@ BUILD_KEYS = (
 
 
 def build_of(given, file, number, ci_job_url):
-    """(the build's document, writer.Keep or None) of a publish's JSON `given` and `file`,
+    """(the build's document, keeping.Keep or None) of a publish's JSON `given` and `file`,
     checked by the data files' rules; 400 invalid_build for the first problem."""
     if type(given) is not dict:
         raise invalid('the build must be a JSON object, such as {"channelVersion": "1.21"}')
@@ -52,7 +53,7 @@ def build_of(given, file, number, ci_job_url):
             )
         _check_received(given, file.staged)
         integrity = dict(sha256=file.staged.sha256, size=file.staged.size, file=file.name)
-        keep = writer.Keep(file.staged.path, staged=file.staged, name=file.name)
+        keep = keeping.Keep(file.staged.path, staged=file.staged, name=file.name)
     elif "downloadUrl" not in given:
         raise invalid("missing key 'downloadUrl' (or a part 'file', for a file Buildshelf keeps)")
     build = datafile.build_document(

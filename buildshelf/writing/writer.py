@@ -7,17 +7,17 @@ a change made unused deleted, as are those of builds yanked long ago (`purge`) a
 
 import difflib
 import os
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts
+from buildshelf.kept.keeping import Keep
 from buildshelf.text import printable
 from buildshelf.writing.objects_in_use import (
     kept_file_documents,
@@ -95,52 +95,6 @@ def job_run_url(ci_job_url: str, number: int) -> str:
             "has no /job/) to make one from: give the address of the build's CI run"
         )
     return ci_job_url.rstrip("/") + f"/{number}/"
-
-
-STDIN = "-"  # Keep's source, publish --file's PATH: standard input
-
-
-@dataclass(frozen=True)
-class Keep:
-    """A file to keep in the artifact store for the build published: the file at `source`,
-    copied in; standard input (STDIN, named by `name`), streamed in; or, with `staged`, a file already received into the store (an HTTP upload,
-    artifacts.Staging), renamed into place: no second copy. The artifact's name is `name`,
-    by default the source's."""
-
-    source: str
-    max_bytes: int = artifacts.MAX_BYTES_DEFAULT
-    sha256: str | None = None  # what the CI job computed: a file that differs is refused
-    _: KW_ONLY  # the rest by name: a positional argument once took another's place
-    staged: artifacts.Staged | None = None
-    name: str | None = None
-    progress: artifacts.Progress | None = None  # told of the copy as it goes
-
-    def stored(self, store_dir: str) -> artifacts.Stored:
-        """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
-        artifacts.check_name(self.name or os.path.basename(self.source))
-        if self.staged is not None:
-            return artifacts.place(store_dir, self.staged, self.source)
-        if self.source == STDIN:  # publish --file - (what a CI job sends over ssh)
-            return artifacts.store_stream(
-                store_dir,
-                _read_stdin,
-                f"{self.name} (standard input)",
-                self.max_bytes,
-                progress=self.progress,
-                expected_sha256=self.sha256,
-            )
-        return artifacts.store_file(
-            store_dir, self.source, self.max_bytes, self.sha256, self.progress
-        )
-
-
-def _read_stdin() -> bytes:
-    try:
-        return sys.stdin.buffer.read1(artifacts.CHUNK_BYTES)
-    except OSError as error:
-        raise artifacts.Refused(
-            f"cannot read standard input: {error.strerror} (nothing was stored)"
-        ) from None
 
 
 @dataclass(frozen=True)
