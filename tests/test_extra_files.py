@@ -5,6 +5,7 @@ import hashlib
 import json
 import re
 
+import pytest
 import webtest
 
 from buildshelf import cli, server
@@ -168,3 +169,186 @@ def test_purge_deletes_each_kept_file_of_a_build_yanked_long_ago_and_says_which(
     ]
     assert objects(data_dir) == [sha(BUNDLE)]
     assert json.loads((data_dir / "alpha.json").read_text())["builds"][1] == yanked
+
+
+# --- publish --extra-file, --extra-url ----------------------------------------------------------
+
+
+def files(tmp_path, **contents):
+    """Files in tmp_path named by the keywords (their '_' written '-'), with these bytes."""
+    paths = {}
+    for name, data in contents.items():
+        paths[name] = tmp_path / (name.replace("_", "-") + ".jar")
+        paths[name].write_bytes(data)
+    return paths
+
+
+def publish(data_dir, number, *flags):
+    return cli.main(["publish", "alpha", "--data", str(data_dir), "--build", str(number),
+                     "--channel", "1.21", "--timestamp", "1700000000000", *flags])  # fmt: skip
+
+
+def extra_flags(paths):
+    return [
+        "--file", str(paths["alpha_9"]),
+        "--extra-file", f"server:mojmap={paths['alpha_9_mojmap']}",
+        "--extra-file", f"dev:bundle={paths['alpha_9_bundle']}",
+        "--extra-url", "x:y=https://cdn.example.org/alpha-9-x.jar",
+        "--extra-sha256", f"x:y={'AB' * 32}", "--extra-size", "x:y=12",
+    ]  # fmt: skip
+
+
+def test_publish_keeps_every_file_and_writes_the_extras_by_key(data_dir, tmp_path, capsys):
+    paths = files(tmp_path, alpha_9=PRIMARY, alpha_9_mojmap=MOJMAP, alpha_9_bundle=BUNDLE)
+    assert publish(data_dir, 9, *extra_flags(paths)) == 0
+    assert capsys.readouterr().out == "published build 9 of alpha\n"
+    written = build_in_file(data_dir, 9)
+    assert (written["file"], written["sha256"]) == ("alpha-9.jar", sha(PRIMARY))
+    assert written["downloads"] == {
+        "dev:bundle": {"sha256": sha(BUNDLE), "size": len(BUNDLE), "file": "alpha-9-bundle.jar"},
+        "server:mojmap": {"sha256": sha(MOJMAP), "size": len(MOJMAP), "file": "alpha-9-mojmap.jar"},
+        "x:y": {
+            "downloadUrl": "https://cdn.example.org/alpha-9-x.jar",
+            "sha256": "ab" * 32,
+            "size": 12,
+        },
+    }
+    assert list(written["downloads"]) == ["dev:bundle", "server:mojmap", "x:y"]
+    assert objects(data_dir) == sorted(sha(data) for data in (PRIMARY, MOJMAP, BUNDLE))
+    store = store_module.Store(data_dir, check_interval=0)
+    served = store.snapshot().project("alpha").build(9)
+    assert [key for key, _ in served.files] == [
+        "server:default",
+        "dev:bundle",
+        "server:mojmap",
+        "x:y",
+    ]
+
+
+def test_an_identical_retry_writes_nothing_and_one_with_other_files_needs_replace(
+    data_dir, tmp_path, capsys
+):
+    paths = files(tmp_path, alpha_9=PRIMARY, alpha_9_mojmap=MOJMAP, alpha_9_bundle=BUNDLE)
+    assert publish(data_dir, 9, *extra_flags(paths)) == 0
+    path = data_dir / "alpha.json"
+    before, stat = path.read_bytes(), path.stat()
+    capsys.readouterr()
+    assert publish(data_dir, 9, *extra_flags(paths)) == 0
+    assert (
+        capsys.readouterr().out == "build 9 of alpha is already there as given: nothing changed\n"
+    )
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == stat.st_mtime_ns
+    object_path(data_dir, MOJMAP).unlink()  # a retry puts back an extra's missing object
+    assert publish(data_dir, 9, *extra_flags(paths)) == 0
+    assert capsys.readouterr().out == (
+        "build 9 of alpha is already there as given: restored its missing file "
+        f"{object_path(data_dir, MOJMAP)}\n"
+    )
+    paths["alpha_9_bundle"].write_bytes(b"another bundle")
+    assert publish(data_dir, 9, *extra_flags(paths)) == 1
+    assert "build 9 is already there with another downloads: give --replace" in (
+        capsys.readouterr().err
+    )
+    assert path.read_bytes() == before  # and the object stored for it is gone:
+    assert objects(data_dir) == sorted(sha(data) for data in (PRIMARY, MOJMAP, BUNDLE))
+    assert publish(data_dir, 9, *extra_flags(paths), "--replace") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("replaced build 9 of alpha\n")
+    assert f"deleted {object_path(data_dir, BUNDLE)} (" in out  # the old bundle, unused now
+    assert build_in_file(data_dir, 9)["downloads"]["dev:bundle"]["sha256"] == sha(b"another bundle")
+
+
+def test_a_failure_anywhere_publishes_nothing_and_leaves_no_object(data_dir, tmp_path, capsys):
+    paths = files(tmp_path, alpha_9=PRIMARY, alpha_9_mojmap=MOJMAP, alpha_9_bundle=BUNDLE)
+    before = (data_dir / "alpha.json").read_bytes()
+    paths["alpha_9_bundle"].unlink()  # the last file copied is not there
+    assert publish(data_dir, 9, *extra_flags(paths)) == 1
+    assert "alpha-9-bundle.jar: No such file or directory" in capsys.readouterr().err
+    assert (data_dir / "alpha.json").read_bytes() == before and objects(data_dir) == []
+    paths = files(tmp_path, alpha_9_bundle=BUNDLE)
+    flags = extra_flags(files(tmp_path, alpha_9=PRIMARY, alpha_9_mojmap=MOJMAP) | paths)
+    assert publish(data_dir, 9, *flags, "--extra-sha256", f"dev:bundle={'0' * 64}") == 1
+    assert "sha256 mismatch" in capsys.readouterr().err
+    assert (data_dir / "alpha.json").read_bytes() == before and objects(data_dir) == []
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--extra-file", "dev:bundle=x/alpha-9.jar"],
+            "build 9: downloads[\"dev:bundle\"]: its file name 'alpha-9.jar' is also the primary "
+            "file's: each file of a build has a name of its own",
+        ),
+        (
+            [
+                "--extra-url",
+                "a:b=https://a.example/x.jar",
+                "--extra-url",
+                "c:d=https://b.example/x.jar",
+            ],
+            'build 9: downloads["c:d"]: its file name \'x.jar\' is also downloads["a:b"]\'s: each '
+            "file of a build has a name of its own",
+        ),
+        (
+            ["--extra-url", "a:b=ftp://a.example/x.jar"],
+            "build 9: downloads[\"a:b\"]: 'downloadUrl' must be an absolute http(s) URL",
+        ),
+        (
+            [arg for n in range(17) for arg in ("--extra-url", f"a:b{n}=https://a.example/{n}")],
+            "build 9: it has 17 extra files: a publish takes 16 at most",
+        ),
+    ],
+)
+def test_extra_files_breaking_a_rule_are_refused_before_a_byte_is_stored(
+    data_dir, tmp_path, capsys, flags, message
+):
+    paths = files(tmp_path, alpha_9=PRIMARY)
+    before = (data_dir / "alpha.json").read_bytes()
+    assert publish(data_dir, 9, "--file", str(paths["alpha_9"]), *flags) == 1
+    assert message in capsys.readouterr().err
+    assert (data_dir / "alpha.json").read_bytes() == before and objects(data_dir) == []
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--extra-file", "server:mojmap"],
+            "argument --extra-file: 'server:mojmap' is not KEY=PATH",
+        ),
+        (
+            ["--extra-url", "mojmap=https://a.example/m.jar"],
+            "the key 'mojmap' must be kind:variant",
+        ),
+        (["--extra-file", "Server:Mojmap=m.jar"], "the key 'Server:Mojmap' must be kind:variant"),
+        (
+            ["--extra-file", "server:default=m.jar"],
+            "the key 'server:default' is the primary file's: the build's own downloadUrl or "
+            "file is that file",
+        ),
+        (
+            ["--extra-file", "a:b=m.jar", "--extra-url", "a:b=https://a.example/m.jar"],
+            "the extra file a:b is given twice: give each key once",
+        ),
+        (["--extra-file", "a:b=-"], "--extra-file KEY=- is not taken: only --file reads standard"),
+        (
+            ["--extra-sha256", f"a:b={'0' * 64}"],
+            "--extra-sha256 a:b: no --extra-file or --extra-url",
+        ),
+        (["--extra-sha256", "a:b=00"], "argument --extra-sha256: '00' is not a SHA-256"),
+        (
+            ["--extra-file", "a:b=m.jar", "--extra-size", "a:b=3"],
+            "--extra-size goes with --extra-url: a kept file's size is measured",
+        ),
+        (
+            ["--extra-url", "a:b=https://a.example/m.jar", "--extra-size", "a:b=3"],
+            "--extra-sha256 and --extra-size go together for a:b: both or neither",
+        ),
+    ],
+)
+def test_bad_extra_file_arguments_are_bad_usage(data_dir, capsys, flags, message):
+    with pytest.raises(SystemExit) as exited:
+        publish(data_dir, 9, "--download-url", "https://a.example/9.jar", *flags)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]

@@ -99,8 +99,9 @@ def build_document(
 ) -> dict:
     """A build as a data file holds it, its keys in their written order: a file elsewhere at
     `download_url`, or (None) one kept, whose address the server makes; `given` what is
-    given of the file's `sha256`, `size` and, for a kept one, its `file` name. `url` None:
-    the job run's, which the writer makes under the lock."""
+    given of the file's `sha256`, `size` and, for a kept one, its `file` name, and of the
+    build's extra files (`downloads`). `url` None: the job run's, which the writer makes
+    under the lock."""
     build = {
         "buildNumber": number,
         "url": url,
@@ -112,7 +113,9 @@ def build_document(
     }
     if download_url is None:
         del build["downloadUrl"]
-    build.update((key, given[key]) for key in ("sha256", "size", "file") if key in given)
+    build.update(
+        (key, given[key]) for key in ("sha256", "size", "file", "downloads") if key in given
+    )
     return build
 
 

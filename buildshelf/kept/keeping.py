@@ -28,9 +28,18 @@ class Keep:
     name: str | None = None
     progress: artifacts.Progress | None = None  # told of the copy as it goes
 
+    @property
+    def file_name(self) -> str:
+        """The name the file is kept under: `name`, by default the source's."""
+        return self.name or os.path.basename(self.source)
+
+    def fields(self, stored: artifacts.Stored) -> dict:
+        """The kept file's keys in a data file, once it is `stored`."""
+        return {"sha256": stored.sha256, "size": stored.size, "file": self.file_name}
+
     def stored(self, store_dir: str) -> artifacts.Stored:
         """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
-        artifacts.check_name(self.name or os.path.basename(self.source))
+        artifacts.check_name(self.file_name)
         if self.staged is not None:
             return artifacts.place(store_dir, self.staged, self.source)
         if self.source == STDIN:  # publish --file - (what a CI job sends over ssh)

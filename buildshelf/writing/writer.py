@@ -6,11 +6,12 @@ a change made unused deleted, as are those of builds yanked long ago (`purge`) a
 """
 
 import difflib
+import json
 import os
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts
 from buildshelf.kept.keeping import Keep
+from buildshelf.model import MAX_PUBLISHED_EXTRAS, PRIMARY_KEY, file_name_in_url
 from buildshelf.text import printable
 from buildshelf.writing.objects_in_use import (
     kept_file_documents,
@@ -99,10 +101,12 @@ def job_run_url(ci_job_url: str, number: int) -> str:
 
 @dataclass(frozen=True)
 class Published:
-    """What a publish did: "added", "replaced" or "unchanged", and the kept file's object."""
+    """What a publish did: "added", "replaced" or "unchanged"; the primary's object, if it
+    keeps its file, and those of its extra files kept, by key."""
 
     outcome: str
     stored: artifacts.Stored | None = None
+    extras: dict[str, artifacts.Stored] = field(default_factory=dict)
 
 
 Report = Callable[[artifacts.Removed], None]  # told of each object a command deletes
@@ -121,6 +125,7 @@ def publish(
     keep: Keep | None = None,
     store_dir: str | None = None,
     report: Report = unreported,
+    extras: dict[str, Keep] | None = None,
 ) -> Published:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
@@ -128,25 +133,29 @@ def publish(
     with `any_timestamp`, whatever its timestamp, so that a retry without --timestamp
     matches). With `keep`, its file is stored first in the artifact store `store_dir`, under
     the lock, so that the project file never names an object that is not there (a damaged
-    one is repaired). The object of a replaced build, or the one stored for a build refused,
-    is then deleted if no build uses it (see remove_if_unused).
+    one is repaired); so is each of `extras`, its extra files to keep, by key (its extra
+    files elsewhere are the build's `downloads`). Their keys and names are checked by the
+    data files' rules before a byte is stored. The objects of a replaced build, or those
+    stored for a build refused, are then deleted if no build uses them (remove_if_unused).
     """
-    stored, made_unused = None, set()
+    extras = extras or {}
+    _check_extra_files(directory, slug, build, keep, extras)
+    stored, made_unused = {}, set()  # by key, the primary's as PRIMARY_KEY
 
     def change(doc):
-        nonlocal stored
         doc = _existing_project(doc, directory, slug)
         if build["url"] is None:  # before a file is kept: its copy may be long
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
-        if keep is not None:  # again on a retry: it puts back an object missing or damaged
-            try:
-                stored = keep.stored(store_dir)
-            except artifacts.NoSpace as refused:
-                raise NoSpace(str(refused)) from None
-            except artifacts.Refused as refused:
-                raise Invalid(str(refused)) from None
-            name = keep.name or os.path.basename(keep.source)
-            build.update(sha256=stored.sha256, size=stored.size, file=name)
+        # Again on a retry: it puts back an object missing or damaged.
+        for key, kept in ((PRIMARY_KEY, keep), *extras.items()):
+            if kept is not None:
+                stored[key] = _stored(kept, store_dir)
+        if keep is not None:
+            build.update(keep.fields(stored[PRIMARY_KEY]))
+        if extras:
+            build["downloads"] = dict(build.get("downloads", {})) | {
+                key: kept.fields(stored[key]) for key, kept in extras.items()
+            }
         same = [b for b in doc["builds"] if b.get("buildNumber") == build["buildNumber"]]
         others = [b for b in doc["builds"] if b.get("buildNumber") != build["buildNumber"]]
         new = dict(doc, builds=others + [build])
@@ -187,13 +196,53 @@ def publish(
             then=lambda _: remove_if_unused(directory, store_dir, made_unused, report),
         )
     except Refused:
-        # The object stored for the build refused, if this command made it (identical bytes
-        # already there may be a build's that is not readable now) and no build uses it.
-        if stored is not None and stored.created:
+        # The objects stored for the build refused, if this command made them (identical
+        # bytes already there may be a build's that is not readable now) and no build uses
+        # them.
+        created = {each.sha256 for each in stored.values() if each.created}
+        if created:
             with locked(directory):
-                remove_if_unused(directory, store_dir, {stored.sha256}, report)
+                remove_if_unused(directory, store_dir, created, report)
         raise
-    return Published(outcome, stored)
+    primary = stored.pop(PRIMARY_KEY, None)
+    return Published(outcome, primary, stored)
+
+
+def _stored(keep, store_dir):
+    """`keep`'s file as an object of `store_dir`, or the refusal: NoSpace, Invalid."""
+    try:
+        return keep.stored(store_dir)
+    except artifacts.NoSpace as refused:
+        raise NoSpace(str(refused)) from None
+    except artifacts.Refused as refused:
+        raise Invalid(str(refused)) from None
+
+
+def _check_extra_files(directory, slug, build, keep, extras):
+    """Refuse (Invalid) a build's extra files, those elsewhere (its `downloads`) and those
+    to keep (`extras`), that break a rule of the data files (their keys, their names, the
+    primary's included), or that are more than MAX_PUBLISHED_EXTRAS: before a byte is
+    stored, with the messages any file breaking them gets."""
+    files = build.get("downloads", {})
+    if not (files or extras):
+        return
+    where = f"{project_path(directory, slug)}: build {build['buildNumber']}"
+    if type(files) is dict:  # else the rule says what it must be
+        if twice := sorted(files.keys() & extras.keys()):
+            raise Invalid(f"{where}: downloads[{json.dumps(twice[0])}] is given twice")
+        if len(files) + len(extras) > MAX_PUBLISHED_EXTRAS:
+            raise Invalid(
+                f"{where}: it has {len(files) + len(extras)} extra files: a publish takes "
+                f"{MAX_PUBLISHED_EXTRAS} at most"
+            )
+        # As they will be once stored: the bytes, which no rule looks at, are not known yet.
+        unstored = artifacts.Stored("0" * 64, 0, "", False)
+        files = files | {key: kept.fields(unstored) for key, kept in extras.items()}
+    primary = keep.file_name if keep else file_name_in_url(build.get("downloadUrl") or "")
+    try:
+        dataformat.valid_downloads(files, primary)
+    except dataformat.RuleBroken as problem:
+        raise Invalid(f"{where}: {problem}") from None
 
 
 def yank(
