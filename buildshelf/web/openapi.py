@@ -16,7 +16,16 @@ import json
 import msgspec
 
 from buildshelf.counts import Tally
-from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
+from buildshelf.model import (
+    DOWNLOAD_KEY_PATTERN,
+    MAX_PUBLISHED_EXTRAS,
+    PRIMARY_KEY,
+    URL_PATTERN,
+    Build,
+    Commit,
+    Project,
+    json_pattern,
+)
 from buildshelf.web import shapes
 from buildshelf.web.openapi_operations import PATHS
 from buildshelf.web.openapi_parameters import HEADERS, PARAMETERS, ref
@@ -99,6 +108,21 @@ SCHEMAS = {
             "downloadUrl": ref("schemas", "HttpUrl"),
             "sha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
             "size": {"type": "integer", "minimum": 0},
+            "downloads": {
+                "type": "object", "minProperties": 1, "maxProperties": MAX_PUBLISHED_EXTRAS,
+                "description": "The build's extra files kept elsewhere, by key, with "
+                               "`sha256` and `size` both or neither; under the key of a part "
+                               "`download:KEY`, only that file's `sha256` and `size`, each "
+                               "optional, checked against the bytes received. The parts and "
+                               f"these together are {MAX_PUBLISHED_EXTRAS} at most.",
+                "propertyNames": {"pattern": json_pattern(DOWNLOAD_KEY_PATTERN),
+                                  "not": {"const": PRIMARY_KEY}},
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"downloadUrl": ref("schemas", "HttpUrl"),
+                                   "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                   "size": {"type": "integer", "minimum": 0}},
+                    "additionalProperties": False}},
             "buildNumber": {"type": "integer", "minimum": 0,
                             "description": "The path's number, if given."},
         },

@@ -2,6 +2,7 @@
 parameters each takes and the responses it gives, named by their components, and the prose
 that says what it answers."""
 
+from buildshelf.model import DOWNLOAD_KEY_PATTERN, MAX_PUBLISHED_EXTRAS, json_pattern
 from buildshelf.web import downloads
 from buildshelf.web.openapi_parameters import parameter, ref
 from buildshelf.web.openapi_responses import LOADED, cacheable
@@ -100,8 +101,10 @@ BEARER = [{"bearer": []}]
 PUBLISH_TYPES = (
     "The body is `multipart/form-data` with a part `build`, the build's JSON, and a part "
     "`file` whose filename is the artifact's name, for a file Buildshelf keeps (it is served "
-    "at `/downloads/...`; give the part `build` first); or `application/json`, the build, for "
-    "a file kept elsewhere, at its `downloadUrl`."
+    "at `/downloads/...`; give the part `build` first), and a part `download:KEY` for each "
+    "extra file to keep, by the same rules (16 at most); or `application/json`, the build, "
+    "for a file kept elsewhere, at its `downloadUrl`. The extra files kept elsewhere are the "
+    "build's `downloads`."
 )
 
 # fmt: off
@@ -264,7 +267,14 @@ PATHS = {
                                "properties": {"build": ref("schemas", "PublishedBuild"),
                                               "file": {"type": "string",
                                                        "contentMediaType":
-                                                           "application/octet-stream"}}},
+                                                           "application/octet-stream"}},
+                               "patternProperties": {
+                                   f"^download:{json_pattern(DOWNLOAD_KEY_PATTERN)[1:]}": {
+                                       "type": "string",
+                                       "contentMediaType": "application/octet-stream",
+                                       "description": "An extra file to keep, under its key."}},
+                               "additionalProperties": False,
+                               "maxProperties": 2 + MAX_PUBLISHED_EXTRAS},
                     "encoding": {"build": {"contentType": "application/json"}}},
                 "application/json": {"schema": ref("schemas", "PublishedBuild")}}}),
         **_operation(

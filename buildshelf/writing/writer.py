@@ -139,7 +139,8 @@ def publish(
     stored for a build refused, are then deleted if no build uses them (remove_if_unused).
     """
     extras = extras or {}
-    _check_extra_files(directory, slug, build, keep, extras)
+    if problem := extra_files_problem(build, keep, extras):
+        raise Invalid(f"{project_path(directory, slug)}: build {build['buildNumber']}: {problem}")
     stored, made_unused = {}, set()  # by key, the primary's as PRIMARY_KEY
 
     def change(doc):
@@ -218,21 +219,19 @@ def _stored(keep, store_dir):
         raise Invalid(str(refused)) from None
 
 
-def _check_extra_files(directory, slug, build, keep, extras):
-    """Refuse (Invalid) a build's extra files, those elsewhere (its `downloads`) and those
-    to keep (`extras`), that break a rule of the data files (their keys, their names, the
-    primary's included), or that are more than MAX_PUBLISHED_EXTRAS: before a byte is
-    stored, with the messages any file breaking them gets."""
+def extra_files_problem(build: dict, keep: Keep | None, extras: dict[str, Keep]) -> str | None:
+    """Why a publish's extra files, elsewhere (the build's `downloads`) and to keep (`extras`),
+    are refused, checked before a byte is stored: a data files' rule broken (keys, names),
+    more than MAX_PUBLISHED_EXTRAS, a key given twice; or None."""
     files = build.get("downloads", {})
     if not (files or extras):
-        return
-    where = f"{project_path(directory, slug)}: build {build['buildNumber']}"
+        return None
     if type(files) is dict:  # else the rule says what it must be
         if twice := sorted(files.keys() & extras.keys()):
-            raise Invalid(f"{where}: downloads[{json.dumps(twice[0])}] is given twice")
+            return f"downloads[{json.dumps(twice[0])}] is given twice"
         if len(files) + len(extras) > MAX_PUBLISHED_EXTRAS:
-            raise Invalid(
-                f"{where}: it has {len(files) + len(extras)} extra files: a publish takes "
+            return (
+                f"it has {len(files) + len(extras)} extra files: a publish takes "
                 f"{MAX_PUBLISHED_EXTRAS} at most"
             )
         # As they will be once stored: the bytes, which no rule looks at, are not known yet.
@@ -242,7 +241,8 @@ def _check_extra_files(directory, slug, build, keep, extras):
     try:
         dataformat.valid_downloads(files, primary)
     except dataformat.RuleBroken as problem:
-        raise Invalid(f"{where}: {problem}") from None
+        return str(problem)
+    return None
 
 
 def yank(
