@@ -1,6 +1,7 @@
 """The data files' format without HTTP: parsing, every rule and its message, both paths."""
 
 import json
+import sys
 
 import msgspec
 import pytest
@@ -783,10 +784,17 @@ def test_extra_files_are_read_kept_or_elsewhere_in_the_file_s_order():
     assert read.kept_files == (read.downloads["server:mojmap"],)
 
 
-def test_a_build_without_extra_files_holds_no_map():
-    # 100,000 builds: an empty dict each would take 6.4 MB (docs/performance.md).
-    [build] = parse(make_project([make_build(1)])).builds
-    assert build.downloads is msgspec.UNSET and build.kept_files == ()
+@pytest.mark.parametrize("quick", [True, False], ids=["fast path", "slow path"])
+def test_a_build_without_extra_files_has_no_room_for_them(quick):
+    # A slot on every Build took 16 bytes a build, 1.6 MB at 100,000 (docs/performance.md).
+    assert "downloads" not in model.Build.__struct_fields__
+    assert sys.getsizeof(model.Build(number=1, url="", channel="", timestamp=0,
+                                     is_experimental=False, commits=())) == 112  # fmt: skip
+    builds = [make_build(1), with_extras({"dev:bundle": BUNDLE}, 2), make_build(3)]
+    data = json.dumps(make_project(builds)).encode()
+    read = datafile.parse_project("a.json", "alpha", data, quick=quick).builds
+    assert [type(build) for build in read] == [model.Build, model.BuildWithExtras, model.Build]
+    assert read[0].downloads is msgspec.UNSET and read[0].kept_files == ()
 
 
 def test_the_kept_files_of_a_build_are_its_primary_then_its_extras_kept():

@@ -25,7 +25,7 @@ from buildshelf.datafiles.dataformat import (
     project_problem,
     valid_build,
 )
-from buildshelf.datafiles.fast_rules import extras_hold, given, integrity_holds
+from buildshelf.datafiles.fast_rules import NO_EXTRAS, extras_hold, given, integrity_holds
 from buildshelf.model import (
     CHANNEL_PATTERN,
     HASH_DIGITS,
@@ -33,6 +33,7 @@ from buildshelf.model import (
     TIMESTAMPS,
     URL_PATTERN,
     Build,
+    BuildWithExtras,
     Commits,
     Project,
 )
@@ -281,7 +282,28 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
     javadocPagePrefix: str | msgspec.UnsetType = msgspec.UNSET
 
 
+class _FileWithExtras(_File):
+    """A project file some build of which may have extra files (`downloads`)."""
+
+    builds: list[BuildWithExtras]
+
+
 _decode_file = msgspec.json.Decoder(_File).decode
+_decode_file_with_extras = msgspec.json.Decoder(_FileWithExtras).decode
+_BUILD_FIELDS = Build.__struct_fields__
+
+
+def _as_decoded(builds):
+    """The builds of a _FileWithExtras, each one without extra files a Build (see
+    BuildWithExtras: what every Build would take else)."""
+    return [
+        build
+        if build.downloads is not msgspec.UNSET
+        else Build(**dict(zip(_BUILD_FIELDS, msgspec.structs.astuple(build))))
+        for build in builds
+    ]
+
+
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 _timestamp, _commits = attrgetter("timestamp"), attrgetter("commits")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
@@ -292,12 +314,15 @@ _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter
 
 def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
+    # Only a file that may have extra files pays for them (an escaped key name aside, which
+    # the slow path reads).
+    with_extras = '"downloads"' in text
     try:
-        doc = _decode_file(text)
+        doc = (_decode_file_with_extras if with_extras else _decode_file)(text)
     except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
         return None
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
-    builds = doc.builds
+    builds = _as_decoded(doc.builds) if with_extras else doc.builds
     numbers = list(map(_number, builds))
     timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
@@ -308,7 +333,7 @@ def _fast_project(slug, text):
     kept = None if files.count(msgspec.UNSET) == len(files) else given(files)
     urls = list(map(_url, builds))
     urls += download_urls if kept is None else compress(download_urls, map(not_, kept))
-    extras = extras_hold(builds, list(map(_downloads, builds)))
+    extras = extras_hold(builds, list(map(_downloads, builds))) if with_extras else NO_EXTRAS
     if extras is None:
         return None
     urls += extras.urls

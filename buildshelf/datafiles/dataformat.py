@@ -20,6 +20,7 @@ from buildshelf.model import (
     TIMESTAMPS,
     URL_PATTERN,
     Build,
+    BuildWithExtras,
     Commit,
     Commits,
     Download,
@@ -35,7 +36,7 @@ HEX_DIGITS = frozenset(HASH_DIGITS)
 # The keys of each object, in the order files are written: the model's fields.
 PROJECT_KEYS = file_keys(Project)
 OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix")
-BUILD_KEYS = file_keys(Build)
+BUILD_KEYS = file_keys(BuildWithExtras)  # a Build's, then its downloads
 LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
 WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
 AUTHORED_COMMIT_KEYS = file_keys(Commit)
@@ -171,7 +172,7 @@ def valid_build(value, channels):
     if integrity and "downloads" in value:  # a plain build has none
         primary = integrity.get("file") or file_name_in_url(download_url)
         integrity["downloads"] = valid_downloads(value["downloads"], primary)
-    return Build(
+    return (BuildWithExtras if "downloads" in integrity else Build)(
         number=number,
         url=url,
         download_url=download_url,
