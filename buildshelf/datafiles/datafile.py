@@ -293,14 +293,22 @@ _decode_file_with_extras = msgspec.json.Decoder(_FileWithExtras).decode
 _BUILD_FIELDS = Build.__struct_fields__
 
 
-def _as_decoded(builds):
-    """The builds of a _FileWithExtras, each one without extra files a Build (see
-    BuildWithExtras: what every Build would take else)."""
-    return [
+def _decoded(text):
+    """(the file as msgspec reads it, its builds), or None. Only a file in which "downloads"
+    is written pays for extra files (an escaped key aside, which the slow path reads): it is
+    read as a _FileWithExtras, its builds without any made Builds (see BuildWithExtras)."""
+    with_extras = '"downloads"' in text
+    try:
+        doc = (_decode_file_with_extras if with_extras else _decode_file)(text)
+    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
+        return None
+    if not with_extras:
+        return doc, doc.builds
+    return doc, [
         build
         if build.downloads is not msgspec.UNSET
         else Build(**dict(zip(_BUILD_FIELDS, msgspec.structs.astuple(build))))
-        for build in builds
+        for build in doc.builds
     ]
 
 
@@ -314,15 +322,10 @@ _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter
 
 def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
-    # Only a file that may have extra files pays for them (an escaped key name aside, which
-    # the slow path reads).
-    with_extras = '"downloads"' in text
-    try:
-        doc = (_decode_file_with_extras if with_extras else _decode_file)(text)
-    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
+    if (decoded := _decoded(text)) is None:
         return None
+    doc, builds = decoded
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
-    builds = _as_decoded(doc.builds) if with_extras else doc.builds
     numbers = list(map(_number, builds))
     timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
@@ -333,7 +336,9 @@ def _fast_project(slug, text):
     kept = None if files.count(msgspec.UNSET) == len(files) else given(files)
     urls = list(map(_url, builds))
     urls += download_urls if kept is None else compress(download_urls, map(not_, kept))
-    extras = extras_hold(builds, list(map(_downloads, builds))) if with_extras else NO_EXTRAS
+    extras = NO_EXTRAS  # in a file where "downloads" is not written, as nearly everywhere
+    if type(doc) is _FileWithExtras:
+        extras = extras_hold(builds, list(map(_downloads, builds)))
     if extras is None:
         return None
     urls += extras.urls
