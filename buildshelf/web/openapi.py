@@ -26,7 +26,7 @@ from buildshelf.model import (
     Project,
     json_pattern,
 )
-from buildshelf.web import shapes
+from buildshelf.web import health_shapes, shapes
 from buildshelf.web.openapi_operations import PATHS
 from buildshelf.web.openapi_parameters import HEADERS, PARAMETERS, ref
 from buildshelf.web.openapi_responses import LOADED, RESPONSES, cacheable
@@ -236,11 +236,11 @@ EXAMPLE_NOW = calendar.timegm((2026, 11, 22, 17, 31, 5)) + 0.125
 EXAMPLE_TALLY = Tally({("tinplate", 146, EXAMPLE_BUILD.download_url, day): downloads
                        for day, downloads in (("2026-11-18", 40), ("2026-11-19", 3),
                                               ("2026-11-22", 12))}, "2026-04-06")
-EXAMPLE_HEALTH = shapes.Health(
+EXAMPLE_HEALTH = health_shapes.Health(
     "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
-    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
+    [health_shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
                          ["line 14, column 7: Expecting ',' delimiter"])],
-    [shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
+    [health_shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
                             "/srv/buildshelf/data/artifacts/5f/5f70...e1 is missing")], [])
 # fmt: on
 
