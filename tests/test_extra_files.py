@@ -8,7 +8,7 @@ import re
 import pytest
 import webtest
 
-from buildshelf import cli, server
+from buildshelf import cli, counts, server
 from buildshelf import store as store_module
 from buildshelf.kept import artifacts
 from helpers import build_in_file, make_build, make_project, objects, write_file
@@ -352,3 +352,48 @@ def test_bad_extra_file_arguments_are_bad_usage(data_dir, capsys, flags, message
         publish(data_dir, 9, "--download-url", "https://a.example/9.jar", *flags)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+# --- a kept extra file served at its own URL (issue 35, point 2) --------------------------------
+
+
+def extra_url(data_dir, number=9, data=MOJMAP, name="alpha-9-mojmap.jar"):
+    return f"/downloads/alpha/{number}/{sha(data)}/{name}"
+
+
+def serving(data_dir, tmp_path):
+    """(a client of an app over data_dir counting downloads, its counter)."""
+    counter = counts.Counter(str(tmp_path / "state"))
+    store = store_module.Store(data_dir, check_interval=0)
+    app = server.make_app(store, counter=counter)
+    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "198.51.100.7"}), counter
+
+
+def test_a_kept_extra_file_is_served_as_the_primary_is(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    client, counter = serving(data_dir, tmp_path)
+    url = extra_url(data_dir)
+    got = client.get(url)
+    assert got.body == MOJMAP and got.headers["ETag"] == f'"{sha(MOJMAP)}"'
+    assert got.headers["Content-Disposition"] == 'attachment; filename="alpha-9-mojmap.jar"'
+    part = client.get(url, headers={"Range": "bytes=10-19"}, status=206)
+    assert part.body == MOJMAP[10:20]
+    assert client.get(url, headers={"If-None-Match": f'"{sha(MOJMAP)}"'}, status=304)
+    assert client.get(url + ".sha256").text == f"{sha(MOJMAP)}  alpha-9-mojmap.jar\n"
+    assert client.get(extra_url(data_dir, name="alpha-9-bundle.jar"), status=404)
+    bundle = extra_url(data_dir, data=BUNDLE, name="alpha-9-bundle.jar")
+    assert client.get(bundle).body == BUNDLE  # the build counted once for this client, and
+    assert client.get(bundle, extra_environ={"REMOTE_ADDR": "203.0.113.9"}).body == BUNDLE
+    # a download of an extra file counts for its build, under its own bytes
+    counter.flush()
+    rows = {(s, n, key): c for (s, n, key, _), c in counter.tally().rows.items()}
+    assert rows == {("alpha", 9, sha(MOJMAP)): 1, ("alpha", 9, sha(BUNDLE)): 1}
+
+
+def test_a_yanked_build_s_extra_file_is_gone_and_one_elsewhere_has_no_url_here(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9, yankedAt=1700000500000))
+    client, _ = serving(data_dir, tmp_path)
+    gone = client.get(extra_url(data_dir), status=410)
+    assert gone.json["code"] == "build_yanked" and gone.json["latest"]["buildNumber"] == 1
+    assert client.get(extra_url(data_dir) + ".sha256", status=410)
+    assert client.get("/downloads/alpha/9/" + "ab" * 32 + "/alpha-9-x.jar", status=404)

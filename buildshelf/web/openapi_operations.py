@@ -246,7 +246,9 @@ PATHS = {
         "the whole file. The conditions are taken in RFC 9110's order: `If-Match` (else "
         "`If-Unmodified-Since`), then `If-None-Match` (else `If-Modified-Since`), then "
         "`If-Range` and `Range`. The checksum line has an `ETag` of its own and takes the "
-        "same conditions, but no range."),
+        "same conditions, but no range. A build's primary file and each of its extra files "
+        "kept (`downloads`) are served so, each at its own URL; a download of an extra file "
+        "counts for its build."),
     f"{API}/projects/{{slug}}/builds/{{number}}": {
         **_operation(
             "publishing", "publishBuild", "Publish a build", WRITE_PARAMETERS + (

@@ -91,10 +91,12 @@ DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix; kept fi
 SIDECAR = ".sha256"  # added to a kept file's URL: its `sha256sum -c` line
 
 
-def hosted_path(project: Project, build: Build) -> str:
-    """Where a kept file is served: named by its project, build and bytes, and ending with
-    its name, so that a URL's bytes never change and clients save it under its name."""
-    return f"{DOWNLOADS}/{project.slug}/{build.number}/{build.sha256}/{build.file}"
+def hosted_path(project: Project, build: Build, file=None) -> str:
+    """Where a kept file is served (the build's primary, or `file`, an extra file of it):
+    named by its project, build and bytes, and ending with its name, so that a URL's bytes
+    never change and clients save it under its name."""
+    file = build if file is None else file
+    return f"{DOWNLOADS}/{project.slug}/{build.number}/{file.sha256}/{file.file}"
 
 
 class Shapes:
