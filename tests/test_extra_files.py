@@ -397,3 +397,54 @@ def test_a_yanked_build_s_extra_file_is_gone_and_one_elsewhere_has_no_url_here(d
     assert gone.json["code"] == "build_yanked" and gone.json["latest"]["buildNumber"] == 1
     assert client.get(extra_url(data_dir) + ".sha256", status=410)
     assert client.get("/downloads/alpha/9/" + "ab" * 32 + "/alpha-9-x.jar", status=404)
+
+
+# --- the v2 `downloads` map (issue 35, point 2) -------------------------------------------------
+
+
+def test_a_build_with_extra_files_is_served_with_its_files_by_key_in_fill_s_shape(
+    data_dir, tmp_path
+):
+    from test_openapi import validate  # the OpenAPI document's Build schema, strictly
+
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    client, _ = serving(data_dir, tmp_path)
+    served = client.get(API + "/builds/latest?project=alpha").json
+    plain = client.get(API + "/builds?project=alpha").json[0]
+    base = "http://127.0.0.1:8080"
+    assert list(served) == list(plain) + ["sha256", "size", "downloads"]  # the spec's, then
+    assert served["downloads"] == {
+        "server:default": {
+            "name": "alpha-9.jar",
+            "checksums": {"sha256": sha(PRIMARY)},
+            "size": len(PRIMARY),
+            "url": served["downloadUrl"],
+        },
+        "dev:bundle": {
+            "name": "alpha-9-bundle.jar",
+            "checksums": {"sha256": sha(BUNDLE)},
+            "size": len(BUNDLE),
+            "url": base + extra_url(data_dir, data=BUNDLE, name="alpha-9-bundle.jar"),
+        },
+        "server:mojmap": {
+            "name": "alpha-9-mojmap.jar",
+            "checksums": {"sha256": sha(MOJMAP)},
+            "size": len(MOJMAP),
+            "url": base + extra_url(data_dir),
+        },
+        # kept elsewhere, its data file giving no sha256 nor size: none is made up
+        "x:y": {"name": "alpha-9-x.jar", "url": "https://cdn.example.org/alpha-9-x.jar"},
+    }
+    assert "downloads" not in plain  # a build without extra files, as before
+    validate(served, "#/components/schemas/Build")
+    for name, file in served["downloads"].items():
+        if name != "x:y":
+            assert client.get(file["url"].removeprefix(base)).body in (PRIMARY, MOJMAP, BUNDLE)
+
+
+def test_the_upstream_mode_never_serves_the_map(data_dir):
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    store = store_module.Store(data_dir, check_interval=0)
+    upstream = webtest.TestApp(server.make_app(store, compat="upstream"))
+    served = upstream.get(API + "/builds/latest?project=alpha").json
+    assert served["buildNumber"] == 9 and "downloads" not in served

@@ -1,8 +1,9 @@
 """The API's JSON shapes, made from the model's declaration (model.py): the fields served,
-under their JSON names, in their order, in the spec's shapes or the upstream's; the downloads
-counted (counts.Tally) of the builds served, in the upstream's shapes (declared in
-count_shapes.py); the health report. The OpenAPI document's schemas come from the same
-declarations (`schemas`).
+under their JSON names, in their order, in the spec's shapes or the upstream's (a build's
+files by key, build_files.py's, on a build with extra files); the downloads counted
+(counts.Tally) of the builds served, in the upstream's shapes (declared in count_shapes.py).
+The OpenAPI document's schemas come from the same declarations (`schemas`), the health
+report's too (health_shapes.py).
 """
 
 import datetime
@@ -19,6 +20,7 @@ from buildshelf.counts import Tally
 from buildshelf.model import Build, Commit, Commits, Project, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
+from buildshelf.web.build_files import BUILD_DOWNLOADS, FileDownload, files_json
 from buildshelf.web.count_shapes import (
     SPEC_ONLY_STATS,
     BuildDownloads,
@@ -118,10 +120,18 @@ class Shapes:
         obj = fields(build)
         if build.hosted:
             obj["downloadUrl"] = self.download_url(project, build)
+        if build.downloads is not msgspec.UNSET and not self.mode:  # never the upstream's
+            obj["downloads"] = files_json(build, lambda file: self.file_url(project, build, file))
         return {**self._extra, **obj} if self._extra else obj
 
     def download_url(self, project: Project, build: Build) -> str:
-        return self.public_url + hosted_path(project, build) if build.hosted else build.download_url
+        return self.file_url(project, build, build)
+
+    def file_url(self, project: Project, build: Build, file) -> str:
+        """Where a file of `build` (the build itself: its primary; or an extra) is served."""
+        if file.hosted:
+            return self.public_url + hosted_path(project, build, file)
+        return file.download_url
 
     def build(self, project: Project, build: Build) -> bytes:
         return encode(self._build_json(project, build, self._encodable))
@@ -235,7 +245,7 @@ def schemas(mode: str | None = None) -> dict:
     Commit with the fields served in `mode`, the health report and the downloads counted.
     Every field is required, no other field allowed."""
     _, components = msgspec.json.schema_components(
-        (Project, Build, Health, Downloads, DownloadStats), ref_template=SCHEMA_REF
+        (Project, Build, Health, Downloads, DownloadStats, FileDownload), ref_template=SCHEMA_REF
     )
     for name, schema in components.items():
         schema.pop("title", None)
@@ -252,16 +262,18 @@ def schemas(mode: str | None = None) -> dict:
         if name == "DownloadStats" and mode:
             for key in SPEC_ONLY_STATS:
                 del schema["properties"][key]
-        with_optional = struct or (Health if name == "Health" else None)
+        with_optional = struct or {"Health": Health, "FileDownload": FileDownload}.get(name)
         fields = msgspec.structs.fields(with_optional) if with_optional else ()
         optional = {f.encode_name for f in fields if f.default is msgspec.UNSET}
         optional &= schema["properties"].keys()
         schema["required"] = [key for key in schema["properties"] if key not in optional]
-        if optional and struct:  # served together or not at all
+        if optional and name != "Health":  # served together or not at all
             schema["dependentRequired"] = {
                 key: sorted(optional - {key}) for key in sorted(optional)
             }
         schema["additionalProperties"] = False
+        if name == "Build" and not mode:
+            schema["properties"]["downloads"] = BUILD_DOWNLOADS
     return components
 
 
