@@ -448,3 +448,42 @@ def test_the_upstream_mode_never_serves_the_map(data_dir):
     upstream = webtest.TestApp(server.make_app(store, compat="upstream"))
     served = upstream.get(API + "/builds/latest?project=alpha").json
     assert served["buildNumber"] == 9 and "downloads" not in served
+
+
+# --- /downloads/latest?download=KEY -------------------------------------------------------------
+
+
+def test_downloads_latest_picks_a_file_by_its_key_the_primary_by_default(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    client, counter = serving(data_dir, tmp_path)
+    base, latest = "http://127.0.0.1:8080", "/downloads/latest?project=alpha"
+    primary = client.get(latest, status=302).location
+    assert primary == base + f"/downloads/alpha/9/{sha(PRIMARY)}/alpha-9.jar"
+    assert client.get(latest + "&download=server:default", status=302).location == primary
+    assert client.get(latest + "&download=", status=302).location == primary
+    mojmap = client.get(latest + "&download=server:mojmap", status=302,
+                        extra_environ={"REMOTE_ADDR": "203.0.113.9"})  # fmt: skip
+    assert mojmap.location == base + extra_url(data_dir)
+    elsewhere = client.get(latest + "&download=x:y", status=302)
+    assert elsewhere.location == "https://cdn.example.org/alpha-9-x.jar"
+    unknown = client.get(latest + "&download=dev:nope", status=404)
+    assert unknown.json == {
+        "error": "build 9 of 'alpha' has no file 'dev:nope': its files are server:default, "
+        "dev:bundle, server:mojmap, x:y",
+        "code": "unknown_download",
+    }
+    assert client.get(latest + "&download=a:b&download=c:d", status=400).json["code"] == (
+        "repeated_parameter"
+    )
+    # each redirect counts for the build, under the file it leads to
+    counter.flush()
+    rows = {(s, n, key): c for (s, n, key, _), c in counter.tally().rows.items()}
+    assert rows == {("alpha", 9, sha(PRIMARY)): 1, ("alpha", 9, sha(MOJMAP)): 1}
+
+
+def test_a_build_without_extra_files_has_only_its_primary_to_pick(data_dir, tmp_path):
+    client, _ = serving(data_dir, tmp_path)
+    latest = "/downloads/latest?project=alpha&channel=1.21"
+    assert client.get(latest + "&download=server:default", status=302)
+    unknown = client.get(latest + "&download=server:mojmap", status=404).json["error"]
+    assert unknown.endswith("has no file 'server:mojmap': its files are server:default")

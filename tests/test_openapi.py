@@ -403,6 +403,7 @@ CASES = [
     Case("GET", "/api/v2/jd?project=alpha&channel=9.9&experimental=true", 404, "no_matching_build"),
     Case("GET", "/downloads/latest?project=nope", 404, "unknown_project"),
     Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
+    Case("GET", "/downloads/latest?project=alpha&download=dev:bundle", 404, "unknown_download"),
     Case("GET", "/downloads", 404, "not_found"),
     Case("GET", "/nope", 404, "not_found"),
     Case("GET", "/api/v2", 404, "not_found"),

@@ -142,9 +142,13 @@ PATHS = {
         "page path of plain segments, so it never leaves the channel's javadoc."),
     "/downloads/latest": _operation(
         "downloads", "redirectToLatestDownload", "Redirect to the artifact of the latest build",
-        FILTERS, {"302": _redirect("The build's `downloadUrl`. No body."), **ONE_BUILD},
+        FILTERS + ("Download",),
+        {"302": _redirect("The build's `downloadUrl`, or the `url` of the file `download` "
+                          "names. No body."),
+         **ONE_BUILD, "404": "UnknownProjectNoBuildOrNoFile"},
         "The upstream's download link, outside `/api/v2`: the `downloadUrl` of the build "
-        "`/api/v2/builds/latest` answers with, by the same rules and with the same errors. "
+        "`/api/v2/builds/latest` answers with, by the same rules and with the same errors; "
+        "with `download`, the file of that build of this key. "
         "`curl -fL -o server.jar` follows it; clients that name the file after the URL name it "
         "`latest`."),
     f"{API}/download": _operation(

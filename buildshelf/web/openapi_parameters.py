@@ -40,6 +40,11 @@ PARAMETERS = {
         "experimental", "query", "`true`, in any letter case, includes experimental builds; any "
         "other value, or none, means stable builds only.",
         {"type": "string", "default": "false"}, example="true"),
+    "Download": parameter(
+        "download", "query", "The key of the build's file to download (`kind:variant`): "
+        "`server:default`, its primary file, when none or empty; or one of its extra files "
+        "(`downloads`). A key the build has no file of: `404 unknown_download`, naming the "
+        "keys it has.", {"type": "string"}, example="server:mojmap"),
     "Redirect": parameter(
         "redirect", "query", "A javadoc page to open under the channel's root, e.g. "
         "`org/example/Foo.html#bar()`, percent-decoded once: segments of letters, digits and "

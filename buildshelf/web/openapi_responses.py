@@ -188,6 +188,11 @@ RESPONSES = {
         "No project has that slug (`unknown_project`), the project has no javadoc: its "
         "`javadocBaseUrl` is `\"\"` (`no_javadoc`), or none of its builds passes the filters "
         "(`no_matching_build`).", "unknown_project", "no_javadoc", "no_matching_build"),
+    "UnknownProjectNoBuildOrNoFile": _error(
+        "No project has that slug (`unknown_project`), none of its builds passes the filters "
+        "(`no_matching_build`), or the build has no file of the key `download` names "
+        "(`unknown_download`, naming the keys it has).", "unknown_project", "no_matching_build",
+        "unknown_download"),
     "UnknownProjectOrNoBuild": _error(
         "No project has that slug (`unknown_project`), or none of its builds passes the filters "
         "(`no_matching_build`).", "unknown_project", "no_matching_build"),

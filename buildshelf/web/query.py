@@ -12,13 +12,14 @@ import bottle
 import msgspec
 
 from buildshelf import javadoc
-from buildshelf.model import Build, Project, sha256_hex, whole_number
+from buildshelf.model import PRIMARY_KEY, Build, Project, sha256_hex, whole_number
 
 API = "/api/v2"
 BUILD_PARAMETERS = ("project", "channel", "experimental")
 JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
 CHECK_PARAMETERS = BUILD_PARAMETERS + ("build", "sha256")
 DOWNLOADS_PARAMETERS = BUILD_PARAMETERS + ("date",)
+LATEST_PARAMETERS = BUILD_PARAMETERS + ("download",)  # /downloads/latest
 STATS_PARAMETERS = BUILD_PARAMETERS + ("days",)
 # /downloads/stats: the days of its daily series, as the upstream bounds them.
 STATS_DAYS = range(7, 731)
@@ -169,6 +170,21 @@ def latest(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool,
             404, "no_matching_build", f"project {project.slug!r} has no {which}{where}{hint}"
         )
     return project, channel, experimental, build
+
+
+def asked_file(project: Project, build: Build, params: dict[str, str]):
+    """The file of `build` the parameter `download` names by its key (the primary, the
+    build itself, when none or empty); 404 unknown_download naming the keys there are."""
+    key = params.get("download") or PRIMARY_KEY
+    file = dict(build.files).get(key)
+    if file is None:
+        raise ApiError(
+            404,
+            "unknown_download",
+            f"build {build.number} of {project.slug!r} has no file {_shown(key)}: its files "
+            f"are {', '.join(key for key, _ in build.files)}",
+        )
+    return file
 
 
 def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
