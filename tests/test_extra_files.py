@@ -487,3 +487,21 @@ def test_a_build_without_extra_files_has_only_its_primary_to_pick(data_dir, tmp_
     assert client.get(latest + "&download=server:default", status=302)
     unknown = client.get(latest + "&download=server:mojmap", status=404).json["error"]
     assert unknown.endswith("has no file 'server:mojmap': its files are server:default")
+
+
+# --- the update check by any file's sha256 ------------------------------------------------------
+
+
+def test_the_update_check_finds_a_build_by_the_sha256_of_any_of_its_files(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9), make_build(10))
+    client, _ = serving(data_dir, tmp_path)
+    check = API + "/builds/check?project=alpha&sha256="
+    for data in (PRIMARY, MOJMAP, BUNDLE):
+        answer = client.get(check + sha(data)).json
+        assert (answer["status"], answer["behind"]) == ("outdated", 1)
+        assert answer["latest"]["buildNumber"] == 10
+    unknown = client.get(check + "ef" * 32, status=404).json
+    assert (unknown["code"], unknown["status"]) == ("unknown_artifact", "unknown")
+    write_builds(data_dir, build_with_extras(data_dir, 9, yankedAt=1700000500000))
+    client, _ = serving(data_dir, tmp_path)
+    assert client.get(check + sha(MOJMAP)).json["status"] == "yanked"

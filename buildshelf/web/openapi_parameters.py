@@ -70,8 +70,8 @@ PARAMETERS = {
         "build", "query", "The build number to check; give it or `sha256`, once: else "
         "`400 invalid_check`.", {"type": "string", "pattern": "^[0-9]+$"}, example="146"),
     "Sha256": parameter(
-        "sha256", "query", "The SHA-256 of the file to check (64 hexadecimal digits); no build "
-        "has it: `404 unknown_artifact`.", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}),
+        "sha256", "query", "The SHA-256 of the file to check (64 hexadecimal digits): any "
+        "file of a build, its primary or an extra; no build has it: `404 unknown_artifact`.", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}),
     "Range": parameter(
         "Range", "header", "One byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`): `206`; "
         "several, or another unit: the whole file.", {"type": "string"}),

@@ -220,8 +220,8 @@ def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tu
         if found is None and value > latest.number:
             return "ahead", value
         named = [found] if found is not None else []
-    else:  # any build's hash counts, kept or not
-        named = [b for b in (*project.builds, *project.yanked) if b.sha256 == value]
+    else:  # any file's hash counts, kept or not: a build's primary's, or an extra's
+        named = [b for b in (*project.builds, *project.yanked) if value in _hashes(b)]
     if not named:
         raise ApiError(
             404,
@@ -231,10 +231,19 @@ def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tu
             else f"no build of project {project.slug!r} has the sha256 {value}",
             fields={"status": "unknown"},
         )
-    sha256s = {b.sha256 for b in named if b.sha256 is not msgspec.UNSET}
+    # The bytes asked about: a build's primary file's, or the file whose hash was given.
+    sha256s = {value} if kind == "sha256" else {b.sha256 for b in named} - {msgspec.UNSET}
     same = [b.number for b in project.builds if b in named or b.sha256 in sha256s]
     status = "served" if any(not b.yanked for b in named) else "yanked"
     return status, max(same, default=max(b.number for b in named))
+
+
+def _hashes(build: Build) -> tuple | set:
+    """The sha256s of `build`'s files, its primary's and its extras' (UNSET for a file
+    without one)."""
+    if build.downloads is msgspec.UNSET:  # nearly every build: no set made
+        return (build.sha256,)
+    return {file.sha256 for _, file in build.files}
 
 
 def javadoc_base(project: Project) -> str:
