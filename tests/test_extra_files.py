@@ -4,6 +4,7 @@ look at the kept files take them, and a yank, an unyank and a purge act on the w
 import hashlib
 import json
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 import webtest
@@ -505,3 +506,46 @@ def test_the_update_check_finds_a_build_by_the_sha256_of_any_of_its_files(data_d
     write_builds(data_dir, build_with_extras(data_dir, 9, yankedAt=1700000500000))
     client, _ = serving(data_dir, tmp_path)
     assert client.get(check + sha(MOJMAP)).json["status"] == "yanked"
+
+
+# --- the pages and the feed ---------------------------------------------------------------------
+
+
+def test_the_project_page_lists_each_extra_file_with_its_size_and_sha256(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    client, _ = serving(data_dir, tmp_path)
+    page = client.get("/projects/alpha").html
+    [extras] = page.select("#build-9")[0].find_parent("article").select("ul.extras")
+    items = extras.select("li")
+    assert [item.select_one(".key").text for item in items] == [
+        "dev:bundle",
+        "server:mojmap",
+        "x:y",
+    ]
+    mojmap = items[1]
+    assert mojmap.select_one("a").text == "alpha-9-mojmap.jar"
+    assert mojmap.select_one("a")["href"].endswith(extra_url(data_dir))
+    assert mojmap.select_one("code.sha256").text == sha(MOJMAP)
+    assert mojmap.select("a")[-1]["href"].endswith(extra_url(data_dir) + ".sha256")
+    assert items[2].select_one("a")["href"] == "https://cdn.example.org/alpha-9-x.jar"
+    assert items[2].select_one("code") is None  # no sha256 known: none shown
+    assert not page.select("#build-1")[0].find_parent("article").select("ul.extras")
+
+
+def test_the_feed_links_each_extra_file_as_an_enclosure(data_dir, tmp_path):
+    write_builds(data_dir, build_with_extras(data_dir, 9))
+    client, _ = serving(data_dir, tmp_path)
+    feed = ET.fromstring(client.get(API + "/feed?project=alpha").body)
+    atom = "{http://www.w3.org/2005/Atom}"
+    [entry] = [e for e in feed.iter(atom + "entry") if e.find(atom + "id").text.endswith("/9")]
+    enclosures = [
+        link.attrib for link in entry.iter(atom + "link") if link.get("rel") == "enclosure"
+    ]
+    assert [link.get("title") for link in enclosures] == [
+        None,  # the primary's, as before
+        "dev:bundle: alpha-9-bundle.jar",
+        "server:mojmap: alpha-9-mojmap.jar",
+        "x:y: alpha-9-x.jar",
+    ]
+    assert enclosures[2]["length"] == str(len(MOJMAP)) and "length" not in enclosures[3]
+    assert enclosures[3]["href"] == "https://cdn.example.org/alpha-9-x.jar"
