@@ -5,21 +5,21 @@ lines (the store's) go to stderr as a server's do: cli.main sets that up.
 """
 
 import argparse
-import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
 
-from buildshelf import progress, settings
+from buildshelf import publish_files, settings
 from buildshelf.datafiles import checking, datafile
 from buildshelf.kept import kept_files, stores
-from buildshelf.model import published_timestamp_problem, sha256_hex, whole_number
+from buildshelf.model import PRIMARY_KEY, published_timestamp_problem, whole_number
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
 from buildshelf.writing import refusals, rewrite, writer
+from buildshelf.writing.objects_in_use import kept_file_documents
 
 GIT_TIMEOUT = 60
 GITHUB_RUN = "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"  # a run's URL
@@ -47,18 +47,6 @@ def _build_number(value):
             f"{value!r} is not a build number (a whole number, 0 or more)"
         )
     return number
-
-
-def _sha256(value):
-    if (digest := sha256_hex(value)) is None:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a SHA-256 (64 hexadecimal digits)")
-    return digest
-
-
-def _size(value):
-    if (size := whole_number(value)) is None:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a size in bytes (a whole number)")
-    return size
 
 
 def _days(text):
@@ -127,13 +115,13 @@ def publish_parser(commands):
     sub = commands.add(
         "publish", publish, "add a build to a project (a retry of the same build changes nothing)"
     )
-    sub.set_defaults(usage_problem=_publish_usage_problem)
+    sub.set_defaults(usage_problem=publish_files.usage_problem)
     sub.add_argument("slug", metavar="SLUG")
     sub.add_argument(
         "--build", required=True, type=_build_number, metavar="N", help="the build number"
     )
     sub.add_argument("--channel", required=True, metavar="VERSION", help="its channel version")
-    _publish_artifact_arguments(sub)
+    publish_files.arguments(sub)
     sub.add_argument(
         "--url",
         metavar="URL",
@@ -165,42 +153,6 @@ def publish_parser(commands):
     sub.add_argument(
         "--replace", action="store_true", help="replace a different build of the same number"
     )
-
-
-def _publish_artifact_arguments(sub):
-    """publish's arguments of the artifact: its file kept, or its address."""
-    artifact = sub.add_mutually_exclusive_group(required=True)
-    artifact.add_argument(
-        "--file",
-        metavar="PATH",
-        help="its artifact, kept in the artifact store (see --artifacts); '-': read from "
-        "standard input, named by --name",
-    )
-    artifact.add_argument("--download-url", metavar="URL", help="address of its artifact")
-    sub.add_argument("--name", metavar="FILE", help="the artifact's file name, with --file -")
-    sub.add_argument(
-        "--sha256",
-        type=_sha256,
-        metavar="HEX",
-        help="the artifact's SHA-256: with --file, what it must hash to; with --download-url, "
-        "recorded with --size",
-    )
-    sub.add_argument(
-        "--size", type=_size, metavar="BYTES", help="the artifact's size, with --download-url"
-    )
-    kept_files.max_file_mb(sub, "--file kept")
-
-
-def _publish_usage_problem(args):
-    if args.file == writer.STDIN and args.name is None:
-        return "--file - needs --name: the name of the file read from standard input"
-    if args.name is not None and args.file != writer.STDIN:
-        return "--name goes with --file -: a file's own name is its artifact's"
-    if args.size is not None and args.file is not None:
-        return "--size goes with --download-url: a kept file's size is measured"
-    if args.file is None and (args.sha256 is None) != (args.size is None):
-        return "--sha256 and --size go together with --download-url: both or neither"
-    return None
 
 
 def yank_parser(commands):
@@ -332,6 +284,7 @@ def publish(args):
         if args.git is not None
         else [{"message": message, "hash": commit} for commit, message in args.commit]
     )
+    files = publish_files.given(args)
     build = datafile.build_document(
         args.build,
         args.channel,
@@ -340,39 +293,38 @@ def publish(args):
         commits,
         url=args.url,
         download_url=args.download_url,
-        **({} if args.file or args.sha256 is None else {"sha256": args.sha256, "size": args.size}),
+        **files.fields,
     )
-    keep, meter = None, contextlib.nullcontext()
-    if args.file is not None:
-        name = args.name or os.path.basename(args.file)
-        meter = progress.Meter(f"storing {printable(name)}")
-        keep = writer.Keep(
-            args.file, args.max_file_mb << 20, args.sha256, name=name, progress=meter
-        )
     deleted = []  # said after what happened to the build, or before a refusal
     try:
-        with meter:  # the line cleared before anything else is said
+        with files.meters:  # the lines cleared before anything else is said
             published = writer.publish(
                 args.data,
                 args.slug,
                 build,
                 replace=args.replace,
                 any_timestamp=args.timestamp is None,
-                keep=keep,
+                keep=files.keep,
                 store_dir=args.artifacts,
                 report=deleted.append,
+                extras=files.extras,
             )
         said = {
             "added": f"published build {args.build} of {args.slug}",
             "replaced": f"replaced build {args.build} of {args.slug}",
             "unchanged": f"build {args.build} of {args.slug} is already there as given",
         }[published.outcome]
-        stored = published.stored
-        if stored is not None and stored.repaired:
-            said += f": repaired {printable(stored.path)}, found damaged (it {stored.repaired})"
-        elif stored is not None and stored.created and published.outcome == "unchanged":
-            # The build there names these bytes, and the store had no object of them.
-            said += f": restored its missing file {printable(stored.path)}"
+        notes = []  # of each kept file's object, the primary's first
+        for stored in filter(None, (published.stored, *published.extras.values())):
+            if stored.repaired:
+                notes.append(
+                    f"repaired {printable(stored.path)}, found damaged (it {stored.repaired})"
+                )
+            elif stored.created and published.outcome == "unchanged":
+                # The build there names these bytes, and the store had no object of them.
+                notes.append(f"restored its missing file {printable(stored.path)}")
+        if notes:
+            said += ": " + "; ".join(notes)
         elif published.outcome == "unchanged":
             said += ": nothing changed"
         print(said)
@@ -398,11 +350,16 @@ def yank(args):
     line = f"{'would yank' if would else 'yanked'} {said}"
     if args.reason:
         line += f" (reason: {printable(args.reason)})"
-    if "file" in build and not deleted:
-        path = printable(stores.opened(args.artifacts).name(build["sha256"]))
-        line += f": {'would keep' if would else 'kept'} its file {path}"
+    gone = {removed.path for removed in deleted}
+    store = stores.opened(args.artifacts)
+    paths = [store.name(file["sha256"]) for _, file in kept_file_documents(build)]
+    kept = [printable(path) for path in dict.fromkeys(paths) if path not in gone]
+    if kept:  # its primary's object first, then its extras', each once
+        one = len(kept) == 1
+        line += f": {'would keep' if would else 'kept'} its file{'' if one else 's'} "
+        line += ", ".join(kept)
         if args.purge:
-            line += ", which a build served uses"
+            line += ", which a build served uses" if one else ", which builds served use"
     if not deleted:
         line += f"; 'buildshelf unyank {args.slug} {args.number}' restores it"
     print(line)
@@ -421,12 +378,14 @@ def unyank(args):
 def purge(args):
     would = args.dry_run
     for purged in writer.purge(args.data, args.artifacts, args.slug, args.older_than, would):
-        build = f"yanked build {purged.build['buildNumber']} of {purged.slug}"
+        build = f"yanked build {purged.number} of {purged.slug}"
+        # the primary's the file of a build, as before it had extras; an extra's by its key
+        whose = "the file" if purged.key == PRIMARY_KEY else f"the {purged.key} file"
         if purged.removed is not None:
             print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
-                  f"({size(purged.removed.size)}), the file of {build}")  # fmt: skip
+                  f"({size(purged.removed.size)}), {whose} of {build}")  # fmt: skip
         else:
-            path = printable(stores.opened(args.artifacts).name(purged.build["sha256"]))
-            print(f"{'would keep' if would else 'kept'} {path}, the file of {build}: another "
+            path = printable(stores.opened(args.artifacts).name(purged.sha256))
+            print(f"{'would keep' if would else 'kept'} {path}, {whose} of {build}: another "
                   "build uses it")  # fmt: skip
     return 0

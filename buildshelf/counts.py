@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from buildshelf import addresses, state
-from buildshelf.model import Build
+from buildshelf.model import Build, Download
 from buildshelf.text import counted as counted_noun
 
 log = logging.getLogger(__name__)
@@ -70,9 +70,10 @@ def network(address: str) -> int | None:
     return int.from_bytes(found[:8], "big")
 
 
-def file_key(build: Build) -> str:
-    """What a download's row names the file by: the kept file's SHA-256, else the build's
-    downloadUrl (a changed Jenkins URL moves no kept file's history)."""
+def file_key(build: Build | Download) -> str:
+    """What a download's row names the file by (a build's primary, or an extra file): the
+    kept file's SHA-256, else its downloadUrl (a changed Jenkins URL moves no kept file's
+    history)."""
     return build.sha256 if build.hosted else build.download_url
 
 

@@ -32,6 +32,17 @@ FILE_NAME_RULE = (
 # javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
 # Both letter cases spelled out: IGNORECASE would let the Kelvin sign match 'k' (and long s
 # 's', dotless i 'i'), and costs 70% more per URL.
+# An extra file's key in a build's `downloads`: its kind and variant, as Fill keys a build's
+# files by role ("server:mojmap"). The primary file is the build's own, always PRIMARY_KEY.
+DOWNLOAD_KEY_PATTERN = re.compile(r"[a-z0-9-]+:[a-z0-9-]+\Z")
+DOWNLOAD_KEY_RULE = (
+    "must be kind:variant, each of lowercase letters, digits and -, such as server:mojmap"
+)
+PRIMARY_KEY = "server:default"
+# The extra files one publish may give (--extra-file, --extra-url, the parts download:KEY
+# of an HTTP upload and its JSON's `downloads`): an upload's parts are bounded. A data file
+# may hold more.
+MAX_PUBLISHED_EXTRAS = 16
 URL_PATTERN = re.compile(
     r"[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
     r"(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z"
@@ -55,6 +66,16 @@ def file_name_in_url(url: str) -> str:
     percent-decoded; '' when the path has none. A name to show, or to keep the file under once
     FILE_NAME_PATTERN allows it."""
     return unquote(urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def download_key_problem(key: str) -> str | None:
+    """Why `key` cannot name an extra file of a build, to follow the key in a message; or
+    None."""
+    if not DOWNLOAD_KEY_PATTERN.match(key):
+        return DOWNLOAD_KEY_RULE
+    if key == PRIMARY_KEY:
+        return "is the primary file's: the build's own downloadUrl or file is that file"
+    return None
 
 
 def sha256_hex(text: str) -> str | None:
@@ -159,6 +180,28 @@ class Commits:
         return b',"author":' in self.json
 
 
+class Download(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
+    """An extra file of a build, under its key in the build's `downloads`: by the primary
+    file's rules, kept (`file`, `sha256`, `size`) or elsewhere (`downloadUrl`, maybe with
+    `sha256` and `size`). Its fields are its keys, in the order files are written."""
+
+    download_url: str = msgspec.field(default="", name="downloadUrl")
+    sha256: str | msgspec.UnsetType = msgspec.UNSET
+    size: int | msgspec.UnsetType = msgspec.UNSET
+    file: str | msgspec.UnsetType = msgspec.UNSET
+
+    @property
+    def hosted(self) -> bool:
+        """Whether Buildshelf keeps this file (its artifact store has the bytes)."""
+        return self.file is not msgspec.UNSET
+
+    @property
+    def file_name(self) -> str:
+        """The file's name: the kept file's, else the one its downloadUrl gives ('' when that
+        gives none)."""
+        return self.file if self.hosted else file_name_in_url(self.download_url)
+
+
 # Keyword-only: a kept file's build has no downloadUrl in its file, so the field has a default
 # ("") before fields that have none, which msgspec allows only so.
 class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
@@ -210,6 +253,12 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
     yank_reason: Annotated[str, NOT_SERVED] = msgspec.field(default="", name="yankReason")
 
     @property
+    def downloads(self) -> "dict[str, Download] | msgspec.UnsetType":
+        """The build's extra files by key, in the file's order: none (UNSET) but for a
+        BuildWithExtras."""
+        return msgspec.UNSET
+
+    @property
     def yanked(self) -> bool:
         return self.yanked_at is not msgspec.UNSET
 
@@ -223,6 +272,33 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         """The name of the build's file: the kept file's, else the one its downloadUrl gives
         ('' when that gives none)."""
         return self.file if self.hosted else file_name_in_url(self.download_url)
+
+    @property
+    def files(self) -> tuple[tuple[str, "Build | Download"], ...]:
+        """(key, file) of each of the build's files, with its `file` (if kept), `sha256`,
+        `size` and `file_name`: the primary (the build itself) first, as PRIMARY_KEY, then
+        its extras, in their order."""
+        if self.downloads is msgspec.UNSET:
+            return ((PRIMARY_KEY, self),)
+        return ((PRIMARY_KEY, self), *self.downloads.items())
+
+    @property
+    def kept_files(self) -> tuple["Build | Download", ...]:
+        """The build's files Buildshelf keeps (see files), the primary first if kept."""
+        if self.downloads is msgspec.UNSET:
+            return (self,) if self.hosted else ()
+        return tuple(file for _, file in self.files if file.hosted)
+
+
+class BuildWithExtras(Build, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):
+    """A build with extra files (its `downloads`, by key), written last. A type of its own:
+    a slot for them on every Build would take 16 bytes more per build (a Build's 112 bytes
+    would take 120, in the allocator's size class of 128: 1.6 MB at 100,000 builds), for a
+    key nearly every build leaves out."""
+
+    # By key (kind:variant), in the file's order; UNSET only while a file is decoded (the
+    # fast path makes a Build of a build without).
+    downloads: Annotated[dict[str, Download] | msgspec.UnsetType, NOT_SERVED] = msgspec.UNSET
 
 
 # What a project file may say of a version (a channelVersion) for the Fill v3 API
@@ -280,7 +356,8 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
     yanked: Annotated[tuple[Build, ...], DERIVED] = ()  # the file's yanked builds, ascending
     # (channel or None, include experimental) -> builds ascending; None covers all channels.
     selections: Annotated[dict, DERIVED] = msgspec.field(default_factory=dict)
-    hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()  # those whose file is kept
+    # Those that keep a file: their primary, or an extra (Build.kept_files).
+    hosted_builds: Annotated[tuple[Build, ...], DERIVED] = ()
     loaded_at: Annotated[float, DERIVED] = msgspec.field(default_factory=time.time)
 
     @classmethod
@@ -294,7 +371,11 @@ class Project(msgspec.Struct, frozen=True, eq=False, weakref=True, kw_only=True)
             builds=builds,
             yanked=yanked,
             selections=index_builds(builds),
-            hosted_builds=tuple(build for build in builds if build.hosted),
+            hosted_builds=tuple(
+                build
+                for build in builds
+                if build.hosted or (build.downloads is not msgspec.UNSET and build.kept_files)
+            ),
             **fields,
         )
 

@@ -118,7 +118,8 @@ OBJECTS = "artifacts/"
 
 
 def _unavailable(store_dir, kept, stamps):
-    """(slug, build, its object's path and what is wrong with it) for `kept`'s problems.
+    """(slug, build, kept file, its object's path and what is wrong with it) for `kept`'s
+    problems.
 
     Those of a project whose file no longer has the stamp it was read with (`stamps`: slug ->
     (path, stamp)) are left out: a yank or a replace rewrites the file, then deletes the
@@ -136,8 +137,8 @@ def _unavailable(store_dir, kept, stamps):
 
     store = stores.opened(store_dir)
     return tuple(
-        (slug, build, f"{printable(store.name(build.sha256))} {problem}")
-        for slug, build, problem in store.problems(kept)
+        (slug, build, file, f"{printable(store.name(file.sha256))} {problem}")
+        for slug, build, file, problem in store.problems(kept)
         if unchanged(slug)
     )
 
@@ -179,7 +180,7 @@ class Store:
         self._files = {}  # slug -> _Loaded
         self._directory_error = None
         self._snapshot = Snapshot({})
-        self._unavailable = ()  # (slug, build, problem) of kept files that cannot be sent
+        self._unavailable = ()  # (slug, build, file, problem) of kept files not to be sent
         self._readers = Readers()  # keys: a slug, "." for the listing, OBJECTS
         self._check_started = None  # monotonic time of the check under way, if any
         self._last_check_began = None  # monotonic time the latest check began
@@ -197,10 +198,11 @@ class Store:
         """The current snapshot: never waits, never touches a file."""
         return self._snapshot
 
-    def unavailable(self) -> tuple[tuple[str, Build, str], ...]:
-        """(project slug, build, problem) for each served build whose kept file's object is
-        missing or damaged, as the last check found, the problem naming the object's path
-        ("/srv/.../ab/abcd... is missing"): never waits, never touches a file."""
+    def unavailable(self) -> tuple[tuple[str, Build, artifacts.Kept, str], ...]:
+        """(project slug, build, kept file, problem) for each kept file of a served build
+        (its primary or an extra, Build.kept_files) whose object is missing or damaged, as
+        the last check found, the problem naming the object's path ("/srv/.../ab/abcd... is
+        missing"): never waits, never touches a file."""
         return self._unavailable
 
     def refreshed(self) -> Snapshot:
@@ -328,7 +330,12 @@ class Store:
     def _check_objects(self):
         """Stat the objects of the kept files served: one deleted or cut short by hand, or
         by a full disk, is reported within a check (a download of it is refused anyway)."""
-        kept = [(p.slug, b) for p in self._snapshot.projects.values() for b in p.hosted_builds]
+        kept = [
+            (project.slug, build, file)
+            for project in self._snapshot.projects.values()
+            for build in project.hosted_builds
+            for file in build.kept_files
+        ]
         if not kept:
             self._unavailable = ()
             return
@@ -341,19 +348,19 @@ class Store:
         if not self._readers.finish(reads, time.monotonic() + self.read_wait):
             return  # the store's file system hangs: keep the last report
         unavailable = reads[OBJECTS].result()
-        before = {(slug, build.number): problem for slug, build, problem in self._unavailable}
-        now = {(slug, build.number): problem for slug, build, problem in unavailable}
-        for slug, build, problem in unavailable:
-            if before.get((slug, build.number)) != problem:
+        before = {(s, b.number, f.file): problem for s, b, f, problem in self._unavailable}
+        now = {(s, b.number, f.file): problem for s, b, f, problem in unavailable}
+        for (slug, number, name), problem in now.items():
+            if before.get((slug, number, name)) != problem:
                 log.error(
                     "the file of build %d of %s, %s, is unavailable: its object %s",
-                    build.number,
+                    number,
                     slug,
-                    build.file,
+                    name,
                     problem,
                 )
-        for slug, number in before.keys() - now.keys():
-            log.info("build %d of %s: its file is no longer unavailable", number, slug)
+        for slug, number, name in before.keys() - now.keys():
+            log.info("build %d of %s: its file %s is no longer unavailable", number, slug, name)
         self._unavailable = unavailable
 
     def _publish(self):

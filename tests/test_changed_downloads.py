@@ -181,9 +181,10 @@ def test_a_check_that_read_the_file_before_a_yank_reports_no_missing_object(data
     path = str(data_dir / "alpha.json")
     stamps = {"alpha": (path, store_module.stamp(path))}
     yank(data_dir, 9)  # rewrites alpha.json, then deletes the object
-    assert store_module._unavailable(store.artifacts, [("alpha", build)], stamps) == ()
+    kept = [("alpha", build, build)]  # its primary file
+    assert store_module._unavailable(store.artifacts, kept, stamps) == ()
     stamps = {"alpha": (path, store_module.stamp(path))}  # the data read names the object
-    [(slug, _, problem)] = store_module._unavailable(store.artifacts, [("alpha", build)], stamps)
+    [(slug, _, _, problem)] = store_module._unavailable(store.artifacts, kept, stamps)
     assert (slug, problem.endswith(" is missing")) == ("alpha", True)
 
 

@@ -1,7 +1,9 @@
 """The data files' format without HTTP: parsing, every rule and its message, both paths."""
 
 import json
+import sys
 
+import msgspec
 import pytest
 
 from buildshelf import model
@@ -718,6 +720,9 @@ ONE_RULE_AWAY = [
     "alpha-9.jar",
     ".alpha.jar",
     "a" * 201,
+    {"dev:bundle": {"downloadUrl": "https://a.example/b.jar"}},
+    {"dev:bundle": {"downloadUrl": "https://a.example/b.jar"}, "server:default": {}},
+    {"x:y": {"file": "alpha-9.jar", "sha256": SHA, "size": 1}},
     "DELETE",
 ]
 FIELDS = (
@@ -729,13 +734,19 @@ FIELDS = (
     ]
     + [("commit", key) for key in sorted(dataformat.AUTHORED_COMMIT_KEYS) + ["other"]]
     + [("version", key) for key in sorted(dataformat.VERSION_KEYS) + ["other"]]
+    + [
+        (level, key)
+        for level in ("extra file", "kept extra file")
+        for key in sorted(dataformat.DOWNLOAD_KEYS) + ["other"]
+    ]
 )
 
 
 def every_key_project(in_order):
     """ALPHA_BUILDS with every key of the format: the project's optional keys (every key of a
     version in `versions`), integrity data on build 5, whose first commit has an author, and
-    build 7's file kept, build 7 yanked."""
+    build 7's file kept, build 7 yanked; build 5 with an extra file elsewhere, with integrity
+    data, build 7 with one kept."""
     builds = sorted(ALPHA_BUILDS, key=lambda b: b["buildNumber"]) if in_order else ALPHA_BUILDS
     project = make_project(builds, slug="alpha", javadocPagePrefix="docs", versions=VERSIONS)
     doc = json.loads(json.dumps(project))
@@ -745,6 +756,10 @@ def every_key_project(in_order):
     by_number[7].update(sha256=SHA, size=10, file="alpha-7.jar")
     del by_number[7]["downloadUrl"]
     by_number[7].update(yankedAt=1700000500000, yankReason="wrong jar: see #12")
+    by_number[5]["downloads"] = {
+        "dev:bundle": {"downloadUrl": "https://a.example:1/5/b.jar", "sha256": SHA, "size": 1}
+    }
+    by_number[7]["downloads"] = {"server:mojmap": {"file": "a-7-m.jar", "sha256": SHA, "size": 2}}
     return doc, by_number
 
 
@@ -760,6 +775,8 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
                 "kept build": by_number[7],
                 "commit": by_number[5]["commits"][0],
                 "version": doc["versions"]["1.21"],
+                "extra file": by_number[5]["downloads"]["dev:bundle"],
+                "kept extra file": by_number[7]["downloads"]["server:mojmap"],
             }[level]
             if value == "DELETE":
                 target.pop(key, None)
@@ -781,11 +798,13 @@ def test_the_fast_path_and_the_checks_agree_on_every_single_change(in_order):
     # a yankReason written as "" (the count of keys cannot tell it from none).
     assert read_slowly == {"commit", ("author", '""'), ("yankReason", '""')}
     # The changes that keep the file valid: 43 to the project (javadocBaseUrl deleted or "",
-    # versions deleted or {}, among them), 81 to build 5 and 89 to build 7 (44 of them each the
-    # legacy key), 47 to the commit; deleting a key the place lacks counts; 30 that the yank
-    # mark's two keys allow (a string reason, a timestamp for yankedAt, or either deleted); and
-    # 22 to a version: 13 families, 1 and 8 for java, [] for javaFlags, each key deleted.
-    assert accepted == 312
+    # versions deleted or {}, among them), 93 to build 5 and 119 to build 7 (47 of them each
+    # the legacy key, 3 each its downloads, and 30 in all that the yank mark's two keys allow:
+    # a string reason, a timestamp for yankedAt, or either deleted), 47 to the commit, 11 to
+    # build 5's extra file and 19 to build 7's kept one; deleting a key the place lacks
+    # counts; and 22 to a version: 13 families, 1 and 8 for java, [] for javaFlags, each key
+    # deleted.
+    assert accepted == 354
 
 
 # --- integrity data and kept files ------------------------------------------------------------
@@ -876,3 +895,189 @@ def test_a_snapshot_keeps_commits_packed_and_reads_them_back_whole(quick, commit
     assert len(build.commits) == len(commits) and build.commits[-1] == expected[-1]
     assert build.commits.authored is authored
     assert json.loads(build.commits.json) == commits
+
+
+# --- extra files: a build's downloads -----------------------------------------------------------
+
+MOJMAP = {"file": "alpha-12-mojmap.jar", "sha256": SHA, "size": 7}
+BUNDLE = {"downloadUrl": "https://cdn.example.org/alpha/12/alpha-12-bundle.jar"}
+
+
+NOT_A_MAP = (
+    "'downloads' must be an object of the build's extra files by key, such as "
+    '{"server:mojmap": {...}}: leave it out for a build without extra files'
+)
+
+
+def with_extras(downloads, number=12, **fields):
+    return make_build(number, downloads=downloads, **fields)
+
+
+def test_extra_files_are_read_kept_or_elsewhere_in_the_file_s_order():
+    elsewhere = dict(BUNDLE, sha256=SHA, size=9)
+    build = with_extras(
+        {
+            "server:mojmap": MOJMAP,
+            "dev:bundle": elsewhere,
+            "x-1:y-2": BUNDLE | {"downloadUrl": "https://cdn.example.org/alpha/12/other.jar"},
+        }
+    )
+    [read] = parse(make_project([build])).builds
+    assert read.downloads == {
+        "server:mojmap": model.Download(file="alpha-12-mojmap.jar", sha256=SHA, size=7),
+        "dev:bundle": model.Download(download_url=BUNDLE["downloadUrl"], sha256=SHA, size=9),
+        "x-1:y-2": model.Download(download_url="https://cdn.example.org/alpha/12/other.jar"),
+    }
+    assert list(read.downloads) == ["server:mojmap", "dev:bundle", "x-1:y-2"]
+    assert [d.hosted for d in read.downloads.values()] == [True, False, False]
+    assert read.kept_files == (read.downloads["server:mojmap"],)
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["fast path", "slow path"])
+def test_a_build_without_extra_files_has_no_room_for_them(quick):
+    # A slot on every Build took 16 bytes a build, 1.6 MB at 100,000 (docs/performance.md).
+    assert "downloads" not in model.Build.__struct_fields__
+    assert sys.getsizeof(model.Build(number=1, url="", channel="", timestamp=0,
+                                     is_experimental=False, commits=())) == 112  # fmt: skip
+    builds = [make_build(1), with_extras({"dev:bundle": BUNDLE}, 2), make_build(3)]
+    data = json.dumps(make_project(builds)).encode()
+    read = datafile.parse_project("a.json", "alpha", data, quick=quick).builds
+    assert [type(build) for build in read] == [model.Build, model.BuildWithExtras, model.Build]
+    assert read[0].downloads is msgspec.UNSET and read[0].kept_files == ()
+
+
+def test_the_kept_files_of_a_build_are_its_primary_then_its_extras_kept():
+    primary = kept_build(12, downloads={"server:mojmap": MOJMAP, "dev:bundle": BUNDLE})
+    project = parse(
+        make_project([primary, make_build(13), with_extras({"dev:bundle": BUNDLE}, 14)])
+    )
+    [build] = project.hosted_builds
+    assert build.kept_files == (build, build.downloads["server:mojmap"])
+    only_extra = parse(make_project([with_extras({"server:mojmap": MOJMAP})]))
+    assert only_extra.hosted_builds == only_extra.builds
+
+
+@pytest.mark.parametrize("quick", [True, False], ids=["fast path", "slow path"])
+def test_both_paths_read_extra_files_alike(quick):
+    builds = [
+        kept_build(1, downloads={"server:mojmap": dict(MOJMAP, file="a-1-m.jar")}),
+        with_extras({"dev:bundle": BUNDLE, "server:mojmap": MOJMAP}, 12),
+        make_build(13),
+        with_extras({"a:b": {"downloadUrl": "http://h.example:8080/x/"}}, 14),
+    ]
+    text = json.dumps(make_project(builds))
+    fast, checked = both_paths(text)
+    assert fast is not None
+    assert_same_values(fast, checked)
+
+
+def test_a_key_written_twice_in_the_downloads_is_found():
+    text = file_text(with_extras({"dev:bundle": BUNDLE})).replace(
+        '"dev:bundle": {', '"dev:bundle": {"downloadUrl": "https://a.example/x.jar", '
+    )
+    assert datafile._fast_project("alpha", text) is None
+    assert "key 'downloadUrl' appears twice in one object" in parse_error(text.encode())
+    text = file_text(with_extras({"dev:bundle": BUNDLE})).replace(
+        '"downloads": {', '"downloads": {"dev:bundle": {"downloadUrl": "https://a.example/y"}, '
+    )
+    assert datafile._fast_project("alpha", text) is None
+    assert "key 'dev:bundle' appears twice in one object" in parse_error(text.encode())
+
+
+@pytest.mark.parametrize(
+    "downloads, message",
+    [
+        ({}, NOT_A_MAP),
+        ([BUNDLE], NOT_A_MAP),
+        (None, NOT_A_MAP),
+        (
+            {"Server:mojmap": BUNDLE},
+            'downloads["Server:mojmap"]: the key ' + model.DOWNLOAD_KEY_RULE,
+        ),
+        ({"mojmap": BUNDLE}, 'downloads["mojmap"]: the key ' + model.DOWNLOAD_KEY_RULE),
+        ({"a:b:c": BUNDLE}, 'downloads["a:b:c"]: the key ' + model.DOWNLOAD_KEY_RULE),
+        ({"a:": BUNDLE}, 'downloads["a:"]: the key ' + model.DOWNLOAD_KEY_RULE),
+        ({"a_b:c": BUNDLE}, 'downloads["a_b:c"]: the key ' + model.DOWNLOAD_KEY_RULE),
+        ({"a:b\n": BUNDLE}, 'downloads["a:b\\n"]: the key ' + model.DOWNLOAD_KEY_RULE),
+        (
+            {"server:default": BUNDLE},
+            "downloads[\"server:default\"]: the key is the primary file's: the build's own "
+            "downloadUrl or file is that file",
+        ),
+        (
+            {"dev:bundle": "https://a.example/x.jar"},
+            "downloads[\"dev:bundle\"]: must be an object: 'file', 'sha256' and 'size' for a "
+            "file Buildshelf keeps, 'downloadUrl' for one elsewhere",
+        ),
+        (
+            {"dev:bundle": dict(BUNDLE, downloadURL="x")},
+            "downloads[\"dev:bundle\"]: unknown key 'downloadURL': did you mean downloadUrl?",
+        ),
+        (
+            {"dev:bundle": dict(BUNDLE, sha256=SHA)},
+            "downloads[\"dev:bundle\"]: 'sha256' and 'size' go together: give both or neither",
+        ),
+        (
+            {"dev:bundle": dict(MOJMAP, sha256=SHA.upper())},
+            "downloads[\"dev:bundle\"]: 'sha256' must be 64 lowercase hexadecimal digits",
+        ),
+        (
+            {"dev:bundle": dict(MOJMAP, size=-1)},
+            "downloads[\"dev:bundle\"]: 'size' must be a whole number of bytes, 0 or more",
+        ),
+        (
+            {"dev:bundle": {"file": "a.jar"}},
+            "downloads[\"dev:bundle\"]: 'file' needs 'sha256' and 'size': they name its "
+            "stored object",
+        ),
+        (
+            {"dev:bundle": dict(MOJMAP, file="../a.jar")},
+            "downloads[\"dev:bundle\"]: 'file' " + model.FILE_NAME_RULE,
+        ),
+        (
+            {"dev:bundle": dict(MOJMAP, **BUNDLE)},
+            "downloads[\"dev:bundle\"]: give 'downloadUrl' or 'file', not both: the server "
+            "makes a kept file's address",
+        ),
+        (
+            {"dev:bundle": {}},
+            "downloads[\"dev:bundle\"]: missing key 'downloadUrl' (or 'file', for a file "
+            "Buildshelf keeps)",
+        ),
+        (
+            {"dev:bundle": {"downloadUrl": "ftp://a.example/x.jar"}},
+            f"downloads[\"dev:bundle\"]: 'downloadUrl' {dataformat.URL_RULE}",
+        ),
+        (
+            {"dev:bundle": {"downloadUrl": "https://a.example/x/alpha-12.jar"}},
+            "downloads[\"dev:bundle\"]: its file name 'alpha-12.jar' is also the primary "
+            "file's: each file of a build has a name of its own",
+        ),
+        (
+            {"server:mojmap": MOJMAP, "dev:bundle": dict(MOJMAP, sha256="0" * 64)},
+            "downloads[\"dev:bundle\"]: its file name 'alpha-12-mojmap.jar' is also "
+            'downloads["server:mojmap"]\'s: each file of a build has a name of its own',
+        ),
+        (
+            {"a:b": BUNDLE, "dev:bundle": dict(MOJMAP, file="alpha-12-bundle.jar")},
+            "downloads[\"dev:bundle\"]: its file name 'alpha-12-bundle.jar' is also "
+            'downloads["a:b"]\'s: each file of a build has a name of its own',
+        ),
+    ],
+)
+def test_extra_file_rules_name_the_build_and_the_key(downloads, message):
+    text = file_text(make_build(3), with_extras(downloads))
+    assert datafile._fast_project("alpha", text) is None
+    assert parse_error(text.encode()) == f"data/alpha.json: build 12 (builds[1]): {message}"
+
+
+def test_the_file_names_of_a_kept_primary_and_of_urls_that_give_none_are_compared_as_such():
+    # a kept primary's name is its file's; URLs ending in '/' give no name, and share none
+    primary = kept_build(12, downloads={"a:b": {"downloadUrl": "https://a.example/alpha-12.jar"}})
+    assert "is also the primary file's" in parse_error(make_project([primary]))
+    nameless = {"downloadUrl": "https://a.example/"}
+    build = make_build(12, downloadUrl="https://b.example/", downloads={"a:b": nameless})
+    build["downloads"]["c:d"] = {"downloadUrl": "https://c.example/x/"}
+    fast, checked = both_paths(file_text(build))
+    assert fast is not None and fast.builds[0].downloads["a:b"].file_name == ""
+    assert_same_values(fast, checked)

@@ -930,3 +930,112 @@ def test_the_plain_api_json_is_one_message_saying_what_to_fetch(project, tmp_pat
         f"'{remote_api.api_url(JOB)}' -o job.json\n",
     )
     assert project.read_bytes() == before
+
+
+# --- extra files: --extra-artifact (issue 35) ---------------------------------------------------
+
+PAPERCLIP = "paperclip/alpha-paperclip-21.jar"
+JAVADOC = "build/libs/alpha-1.21.4-21-javadoc.jar"
+EXTRA_ARTIFACTS = ("--extra-artifact", r"server:paperclip=^paperclip/",
+                   "--extra-artifact", r"docs:javadoc=-javadoc\.jar$")  # fmt: skip
+
+
+def test_an_extra_artifact_is_linked_under_its_key_and_a_build_without_it_has_none(project, capsys):
+    assert run(project.parent, "--job-json", FREESTYLE, *EXTRA_ARTIFACTS) == 0
+    built = {build["buildNumber"]: build for build in builds_in(project)}
+    assert built[21] == dict(
+        FREESTYLE_BUILDS[1],
+        downloads={
+            "docs:javadoc": {"downloadUrl": JOB + "21/artifact/" + JAVADOC},
+            "server:paperclip": {"downloadUrl": JOB + "21/artifact/" + PAPERCLIP},
+        },
+    )
+    assert built[25] == FREESTYLE_BUILDS[2] and built[20] == FREESTYLE_BUILDS[0]
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "added build 21: channel 1.21.4, docs:javadoc, server:paperclip"
+    )
+    assert checking.check_directory(project.parent) == []
+
+
+def test_extra_artifacts_are_picked_before_the_primary(project):
+    # the default rule's jar taken as an extra file: the primary is the next one it allows
+    taken = ("--extra-artifact", r"server:mojmap=alpha-1\.21\.4-21\.jar$")
+    assert run(project.parent, "--job-json", FREESTYLE, *taken) == 0
+    [built] = [build for build in builds_in(project) if build["buildNumber"] == 21]
+    assert built["downloadUrl"] == JOB + "21/artifact/" + PAPERCLIP
+    assert built["downloads"] == {
+        "server:mojmap": {"downloadUrl": FREESTYLE_BUILDS[1]["downloadUrl"]}
+    }
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--extra-artifact", "paperclip"], "'paperclip' is not KEY=REGEX"),
+        (["--extra-artifact", "server:default=x"], "the key 'server:default' is the primary"),
+        (["--extra-artifact", "A:b=x"], "the key 'A:b' must be kind:variant"),
+        (["--extra-artifact", "a:b=("], "'(' is not a regular expression"),
+        (["--extra-artifact", "a:b=x", "--extra-artifact", "a:b=y"], "a:b is given twice"),
+        (
+            [arg for n in range(17) for arg in ("--extra-artifact", f"a:{n}=x")],
+            "17 --extra-artifact: a build takes 16 at most",
+        ),
+    ],
+)
+def test_a_bad_extra_artifact_is_bad_usage(project, capsys, flags, message):
+    with pytest.raises(SystemExit) as exited:
+        run(project.parent, "--job-json", FREESTYLE, *flags)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+A21_PAPERCLIP = "/job/Alpha/21/artifact/" + PAPERCLIP
+A21_JAVADOC = "/job/Alpha/21/artifact/" + JAVADOC
+PAPERCLIP_JAR, JAVADOC_JAR = b"PK\x03\x04 paperclip " * 2000, b"PK\x03\x04 javadoc " * 1000
+
+
+def test_mirror_keeps_each_extra_artifact_as_publish_extra_file_does(
+    project, mirrored_job, fake_jenkins, capsys
+):
+    fake_jenkins.routes.update({A21_PAPERCLIP: PAPERCLIP_JAR, A21_JAVADOC: JAVADOC_JAR})
+    data_dir, base = project.parent, fake_jenkins.base
+    assert mirror(data_dir, mirrored_job, *EXTRA_ARTIFACTS) == 0
+    [built] = [build for build in builds_in(project) if build["buildNumber"] == 21]
+    assert built == dict(
+        kept(FREESTYLE_BUILDS[1], base, JAR21, "alpha-1.21.4-21.jar"),
+        downloads={
+            "docs:javadoc": {
+                "sha256": hashlib.sha256(JAVADOC_JAR).hexdigest(),
+                "size": len(JAVADOC_JAR),
+                "file": "alpha-1.21.4-21-javadoc.jar",
+            },
+            "server:paperclip": {
+                "sha256": hashlib.sha256(PAPERCLIP_JAR).hexdigest(),
+                "size": len(PAPERCLIP_JAR),
+                "file": "alpha-paperclip-21.jar",
+            },
+        },
+    )
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"added build 21: channel 1.21.4, kept as alpha-1.21.4-21.jar ({len(JAR21):,} bytes), "
+        f"docs:javadoc kept as alpha-1.21.4-21-javadoc.jar ({len(JAVADOC_JAR):,} bytes), "
+        f"server:paperclip kept as alpha-paperclip-21.jar ({len(PAPERCLIP_JAR):,} bytes)"
+    )
+    jars = (JAR21, JAR25, PAPERCLIP_JAR, JAVADOC_JAR)
+    assert store_files(data_dir / "artifacts") == sorted(map(object_of, jars))
+    assert cli.main(["check", "--data", str(data_dir), "--verify"]) == 0
+
+
+def test_mirror_fails_a_build_whose_extra_artifact_fails_and_keeps_none_of_its_files(
+    project, mirrored_job, fake_jenkins, capsys
+):
+    fake_jenkins.routes.update({A21_PAPERCLIP: PAPERCLIP_JAR})  # and no javadoc: a 404
+    data_dir = project.parent
+    assert mirror(data_dir, mirrored_job, *EXTRA_ARTIFACTS) == 0
+    assert [b["buildNumber"] for b in builds_in(project)] == [25]
+    deleted, added, failed = capsys.readouterr().out.splitlines()
+    # the primary's file, downloaded first, deleted: a build is added whole or not at all
+    assert deleted.startswith(f"deleted {data_dir / 'artifacts' / object_of(JAR21)} (")
+    assert added.startswith("added build 25: ")
+    assert failed == f"failed build 21: {fake_jenkins.base}{A21_JAVADOC} answered 404 Not Found"
+    assert store_files(data_dir / "artifacts") == [object_of(JAR25)]

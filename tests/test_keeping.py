@@ -198,8 +198,9 @@ def test_the_watcher_finds_a_vanished_object_by_itself(data_dir, jar):
             threading.Event().wait(0.01)
     finally:
         store.stop()
-    [(slug, build, problem)] = store.unavailable()
+    [(slug, build, file, problem)] = store.unavailable()
     assert (slug, build.number, problem) == ("alpha", 9, f"{object_path} is missing")
+    assert file is build  # its primary
 
 
 # --- what a write deletes, and --prune (issue 23) ---------------------------------------------

@@ -179,10 +179,11 @@ def test_schema_examples_are_valid(name, example):
 def test_object_schemas_are_strict(name):
     schema = DOCUMENT["components"]["schemas"][name]
     assert schema["type"] == "object" and schema["additionalProperties"] is False
-    # Integrity data is on the builds that have it, both fields or neither; a problem of a
-    # part of the service is in the health report while it lasts.
+    # Integrity data is on the builds that have it, both fields or neither, and their files
+    # by key on those with extra files; a problem of a part of the service is in the health
+    # report while it lasts.
     optional = {
-        "Build": {"sha256", "size"},
+        "Build": {"sha256", "size", "downloads"},
         "Health": {"downloadCounting", "webhooks"},
         "FillSupport": {"end"},  # as Fill, absent when there is none
     }.get(name, set())
@@ -418,6 +419,7 @@ CASES = [
     Case("GET", "/api/v2/jd?project=alpha&channel=9.9&experimental=true", 404, "no_matching_build"),
     Case("GET", "/downloads/latest?project=nope", 404, "unknown_project"),
     Case("GET", "/downloads/latest?project=alpha&channel=1.21.1-pre1", 404, "no_matching_build"),
+    Case("GET", "/downloads/latest?project=alpha&download=dev:bundle", 404, "unknown_download"),
     Case("GET", "/downloads", 404, "not_found"),
     Case("GET", "/nope", 404, "not_found"),
     Case("GET", "/api/v2", 404, "not_found"),

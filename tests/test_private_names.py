@@ -25,6 +25,7 @@ COINCIDENCES = {
         "cache": "Service.cache, ours (SimpleTemplate has a cache)",
         "code": "ApiError.code, ours (SimpleTemplate keeps its compiled code as code)",
         "filename": "a multipart part's, upload.py's parser's (bottle's FileUpload has one)",
+        "files": "Build.files, ours: a build's files by key (the request has files)",
         "match": "a regular expression's (bottle's Router has match)",
         "name": "the name of a view or a file (templates have a name)",
         "read": "reading a static file (WSGIFileWrapper has read)",

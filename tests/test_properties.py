@@ -412,12 +412,14 @@ BUILD_FIELDS = sorted(dataformat.WRITTEN_BUILD_KEYS) + [
     "other",
 ]
 COMMIT_FIELDS = sorted(dataformat.AUTHORED_COMMIT_KEYS) + ["other"]
+EXTRA_FIELDS = sorted(dataformat.DOWNLOAD_KEYS) + ["other"]
 DELETE = object()
 
 places = st.one_of(
     st.tuples(st.just("project"), st.sampled_from(PROJECT_FIELDS)),
     st.tuples(st.just("build"), st.sampled_from(BUILD_FIELDS)),
     st.tuples(st.just("commit"), st.sampled_from(COMMIT_FIELDS)),
+    st.tuples(st.just("extra file"), st.sampled_from(EXTRA_FIELDS)),
 )
 mutations = st.lists(st.tuples(places, json_values | st.just(DELETE)), min_size=1, max_size=3)
 
@@ -428,13 +430,24 @@ def test_any_value_at_any_field_is_a_project_or_a_data_error(doc, changes, which
     assert_servable("data/p.json", json_text(damaged(doc, changes, which)))
 
 
+PATHS = {
+    "project": (),
+    "build": ("builds",),
+    "commit": ("builds", "commits"),
+    "extra file": ("builds", "downloads"),
+}
+
+
 def damaged(doc, changes, which):
     """`doc` with each change made at its level: the project, or the `which`-th build or
-    commit (counting round); a change whose place an earlier change removed is skipped."""
+    commit or extra file (counting round); a change whose place an earlier change removed, or
+    that is not there, is skipped."""
     for (level, key), value in changes:
         target = doc
-        for step in ("builds", "commits")[: ("project", "build", "commit").index(level)]:
+        for step in PATHS[level]:
             inner = target.get(step) if isinstance(target, dict) else None
+            if isinstance(inner, dict):  # the extra files, by key
+                inner = list(inner.values())
             target = inner[which % len(inner)] if isinstance(inner, list) and inner else None
         if not isinstance(target, dict):  # an earlier change replaced or removed it
             continue
@@ -464,10 +477,38 @@ def every_key_commits(draw):
     return commit
 
 
+download_keys = st.from_regex(r"[a-z0-9-]{1,8}:[a-z0-9-]{1,8}", fullmatch=True).filter(
+    lambda key: key != model.PRIMARY_KEY
+)
+
+
+@st.composite
+def every_key_downloads(draw, primary):
+    """A build's extra files, any of the keys of each: kept, elsewhere with integrity data or
+    without; their names unlike each other's and the primary file's, `primary`."""
+    downloads = {}
+    for index, key in enumerate(draw(st.lists(download_keys, min_size=1, max_size=3, unique=True))):
+        kind = draw(st.sampled_from(["elsewhere", "integrity", "kept", "nameless"]))
+        extra = {"downloadUrl": f"https://cdn.example.org/a:b/extra-{index}.jar?c:d"}
+        if kind == "nameless":  # a URL that gives no name: it shares none
+            extra["downloadUrl"] = f"http://cdn.example.org:8080/{index}:/"
+        if kind in ("integrity", "kept"):
+            extra["sha256"] = draw(st.text("0123456789abcdef", min_size=64, max_size=64))
+            extra["size"] = draw(st.integers(0, 2**64))
+        if kind == "kept":
+            del extra["downloadUrl"]
+            suffix = draw(st.from_regex(r"[A-Za-z0-9._+-]{0,20}", fullmatch=True))
+            extra["file"] = f"extra-{index}-{suffix}"
+        if model.file_name_in_url(extra.get("downloadUrl", "")) != primary:
+            downloads[key] = extra
+    return downloads
+
+
 @st.composite
 def every_key_projects(draw):
     """Valid project files in which any key of the format may appear (the legacy 'commit'
-    aside): the project's optional keys, integrity data, kept files and commit authors."""
+    aside): the project's optional keys, integrity data, kept files, extra files and commit
+    authors."""
     builds = []
     for n in draw(st.lists(st.integers(0, 2**63), unique=True, max_size=12)):
         build = {
@@ -486,6 +527,9 @@ def every_key_projects(draw):
         if kind == "kept":
             del build["downloadUrl"]
             build["file"] = draw(st.from_regex(model.FILE_NAME_PATTERN, fullmatch=True))
+        if draw(st.booleans()):
+            primary = build.get("file") or model.file_name_in_url(build["downloadUrl"])
+            build["downloads"] = draw(every_key_downloads(primary))
         if draw(st.booleans()):  # yanked, maybe with a reason
             build["yankedAt"] = draw(timestamps)
             if draw(st.booleans()):
@@ -528,10 +572,11 @@ def version_entries(draw):
 
 
 def keys_of(doc):
-    """The keys `doc` gives: the project's, its builds', its commits'."""
+    """The keys `doc` gives: the project's, its builds', its commits', its extra files'."""
     builds = doc["builds"]
     commits = [commit for build in builds for commit in build["commits"]]
-    return (set(doc), set().union(*builds), set().union(*commits))
+    extras = [extra for build in builds for extra in build.get("downloads", {}).values()]
+    return (set(doc), set().union(*builds), set().union(*commits), set().union(*extras))
 
 
 def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
@@ -539,6 +584,7 @@ def test_the_generated_files_can_hold_every_key_of_the_format_at_once():
         set(dataformat.PROJECT_KEYS),
         set(dataformat.BUILD_KEYS),
         set(dataformat.AUTHORED_COMMIT_KEYS),
+        set(dataformat.DOWNLOAD_KEYS),
     )
     # Found, not shrunk: any file with every key will do.
     found = find(

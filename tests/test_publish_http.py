@@ -367,8 +367,9 @@ BAD_BODIES = {
         "the part 'build' is given twice",
     ),
     "repeated file part": ([FILE, FILE], "the part 'file' is given twice"),
-    "too many parts": (
-        [("build", {"channelVersion": "1.21"}), FILE, ("build", {})],
+    "too many parts": (  # 'build', 'file' and 16 extra files at most
+        [("build", {"channelVersion": "1.21"}), FILE]
+        + [(f"download:a:{n}", b"x", f"{n}.jar") for n in range(17)],
         "goes past a limit",
     ),
     "build part not an object": ([("build", ["1.21"]), FILE], "the build must be a JSON object"),
@@ -866,7 +867,9 @@ def test_screen_of_a_write(app):
     assert proven(app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most), **ok))).who
     refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(most + 1), **ok))
     assert (refused.status_code, refused.code) == (413, "too_large")
-    assert "a file of 1 MiB at most (the server's --max-file-mb)" in refused.body
+    assert "a file of 1 MiB at most (the server's --max-file-mb; the extra files of a " in (
+        refused.body
+    )
     json_ok = dict(ok, CONTENT_TYPE="application/json; charset=utf-8")
     assert proven(app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str(1 << 20), **json_ok)))
     refused = app.screen(environ("PUT", WRITE, CONTENT_LENGTH=str((1 << 20) + 1), **json_ok))
@@ -1117,6 +1120,39 @@ def test_a_publish_through_a_real_server(running, data_dir, state, tmp_path):
     for path in [*data_dir.rglob("*"), *Path(state).rglob("*")]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+@pytest.mark.system
+def test_a_real_server_streams_each_extra_file_into_the_store(running, data_dir, tmp_path):
+    """curl -F to `python server.py`: the parts download:KEY are received by the server's
+    upload as it arrives (web/upload.py fed through `consume`), as the part `file` is."""
+    files = {"file": os.urandom(1 << 20), "download:server:mojmap": os.urandom(2 << 20)}
+    flags = []
+    for part, data in files.items():
+        path = tmp_path / f"alpha-9{part.removeprefix('download:server')}.jar".replace(":", "-")
+        path.write_bytes(data)
+        flags += ["-F", f"{part}=@{path}"]
+    url = f"http://127.0.0.1:{running.port}{API}/projects/alpha/builds/9"
+    build = (
+        '{"channelVersion": "1.21", "downloads": {"x:y": {"downloadUrl": "https://a.example/x"}}}'
+    )
+    published = curl(
+        "-X", "PUT", "-H", f"Authorization: Bearer {running.text}",
+        "-F", f"build={build};type=application/json", *flags, url,
+    )  # fmt: skip
+    assert published.splitlines()[-1] == "201", published
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    [written] = [b for b in doc["builds"] if b["buildNumber"] == 9]
+    assert written["downloads"]["server:mojmap"] == {
+        "sha256": hashlib.sha256(files["download:server:mojmap"]).hexdigest(),
+        "size": 2 << 20,
+        "file": "alpha-9-mojmap.jar",
+    }
+    assert written["downloads"]["x:y"] == {"downloadUrl": "https://a.example/x"}
+    assert sorted(artifacts.objects(str(data_dir / "artifacts"))) == sorted(
+        hashlib.sha256(data).hexdigest() for data in files.values()
+    )
+    assert leftovers(data_dir) == []
 
 
 def head_of_put(

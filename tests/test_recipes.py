@@ -644,6 +644,44 @@ def test_the_generic_curl_recipe_publishes_and_says_what_went_wrong(box, ci_chec
     assert_kept(box, 154, content)  # as it was
 
 
+def test_the_extra_files_curl_recipe_keeps_each_file_and_names_the_one_elsewhere(box, ci_checkout):
+    ci_side, content = ci_checkout
+    command = code_block(section("### Extra files over HTTPS"), "```sh", "sh")
+    extras = {}
+    for key, name in (("server:mojmap", "mojmap"), ("dev:bundle", "bundle")):
+        path = os.path.join(ci_side["checkout"], JAR.replace(".jar", f"-{name}.jar"))
+        extras[key] = random.Random(name).randbytes(1 << 20)
+        with open(path, "wb") as f:
+            f.write(extras[key])
+    token = new_token(box)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def run():
+        return subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", command.replace(PUBLIC_URL, url)],
+            cwd=ci_side["checkout"], capture_output=True, text=True, timeout=120,
+            env=dict(PATH="/usr/bin:/bin", HOME=ci_side["home"], BUILDSHELF_TOKEN=token),
+        )  # fmt: skip
+
+    with service(box, port, url, PYTHONPATH=REPO):  # this checkout's code, whatever is installed
+        first, again = run(), run()
+    assert (first.returncode, again.returncode) == (0, 0), (first.stdout, again.stdout)
+    assert json.loads(again.stdout) == json.loads(first.stdout)  # the retry: 200, the same
+    build = assert_kept(box, 155, content)
+    assert {key: extra.file_name for key, extra in build.downloads.items()} == {
+        "dev:bundle": "tinplate-1.21.4-bundle.jar",
+        "docs:javadoc": "tinplate-1.21.4-155-javadoc.jar",
+        "server:mojmap": "tinplate-1.21.4-mojmap.jar",
+    }
+    assert [extra.hosted for extra in build.downloads.values()] == [True, False, True]
+    for key, data in extras.items():
+        sha = hashlib.sha256(data).hexdigest()
+        assert build.downloads[key].sha256 == sha
+        with open(f"{box}/srv/buildshelf/data/artifacts/{sha[:2]}/{sha}", "rb") as f:
+            assert f.read() == data
+
+
 # --- backing up and restoring ---
 
 

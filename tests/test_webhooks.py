@@ -168,6 +168,20 @@ def test_events_published_replaced_yanked_in_number_order(data_dir, make_notifie
     assert notifier.announce() == 0  # each change once
 
 
+def test_the_json_payload_carries_a_build_s_extra_files(data_dir, make_notifier, receiver):
+    store, notifier = make_notifier(json_target(receiver), start=False)
+    extra = {"downloadUrl": "https://cdn.example.org/alpha-20-mojmap.jar"}
+    publish(data_dir, 20, downloads={"server:mojmap": extra})
+    store.refresh()
+    assert notifier.announce() == 1
+    [row] = notifier.outbox.pending(outbox.target_key(receiver.url(), "json"))
+    build = json.loads(row.body)["data"]["build"]  # as the API serves it
+    assert build["downloads"] == {
+        "server:default": {"name": "alpha-20.jar", "url": build["downloadUrl"]},
+        "server:mojmap": {"name": "alpha-20-mojmap.jar", "url": extra["downloadUrl"]},
+    }
+
+
 def test_unchanged_reload_and_other_projects_announce_nothing(data_dir, make_notifier, receiver):
     store, notifier = make_notifier(
         json_target(receiver, projects=["beta"], events=["build.yanked"]), start=False

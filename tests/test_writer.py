@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from buildshelf import cli, commands, settings
 from buildshelf import store as store_module
 from buildshelf.datafiles import checking, datafile, dataformat
+from buildshelf.kept import keeping
 from buildshelf.writing import refusals, rewrite, writer
 from helpers import ALPHA_BUILDS, assert_same_values, make_build, make_project, write_file
 
@@ -726,6 +727,30 @@ def test_keys_are_put_in_the_specs_order_and_nothing_is_dropped(data_dir):
     assert list(written["builds"][0]["commits"][0]) == ["message", "hash"]
 
 
+def test_extra_files_are_written_last_by_key_each_with_its_keys_in_order(data_dir):
+    sha = "ab" * 32
+    build = make_build(4)
+    build["downloads"] = {  # as a hand edit may write them
+        "server:mojmap": {"file": "alpha-4-m.jar", "size": 3, "sha256": sha},
+        "dev:bundle": {"size": 1, "sha256": sha, "downloadUrl": "https://a.example/b.jar"},
+    }
+    shuffled = {key: build[key] for key in reversed(list(build))}
+    write_file(data_dir / "alpha.json", make_project([shuffled]))
+    assert cli.main(publish_argv(data_dir, 9)) == 0
+    [written, _] = json.loads((data_dir / "alpha.json").read_text())["builds"]
+    assert list(written) == list(dataformat.PLAIN_BUILD_KEYS) + ["downloads"]
+    assert dataformat.BUILD_KEYS[-1] == "downloads"
+    assert written["downloads"] == {
+        "dev:bundle": {"downloadUrl": "https://a.example/b.jar", "sha256": sha, "size": 1},
+        "server:mojmap": {"sha256": sha, "size": 3, "file": "alpha-4-m.jar"},
+    }
+    assert [list(extra) for extra in written["downloads"].values()] == [
+        ["downloadUrl", "sha256", "size"],
+        ["sha256", "size", "file"],
+    ]
+    assert list(written["downloads"]) == ["dev:bundle", "server:mojmap"]
+
+
 def test_non_ascii_text_is_written_as_utf8(canonical):
     assert cli.main(publish_argv(canonical.parent, 9, "--commit", "abc", "Réparer ✓")) == 0
     assert '"message": "Réparer ✓"' in canonical.read_text(encoding="utf-8")
@@ -894,7 +919,7 @@ def test_a_staged_file_is_renamed_into_place_never_copied(data_dir):
     inode = os.stat(received.path).st_ino
     build = make_build(9)
     del build["downloadUrl"]
-    keep = writer.Keep(received.path, staged=received, name="alpha-9.jar")
+    keep = keeping.Keep(received.path, staged=received, name="alpha-9.jar")
     published = writer.publish(str(data_dir), "alpha", build, keep=keep, store_dir=store_dir)
     assert published.outcome == "added" and published.stored.created
     assert os.stat(published.stored.path).st_ino == inode  # the same file: no second copy
@@ -909,10 +934,10 @@ def test_a_staged_file_of_bytes_already_stored_is_removed(data_dir):
     first = staged(store_dir, b"jar bytes")
     build = make_build(9)
     del build["downloadUrl"]
-    keep = writer.Keep(first.path, staged=first, name="alpha-9.jar")
+    keep = keeping.Keep(first.path, staged=first, name="alpha-9.jar")
     writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
     again = staged(store_dir, b"jar bytes")
-    keep = writer.Keep(again.path, staged=again, name="alpha-9.jar")
+    keep = keeping.Keep(again.path, staged=again, name="alpha-9.jar")
     published = writer.publish(str(data_dir), "alpha", dict(build), keep=keep, store_dir=store_dir)
     assert published.outcome == "unchanged" and not published.stored.created
     assert not os.path.exists(again.path)
@@ -1058,7 +1083,7 @@ def test_any_writes_leave_the_stable_format_and_the_project_a_fresh_parse_makes(
         if what == "keep":
             del build["downloadUrl"]
             jar.write_bytes(f"{number} {channel}".encode())
-            keep = writer.Keep(str(jar))
+            keep = keeping.Keep(str(jar))
         try:
             if what in ("publish", "keep", "replace"):
                 replace = what == "replace"

@@ -22,24 +22,30 @@ def check_directory(
 ) -> list[DataError]:
     """Every DataError in `directory`, in file order, then the problems of the kept files its
     builds name in the artifact store `store_dir` (see ArtifactStore.problems): the check command.
-    The objects named are added to `used`, yanked builds' too (their files stay until
-    purged); (Project, Build) of each yanked build whose file is kept to `yanked`."""
+    The objects named, by a build's primary or an extra file, are added to `used`, yanked
+    builds' too (their files stay until purged); (Project, Build, kept file) of each kept
+    file of a yanked build to `yanked`."""
     problems, projects, used = [], [], set() if used is None else used
     for path, project in read_projects(directory):
         if isinstance(project, DataError):
             problems.append(project)
         else:
             projects.append((path, project))
-            used.update(build.sha256 for build in project.hosted_builds)
+            used.update(file.sha256 for build in project.hosted_builds for file in build.kept_files)
             for build in project.yanked:
-                if build.hosted:
-                    used.add(build.sha256)
+                for file in build.kept_files:
+                    used.add(file.sha256)
                     if yanked is not None:
-                        yanked.append((project, build))
+                        yanked.append((project, build, file))
     if store_dir is not None:
-        kept = ((path, build) for path, project in projects for build in project.hosted_builds)
-        for path, build, problem in stores.opened(store_dir).problems(kept, rehash):
-            where = f"build {build.number}, file {build.file}"
+        kept = (
+            (path, build, file)
+            for path, project in projects
+            for build in project.hosted_builds
+            for file in build.kept_files
+        )
+        for path, build, file, problem in stores.opened(store_dir).problems(kept, rehash):
+            where = f"build {build.number}, file {file.file}"
             problems.append(DataError(path, f"its object {problem}", where=where))
     return problems
 
@@ -84,12 +90,12 @@ def _list_yanked(store_dir, yanked):
     if store_dir is None:
         return
     room, store = {}, stores.opened(store_dir)
-    for project, build in yanked:
-        path = store.name(build.sha256)
-        if store.verify(build.sha256, build.size) is None:  # not purged
-            room[build.sha256] = build.size
+    for project, build, file in yanked:
+        path = store.name(file.sha256)
+        if store.verify(file.sha256, file.size) is None:  # not purged
+            room[file.sha256] = file.size
             print(f"yanked build {build.number} of {project.slug} keeps {printable(path)} "
-                  f"({size(build.size)})")  # fmt: skip
+                  f"({size(file.size)})")  # fmt: skip
     if room:
         print(
             f"{counted(len(room), 'yanked build file')} kept: {size(sum(room.values()))} "

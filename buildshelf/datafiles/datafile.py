@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from itertools import chain, compress, islice, repeat
-from operator import attrgetter, eq, gt, is_, is_not, lt, not_
+from operator import attrgetter, eq, is_, lt, not_
 
 import msgspec
 
@@ -26,15 +26,15 @@ from buildshelf.datafiles.dataformat import (
     valid_build,
     version_infos,
 )
+from buildshelf.datafiles.fast_rules import NO_EXTRAS, extras_hold, given, integrity_holds
 from buildshelf.model import (
     CHANNEL_PATTERN,
-    FILE_NAME_PATTERN,
     HASH_DIGITS,
-    SHA256_DIGITS,
     SLUG_PATTERN,
     TIMESTAMPS,
     URL_PATTERN,
     Build,
+    BuildWithExtras,
     Commits,
     Project,
     VersionInfo,
@@ -102,8 +102,9 @@ def build_document(
 ) -> dict:
     """A build as a data file holds it, its keys in their written order: a file elsewhere at
     `download_url`, or (None) one kept, whose address the server makes; `given` what is
-    given of the file's `sha256`, `size` and, for a kept one, its `file` name. `url` None:
-    the job run's, which the writer makes under the lock."""
+    given of the file's `sha256`, `size` and, for a kept one, its `file` name, and of the
+    build's extra files (`downloads`). `url` None: the job run's, which the writer makes
+    under the lock."""
     build = {
         "buildNumber": number,
         "url": url,
@@ -115,7 +116,9 @@ def build_document(
     }
     if download_url is None:
         del build["downloadUrl"]
-    build.update((key, given[key]) for key in ("sha256", "size", "file") if key in given)
+    build.update(
+        (key, given[key]) for key in ("sha256", "size", "file", "downloads") if key in given
+    )
     return build
 
 
@@ -267,8 +270,8 @@ def parses_to(slug: str, digest: bytes, project: Project) -> None:
 # accepted only when every rule (dataformat.py) visibly holds, so whatever this accepts,
 # _checked_project accepts with the same result; anything else (a problem, the legacy key, a
 # key maybe written twice, an integer msgspec finds out of range) goes to _checked_project,
-# which finds the message. It knows every other key: integrity data, kept files, authors,
-# javadocPagePrefix.
+# which finds the message. It knows every other key: integrity data, kept files, extra files
+# (fast_rules.py checks the files' rules), authors, javadocPagePrefix.
 
 
 class _File(msgspec.Struct, forbid_unknown_fields=True):
@@ -283,47 +286,42 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
     versions: dict[str, VersionInfo] | msgspec.UnsetType = msgspec.UNSET
 
 
+class _FileWithExtras(_File):
+    """A project file some build of which may have extra files (`downloads`)."""
+
+    builds: list[BuildWithExtras]
+
+
 _decode_file = msgspec.json.Decoder(_File).decode
+_decode_file_with_extras = msgspec.json.Decoder(_FileWithExtras).decode
+_BUILD_FIELDS = Build.__struct_fields__
+
+
+def _decoded(text):
+    """(the file as msgspec reads it, its builds), or None. Only a file in which "downloads"
+    is written pays for extra files (an escaped key aside, which the slow path reads): it is
+    read as a _FileWithExtras, its builds without any made Builds (see BuildWithExtras)."""
+    with_extras = '"downloads"' in text
+    try:
+        doc = (_decode_file_with_extras if with_extras else _decode_file)(text)
+    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
+        return None
+    if not with_extras:
+        return doc, doc.builds
+    return doc, [
+        build
+        if build.downloads is not msgspec.UNSET
+        else Build(**dict(zip(_BUILD_FIELDS, msgspec.structs.astuple(build))))
+        for build in doc.builds
+    ]
+
+
 _number, _url, _download_url = attrgetter("number"), attrgetter("url"), attrgetter("download_url")
 _timestamp, _commits = attrgetter("timestamp"), attrgetter("commits")
 _sha256, _size, _file = attrgetter("sha256"), attrgetter("size"), attrgetter("file")
+_downloads = attrgetter("downloads")
 _yanked_at, _yank_reason = attrgetter("yanked_at"), attrgetter("yank_reason")
 _message, _hash, _author = attrgetter("message"), attrgetter("hash"), attrgetter("author")
-LOWER_HEX_BYTES = SHA256_DIGITS.encode()
-
-
-def _given(values: list) -> list[bool]:
-    """For each of `values`, whether the file gave it (a key absent from the file is UNSET)."""
-    return list(map(is_not, values, repeat(msgspec.UNSET)))
-
-
-def _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls):
-    """Whether the builds' sha256s, sizes and files (in build order, UNSET where absent)
-    visibly follow _integrity's rules; `with_integrity` says which builds have a sha256,
-    `kept` which have a file (None: none)."""
-    if not any(with_integrity):  # nearly every file: no integrity data, so no kept file
-        return sizes.count(msgspec.UNSET) == len(sizes) and kept is None
-    if _given(sizes) != with_integrity:  # sha256 and size go together
-        return False
-    if not all(with_integrity):  # a file only with them; check those that have them
-        if kept is not None and any(map(gt, kept, with_integrity)):
-            return False
-        sha256s = list(compress(sha256s, with_integrity))
-        sizes = list(compress(sizes, with_integrity))
-    all_sha256s = "".join(sha256s)
-    return (
-        min(sizes) >= 0
-        and set(map(len, sha256s)) == {64}
-        and all_sha256s.isascii()
-        and not all_sha256s.encode().translate(None, LOWER_HEX_BYTES)
-        and (
-            kept is None
-            or (
-                all(map(FILE_NAME_PATTERN.match, compress(files, kept)))
-                and not any(compress(download_urls, kept))  # no downloadUrl beside a file
-            )
-        )
-    )
 
 
 def _counted_in_versions(versions: dict) -> tuple[int, int]:
@@ -336,25 +334,29 @@ def _counted_in_versions(versions: dict) -> tuple[int, int]:
 
 def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
-    try:
-        doc = _decode_file(text)
-    except (msgspec.DecodeError, ValueError, RecursionError):  # the slow path says what
+    if (decoded := _decoded(text)) is None:
         return None
+    doc, builds = decoded
     fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
     # The rules of `versions` are project_problem's, over what the file gave (a few entries).
     if "versions" in fields:
         fields["versions"] = msgspec.to_builtins(doc.versions)
-    builds = doc.builds
     numbers = list(map(_number, builds))
     timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
     sha256s, sizes, files = (list(map(get, builds)) for get in (_sha256, _size, _file))
-    with_integrity = _given(sha256s)
+    with_integrity = given(sha256s)
     download_urls = list(map(_download_url, builds))
     # A kept file's build has no downloadUrl (it reads ""); the others have one.
-    kept = None if files.count(msgspec.UNSET) == len(files) else _given(files)
+    kept = None if files.count(msgspec.UNSET) == len(files) else given(files)
     urls = list(map(_url, builds))
     urls += download_urls if kept is None else compress(download_urls, map(not_, kept))
+    extras = NO_EXTRAS  # in a file where "downloads" is not written, as nearly everywhere
+    if type(doc) is _FileWithExtras:
+        extras = extras_hold(builds, list(map(_downloads, builds)))
+    if extras is None:
+        return None
+    urls += extras.urls
     all_urls = "".join(urls)
     commits = list(chain.from_iterable(map(_commits, builds)))
     messages = "".join(map(_message, commits))
@@ -364,7 +366,7 @@ def _fast_project(slug, text):
     hashes = list(map(_hash, commits))
     all_hashes = "".join(hashes)
     marks = list(map(_yanked_at, builds))  # the yank marks, UNSET where none
-    yanked_ats = list(compress(marks, _given(marks)))
+    yanked_ats = list(compress(marks, given(marks)))
     reasons = list(map(_yank_reason, builds))
     reasons_given = len(reasons) - reasons.count("")
     all_reasons = "".join(reasons) if reasons_given else ""
@@ -374,7 +376,7 @@ def _fast_project(slug, text):
         and min(timestamps, default=0) in TIMESTAMPS
         and max(timestamps, default=0) in TIMESTAMPS
         and (in_order or len(set(numbers)) == len(numbers))
-        and _integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
+        and integrity_holds(with_integrity, sha256s, sizes, files, kept, download_urls)
         and all_urls.isascii()
         and all(map(URL_PATTERN.match, urls))
         and all(map(CHANNEL_PATTERN.match, set(map(attrgetter("channel"), builds))))
@@ -385,7 +387,7 @@ def _fast_project(slug, text):
         and (all_authors.isascii() or not SURROGATE.search(all_authors))
         and (not yanked_ats or (min(yanked_ats) >= 0 and max(yanked_ats) in TIMESTAMPS))
         # a reason only beside a yankedAt
-        and (not reasons_given or not any(compress(reasons, map(not_, _given(marks)))))
+        and (not reasons_given or not any(compress(reasons, map(not_, given(marks)))))
         and (all_reasons.isascii() or not SURROGATE.search(all_reasons))
     ):
         return None
@@ -404,6 +406,7 @@ def _fast_project(slug, text):
         + len(yanked_ats)
         + reasons_given
         + version_keys
+        + extras.keys
     )
     colons = (
         sum(value.count(":") for value in fields.values() if type(value) is str)
@@ -412,6 +415,7 @@ def _fast_project(slug, text):
         + all_authors.count(":")
         + all_reasons.count(":")
         + version_colons
+        + extras.colons
     )
     if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None

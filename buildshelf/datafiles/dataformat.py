@@ -1,10 +1,11 @@
 """The data files' format: the keys of each object in the order files are written, and the
 rules every value follows, each with the message that says it: a build object's
-(`valid_build`), a commit's and the project's own fields (`project_problem`). A broken rule is
-`RuleBroken`, which datafile.py places in the file.
+(`valid_build`; its extra files', `valid_downloads`), a commit's and the project's own fields
+(`project_problem`). A broken rule is `RuleBroken`, which datafile.py places in the file.
 """
 
 import datetime
+import json
 import re
 
 import msgspec
@@ -22,11 +23,15 @@ from buildshelf.model import (
     TIMESTAMPS,
     URL_PATTERN,
     Build,
+    BuildWithExtras,
     Commit,
     Commits,
+    Download,
     Project,
     VersionInfo,
+    download_key_problem,
     file_keys,
+    file_name_in_url,
     timestamp_problem,
 )
 from buildshelf.text import closest
@@ -38,11 +43,12 @@ HEX_DIGITS = frozenset(HASH_DIGITS)
 PROJECT_KEYS = file_keys(Project)
 OPTIONAL_PROJECT_KEYS = ("slug", "javadocBaseUrl", "javadocPagePrefix", "versions")
 VERSION_KEYS = file_keys(VersionInfo)  # of each entry of `versions`, every one optional
-BUILD_KEYS = file_keys(Build)
+BUILD_KEYS = file_keys(BuildWithExtras)  # a Build's, then its downloads
 LEGACY_BUILD_KEYS = ("commit",)  # accepted and kept in the file, never served
 WRITTEN_BUILD_KEYS = BUILD_KEYS + LEGACY_BUILD_KEYS  # every key a build may have, in order
 AUTHORED_COMMIT_KEYS = file_keys(Commit)
 COMMIT_KEYS = AUTHORED_COMMIT_KEYS[:2]  # 'author' is optional
+DOWNLOAD_KEYS = file_keys(Download)  # an extra file's, in a build's `downloads`
 # As sets, for the checks on every build.
 _PROJECT_KEYS, _REQUIRED_PROJECT_KEYS = (
     set(PROJECT_KEYS),
@@ -56,6 +62,7 @@ _REQUIRED_BUILD_KEYS = _PLAIN_BUILD_KEYS - {"downloadUrl"}
 _ALLOWED_BUILD_KEYS = set(WRITTEN_BUILD_KEYS)
 _COMMIT_KEYS, _AUTHORED_COMMIT_KEYS = set(COMMIT_KEYS), set(AUTHORED_COMMIT_KEYS)
 _VERSION_KEYS = set(VERSION_KEYS)
+_DOWNLOAD_KEYS, _NO_KEYS = set(DOWNLOAD_KEYS), set()
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -168,7 +175,10 @@ def valid_build(value, channels):
                 commits.append(Commit(message, commit_hash, author))
                 continue
         raise RuleBroken(f"commits[{len(commits)}]: {_commit_problem(commit)}")
-    return Build(
+    if integrity and "downloads" in value:  # a plain build has none
+        primary = integrity.get("file") or file_name_in_url(download_url)
+        integrity["downloads"] = valid_downloads(value["downloads"], primary)
+    return (BuildWithExtras if "downloads" in integrity else Build)(
         number=number,
         url=url,
         download_url=download_url,
@@ -205,6 +215,45 @@ def _integrity(value):
     elif "downloadUrl" not in value:
         raise RuleBroken("missing key 'downloadUrl' (or 'file', for a file Buildshelf keeps)")
     return checked
+
+
+def valid_downloads(value, primary: str) -> dict[str, Download]:
+    """A build's `downloads`, its extra files by key in the file's order, every rule checked
+    (`primary` is the name of the build's own file: each file of a build has its own name),
+    or RuleBroken with the rule it breaks and the key it is under."""
+    if type(value) is not dict or not value:
+        raise RuleBroken(
+            "'downloads' must be an object of the build's extra files by key, such as "
+            '{"server:mojmap": {...}}: leave it out for a build without extra files'
+        )
+    names = {primary: "the primary file's"} if primary else {}
+    downloads = {}
+    for key, entry in value.items():
+        where = f"downloads[{json.dumps(key)}]"
+        if problem := download_key_problem(key):
+            raise RuleBroken(f"{where}: the key {problem}")
+        try:
+            if type(entry) is not dict:
+                raise RuleBroken(
+                    "must be an object: 'file', 'sha256' and 'size' for a file Buildshelf "
+                    "keeps, 'downloadUrl' for one elsewhere"
+                )
+            _check_keys(entry, _DOWNLOAD_KEYS, _NO_KEYS)
+            fields = _integrity(entry)
+            if "file" not in fields and not _is_url(entry["downloadUrl"]):
+                raise RuleBroken(f"'downloadUrl' {URL_RULE}")
+        except RuleBroken as problem:
+            raise RuleBroken(f"{where}: {problem}") from None
+        download = downloads[key] = Download(download_url=entry.get("downloadUrl", ""), **fields)
+        name = download.file_name
+        if name in names:
+            raise RuleBroken(
+                f"{where}: its file name {name!r} is also {names[name]}: each file of a build "
+                "has a name of its own"
+            )
+        if name:  # a URL that gives no name (a path ending in '/') has none to share
+            names[name] = f"{where}'s"
+    return downloads
 
 
 YANKED_AT_RULE = "'yankedAt' must be the time of the yank in epoch milliseconds"

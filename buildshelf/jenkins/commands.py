@@ -8,8 +8,10 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from buildshelf import publish_files
 from buildshelf.jenkins import mirror, remote_api
 from buildshelf.kept import kept_files
+from buildshelf.model import MAX_PUBLISHED_EXTRAS
 from buildshelf.text import counted
 from buildshelf.writing import writer
 
@@ -58,6 +60,7 @@ def import_jenkins_parser(commands):
         import_jenkins,
         "add a Jenkins job's successful builds that the project lacks (a second run adds nothing)",
     )
+    sub.set_defaults(usage_problem=_usage_problem)
     sub.add_argument("slug", metavar="SLUG")
     source = sub.add_mutually_exclusive_group(required=True)
     source.add_argument("--job-json", metavar="FILE", help="the job's remote API JSON, saved")
@@ -72,6 +75,16 @@ def import_jenkins_parser(commands):
         metavar="REGEX",
         help="the artifact whose "
         f"relativePath this matches (default: {remote_api.DEFAULT_ARTIFACT_RULE})",
+    )
+    sub.add_argument(
+        "--extra-artifact",
+        type=publish_files.keyed("REGEX", _regex),
+        action="append",
+        default=[],
+        metavar="KEY=REGEX",
+        help="an extra file of each build, under its key (kind:variant, such as "
+        "server:mojmap): the first artifact whose relativePath this matches, picked before "
+        "--artifact's; kept with --mirror, else linked; repeat for more",
     )
     sub.add_argument(
         "--experimental-pattern",
@@ -123,6 +136,15 @@ def _import_jenkins_fetch_arguments(sub):
     kept_files.max_file_mb(sub, "artifact --mirror keeps")
 
 
+def _usage_problem(args):
+    keys = [key for key, _ in args.extra_artifact]
+    if twice := next((key for key in keys if keys.count(key) > 1), None):
+        return f"--extra-artifact {twice} is given twice: give each key once"
+    if len(keys) > MAX_PUBLISHED_EXTRAS:
+        return f"{len(keys)} --extra-artifact: a build takes {MAX_PUBLISHED_EXTRAS} at most"
+    return None
+
+
 # --- the command -------------------------------------------------------------------------------
 
 
@@ -143,7 +165,9 @@ def import_jenkins(args):
     builds = remote_api.parse_job(data, source)
 
     def select(doc):
-        return remote_api.select(builds, doc, args.slug, args.artifact, args.experimental_pattern)
+        return remote_api.select(
+            builds, doc, args.slug, args.artifact, args.experimental_pattern, args.extra_artifact
+        )
 
     if args.mirror:
         selection = mirror.add_builds(
@@ -175,6 +199,10 @@ def import_jenkins(args):
                 else ""
             )
             + (f", downloading {build['downloadUrl']}" if args.mirror and args.dry_run else "")
+            + "".join(
+                _extra_file(key, file, args.mirror and args.dry_run)
+                for key, file in build.get("downloads", {}).items()
+            )
         )
     for which, reason in failed:
         print(f"{fail} {which}: {reason}")
@@ -188,3 +216,11 @@ def import_jenkins(args):
     elif skipped and not (added or failed or present):
         print(f"{args.slug}: none of the job's builds is for it: --verbose says why of each")
     return 0
+
+
+def _extra_file(key, file, downloading):
+    """What an added line says of an extra file: its key, and as what it is kept, or from
+    where it would be downloaded."""
+    if "file" in file:
+        return f", {key} kept as {file['file']} ({counted(file['size'], 'byte')})"
+    return f", {key}" + (f" downloading {file['downloadUrl']}" if downloading else "")

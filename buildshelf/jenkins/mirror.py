@@ -1,6 +1,7 @@
 """import-jenkins --mirror: each new build's artifact downloaded from Jenkins into the artifact
 store, so that the build outlives Jenkins' retention, and the build then kept as
-`publish --file` keeps one (its file's name, sha256 and size instead of a downloadUrl).
+`publish --file` keeps one (its file's name, sha256 and size instead of a downloadUrl); so are
+its extra files' (`--extra-artifact`), as `publish --extra-file` keeps them.
 
 Downloads happen before the data directory's lock is taken, as the job's JSON is fetched:
 other writers need not wait for Jenkins. A download that fails is that build's reason to be
@@ -14,19 +15,27 @@ from buildshelf.http_client import HttpError
 from buildshelf.jenkins import fetch, remote_api
 from buildshelf.kept import artifacts, stores
 from buildshelf.kept.artifacts import Refused
-from buildshelf.model import file_name_in_url
+from buildshelf.model import PRIMARY_KEY, file_name_in_url
 from buildshelf.writing import rewrite, writer
+from buildshelf.writing.objects_in_use import kept_objects
 
 HTML_NAMES = (".html", ".htm")
 
 
+def _files(build: dict) -> list[tuple[str, dict]]:
+    """(key, document) of each file of a build `remote_api` made: its primary (the build
+    itself, as PRIMARY_KEY) and its extras, each with its Jenkins downloadUrl."""
+    return [(PRIMARY_KEY, build), *build.get("downloads", {}).items()]
+
+
 def named(selection: remote_api.Selection) -> remote_api.Selection:
-    """The selection without the builds whose file name may not be kept (skipped, with the
-    rule): nothing is downloaded for them."""
+    """The selection without the builds a file name of which may not be kept (skipped, with
+    the rule): nothing is downloaded for them."""
     added, skipped = [], list(selection.skipped)
     for build in selection.added:
         try:
-            artifacts.check_name(file_name_in_url(build["downloadUrl"]))
+            for _, file in _files(build):
+                artifacts.check_name(file_name_in_url(file["downloadUrl"]))
         except Refused as refused:
             skipped.append((f"build {build['buildNumber']}", str(refused)))
         else:
@@ -73,22 +82,28 @@ def _refused(read):
 
 
 def hosted(selection: remote_api.Selection, downloads: dict, store: str) -> remote_api.Selection:
-    """The selection's builds kept as `publish --file` keeps them, from `downloads`; under the
-    lock. A build whose download failed, did not happen or is gone failed, saying why."""
+    """The selection's builds kept as `publish --file` keeps them, each of their files from
+    `downloads` (by build number and key); under the lock. A build a download of which
+    failed, did not happen or is gone failed, saying why: a build is added whole or not."""
     added, failed = [], list(selection.failed)
     for build in selection.added:
-        got = downloads.get(build["buildNumber"])
-        if isinstance(got, artifacts.Stored):
-            gone = stores.opened(store).verify(got.sha256, got.size)
-            got = f"its downloaded file {gone}: run again" if gone else got
-        if got is None:
-            got = "not downloaded (the project's file changed meanwhile): run again"
-        if isinstance(got, str):
-            failed.append((f"build {build['buildNumber']}", got))
-            continue
-        kept = {key: value for key, value in build.items() if key != "downloadUrl"}
-        name = file_name_in_url(build["downloadUrl"])
-        added.append(dict(kept, sha256=got.sha256, size=got.size, file=name))
+        kept = {}
+        for key, file in _files(build):
+            got = downloads.get((build["buildNumber"], key))
+            if isinstance(got, artifacts.Stored):
+                gone = stores.opened(store).verify(got.sha256, got.size)
+                got = f"its downloaded file {gone}: run again" if gone else got
+            if got is None:
+                got = "not downloaded (the project's file changed meanwhile): run again"
+            if isinstance(got, str):
+                failed.append((f"build {build['buildNumber']}", got))
+                break
+            name = file_name_in_url(file["downloadUrl"])
+            kept[key] = {"sha256": got.sha256, "size": got.size, "file": name}
+        else:
+            primary = {key: value for key, value in build.items() if key != "downloadUrl"}
+            primary.update(kept.pop(PRIMARY_KEY))
+            added.append(dict(primary, downloads=kept) if kept else primary)
     return selection._replace(added=added, failed=failed)
 
 
@@ -113,14 +128,17 @@ def add_builds(
     wanted = writer.selected(directory, slug, lambda doc: named(select(doc)))
     if dry_run:
         return wanted
-    downloads, used = {}, []
+    downloads, used = {}, []  # by (build number, key of the file)
     try:
         for build in wanted.added:
-            try:
-                got = download(build["downloadUrl"], store, max_bytes, timeout, allowed_hosts)
-            except Refused as refused:
-                got = str(refused)
-            downloads[build["buildNumber"]] = got
+            for key, file in _files(build):
+                try:
+                    got = download(file["downloadUrl"], store, max_bytes, timeout, allowed_hosts)
+                except Refused as refused:
+                    got = str(refused)
+                downloads[build["buildNumber"], key] = got
+                if isinstance(got, str):  # the build fails: its other files are not needed
+                    break
         selection = writer.add_builds(
             directory, slug, lambda doc: hosted(named(select(doc)), downloads, store)
         )
@@ -133,7 +151,7 @@ def add_builds(
             for got in downloads.values()
             if isinstance(got, artifacts.Stored) and got.created
         }
-        if leftovers := made - {build["sha256"] for build in used}:
+        if leftovers := made - kept_objects(used):
             with rewrite.locked(directory):
                 writer.remove_if_unused(directory, store, leftovers, report)
     return selection

@@ -106,14 +106,34 @@ def parse_job(data, source):
     return builds
 
 
-def _artifact(artifacts, pattern):
+def _artifact(artifacts, pattern, taken=()):
+    """The relativePath of the first of `artifacts` that `pattern` matches (None: the default
+    rule) and that is not `taken` (by an extra file), or None."""
     for artifact in artifacts if isinstance(artifacts, list) else ():
         path = artifact.get("relativePath") if isinstance(artifact, dict) else None
-        if isinstance(path, str) and (
-            pattern.search(path) if pattern else DEFAULT_ARTIFACT.search(path.rsplit("/", 1)[-1])
+        if (
+            isinstance(path, str)
+            and path not in taken
+            and (
+                pattern.search(path)
+                if pattern
+                else DEFAULT_ARTIFACT.search(path.rsplit("/", 1)[-1])
+            )
         ):
             return path
     return None
+
+
+def _extras(artifacts, extras):
+    """The relativePath of each extra file's artifact, by key: the first its pattern matches
+    that no other extra file took. A key none matches is left out: that build has no such
+    file (an older build, made before the job made it)."""
+    found = {}
+    for key, pattern in extras:
+        path = _artifact(artifacts, pattern, found.values())
+        if path is not None:
+            found[key] = path
+    return found
 
 
 def _commits(build):
@@ -135,8 +155,9 @@ def _commits(build):
     ]
 
 
-def to_build(build, artifact=None, experimental=None):
-    """One Jenkins build as a data-file build, or a string: why it is skipped."""
+def to_build(build, artifact=None, experimental=None, extras=()):
+    """One Jenkins build as a data-file build, or a string: why it is skipped. `extras`, (key,
+    pattern) pairs, pick the artifacts of its extra files, before the primary is picked."""
     if build.get("building") is not False and build.get("building") is not None:
         return "still building"
     if build.get("result") != "SUCCESS":
@@ -150,11 +171,15 @@ def to_build(build, artifact=None, experimental=None):
     if not isinstance(url, str):
         return "no url"
     url = url if url.endswith("/") else url + "/"
-    path = _artifact(build.get("artifacts"), artifact)
+    found = _extras(build.get("artifacts"), extras)
+    path = _artifact(build.get("artifacts"), artifact, found.values())
     if path is None:
-        return "no artifact matching " + (
-            repr(artifact.pattern) if artifact else DEFAULT_ARTIFACT_RULE
+        return (
+            "no artifact matching "
+            + (repr(artifact.pattern) if artifact else DEFAULT_ARTIFACT_RULE)
+            + (" that no --extra-artifact took" if found else "")
         )
+    downloads = {key: {"downloadUrl": _artifact_url(url, found[key])} for key in sorted(found)}
     return datafile.build_document(
         build["number"],
         match["channel"],
@@ -162,8 +187,14 @@ def to_build(build, artifact=None, experimental=None):
         bool(experimental.search(name)) if experimental else name.endswith(")"),
         _commits(build),
         url=url,
-        download_url=url + "artifact/" + quote(path, safe="/+"),
+        download_url=_artifact_url(url, path),
+        **({"downloads": downloads} if downloads else {}),
     )
+
+
+def _artifact_url(run_url, path):
+    """Where Jenkins serves the artifact at `path` of the run at `run_url`."""
+    return run_url + "artifact/" + quote(path, safe="/+")
 
 
 def _problem(doc, slug, build):
@@ -178,8 +209,9 @@ def _problem(doc, slug, build):
     return None
 
 
-def select(builds, doc, slug, artifact=None, experimental=None):
-    """Which of the job's `builds` to add to the project `doc`, and why the others are not."""
+def select(builds, doc, slug, artifact=None, experimental=None, extras=()):
+    """Which of the job's `builds` to add to the project `doc`, and why the others are not;
+    `extras`, (key, pattern) pairs, pick the artifacts of their extra files."""
     present = {build["buildNumber"] for build in doc["builds"]}
     selection = Selection([], [], [], 0)
     for index, build in enumerate(builds):
@@ -189,7 +221,7 @@ def select(builds, doc, slug, artifact=None, experimental=None):
         elif number in present:
             selection = selection._replace(present=selection.present + 1)
         else:
-            new = to_build(build, artifact, experimental)
+            new = to_build(build, artifact, experimental, extras)
             if isinstance(new, str):
                 selection.skipped.append((f"build {number}", new))
             elif problem := _problem(doc, slug, new):

@@ -32,7 +32,7 @@ from buildshelf.kept.objects import (
     TooLarge,
 )
 from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
-from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build
+from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build, Download
 from buildshelf.text import sizes
 
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
@@ -43,6 +43,9 @@ _PREFIX = re.compile(r"[0-9a-f]{2}")
 # Objects are read-only (they never change) and readable as the umask allows, so that a
 # server running as another user can send them.
 OBJECT_PERMISSIONS = 0o444
+
+
+Kept = Build | Download  # a kept file: its `file`, `sha256` and `size` (Build.kept_files)
 
 
 def default_store(data: str) -> str:
@@ -150,20 +153,21 @@ def rehash(store: str, sha256: str) -> str | None:
 
 
 def problems(
-    store: str, kept: Iterable[tuple[str, Build]], hash_again: bool = False
-) -> Iterator[tuple[str, Build, str]]:
-    """(name, build, problem) for each (name, build) of `kept` whose object in `store` is
-    missing, of another size or, with `hash_again`, holds other bytes. An object several builds
-    name is looked at once."""
+    store: str, kept: Iterable[tuple[str, Build, Kept]], hash_again: bool = False
+) -> Iterator[tuple[str, Build, Kept, str]]:
+    """(name, build, file, problem) for each (name, build, file) of `kept` whose object in
+    `store` is missing, of another size or, with `hash_again`, holds other bytes; `file` is
+    one of the build's kept files (Build.kept_files). An object several files name is looked
+    at once."""
     found = {}
-    for name, build in kept:
-        key = build.sha256, build.size
+    for name, build, file in kept:
+        key = file.sha256, file.size
         if key not in found:
             found[key] = verify(store, *key)
             if found[key] is None and hash_again:
-                found[key] = rehash(store, build.sha256)
+                found[key] = rehash(store, file.sha256)
         if found[key] is not None:
-            yield name, build, found[key]
+            yield name, build, file, found[key]
 
 
 def objects(store: str) -> dict[str, int]:

@@ -31,7 +31,7 @@ from buildshelf.kept.objects import (
     TooLarge,
     Unavailable,
 )
-from buildshelf.model import SHA256_PATTERN, Build
+from buildshelf.model import SHA256_PATTERN, Build, Download
 from buildshelf.text import printable, sizes
 
 SCHEME = "s3://"
@@ -154,8 +154,8 @@ class S3Store:
         return None if actual == sha256 else f"holds other bytes: they hash to {actual}"
 
     def problems(
-        self, kept: Iterable[tuple[str, Build]], hash_again: bool = False
-    ) -> Iterator[tuple[str, Build, str]]:
+        self, kept: Iterable[tuple[str, Build, Build | Download]], hash_again: bool = False
+    ) -> Iterator[tuple[str, Build, Build | Download, str]]:
         """As artifacts.problems: one listing of the bucket (trusted LISTING_SECONDS for the
         objects found in it as recorded), a HEAD for each object it does not show as
         recorded, a read (or the store's checksum) of each with `hash_again`."""
@@ -166,19 +166,19 @@ class S3Store:
         else:
             down = None
         found = {}
-        for name, build in kept:
-            key = build.sha256, build.size
+        for name, build, file in kept:
+            key = file.sha256, file.size
             if key not in found:
                 if down is not None:
                     found[key] = down
-                elif listed.get(build.sha256) == build.size and not hash_again:
+                elif listed.get(file.sha256) == file.size and not hash_again:
                     found[key] = None
                 else:
-                    found[key] = self.rehash(build.sha256) if hash_again else self.verify(*key)
+                    found[key] = self.rehash(file.sha256) if hash_again else self.verify(*key)
                     if found[key] is None and hash_again:
                         found[key] = self.verify(*key)
             if found[key] is not None:
-                yield name, build, found[key]
+                yield name, build, file, found[key]
 
     def objects(self) -> dict[str, int]:
         return dict(sorted(self._listing(fresh=True).items()))

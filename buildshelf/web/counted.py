@@ -14,10 +14,13 @@ from buildshelf.web.shapes import DOWNLOADS
 
 
 def latest_download(service: Service):
-    """A redirect to the artifact of the build /builds/latest would answer with."""
-    project, *_, build = query.latest(service.store.snapshot(), query.build_query())
-    location = service.shapes.download_url(project, build)
-    if not service.count_download(project, build):
+    """A redirect to the artifact of the build /builds/latest would answer with, or to the
+    file of it that `download` names by its key."""
+    params = query.build_query(query.LATEST_PARAMETERS)
+    project, *_, build = query.latest(service.store.snapshot(), params)
+    file = query.asked_file(project, build, params)
+    location = service.shapes.file_url(project, build, file)
+    if not service.count_download(project, build, file):
         return redirect(location, service.max_age)
     # Cached by the client alone (whose repeats count once anyway): a shared cache such as
     # deploy/nginx.conf's would answer other networks' requests uncounted.

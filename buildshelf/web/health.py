@@ -1,10 +1,11 @@
 """/healthz: whether data is served, which files are rejected, and whether a check stalls."""
 
 import bottle
+import msgspec
 
 from buildshelf.web import query
-from buildshelf.web.answers import JSON, iso_time
-from buildshelf.web.shapes import Health, RejectedFile, StalledRead, UnavailableFile, health_json
+from buildshelf.web.answers import JSON, encode, iso_time
+from buildshelf.web.health_shapes import Health, RejectedFile, StalledRead, UnavailableFile
 
 
 def health(service):
@@ -17,8 +18,8 @@ def health(service):
     checking_for, stalled = store.progress()
     late = stalled or (checking_for or 0) > 2 * store.read_wait
     unavailable = [
-        UnavailableFile(slug, build.number, build.file, problem)
-        for slug, build, problem in store.unavailable()
+        UnavailableFile(slug, build.number, file.file, problem)
+        for slug, build, file, problem in store.unavailable()
     ]
     reported = {}
     for problem in service.problems:
@@ -49,6 +50,11 @@ def health(service):
         ),
         reported,
     )
+
+
+def health_json(health: Health, problems: dict | None = None) -> bytes:
+    """The health report, with the fields the service's parts add (`problems`)."""
+    return encode({**msgspec.to_builtins(health), **(problems or {})})
 
 
 ROUTES = (("/healthz", "GET", health),)

@@ -1,9 +1,10 @@
-"""The routes of the files Buildshelf keeps: a build's file at its download URL, and the
-`sha256sum -c` line beside it.
+"""The routes of the files Buildshelf keeps: a build's files (its primary, its extra files)
+each at its download URL, and the `sha256sum -c` line beside it.
 
 The URL names the project, the build, the file's SHA-256 and its name; only a URL whose every
 part is the data's own reaches a file, and the file's path comes from the data, never from the
-request. How the bytes go out (validators, ranges) is downloads.py's business.
+request. How the bytes go out (validators, ranges) is downloads.py's business. A download of
+an extra file counts for its build, as its primary's does.
 """
 
 import functools
@@ -66,22 +67,18 @@ def _answered(service, snapshot, slug, number, sha256, name):
     build = project.build(number) if project and number is not None else None
     if build is None and project and number is not None:
         _gone_if_yanked(service.shapes, project, project.yanked_build(number), sha256, name)
-    if not (
-        build
-        and build.hosted
-        and build.sha256 == sha256
-        and name in (build.file, build.file + SIDECAR)
-    ):
+    file = _kept_file(build, sha256, name)
+    if file is None:
         raise ApiError(404, "not_found", f"no such file: see {query.API}/builds")
     store = stores.opened(service.store.artifacts)
     wanted = downloads.Download(
         store.name(sha256),
-        build.file,
+        file.file,
         sha256,
-        build.size,
+        file.size,
         int(epoch_seconds(build.timestamp)),
     )
-    if name != build.file:
+    if name != file.file:
         return _sent(*downloads.checksum_answer(wanted, bottle.request.environ))
     # bottle wraps a file it is handed in the server's wsgi.file_wrapper itself, so that
     # waitress sends it from its loop thread: hand it the open file. Without one, the
@@ -148,15 +145,20 @@ def _from_nginx(service, environ):
     return False
 
 
+def _kept_file(build, sha256, name):
+    """The file of `build` (None: no build) that Buildshelf keeps with this sha256 and this
+    name, or whose checksum line (SIDECAR) has this name: its primary or an extra; or None."""
+    for file in build.kept_files if build is not None else ():
+        if file.sha256 == sha256 and name in (file.file, file.file + SIDECAR):
+            return file
+    return None
+
+
 def _gone_if_yanked(shapes, project, build, sha256, name):
-    """ApiError 410 build_yanked if this URL was the download of `build`, yanked (purged or
-    not): with its reason and the project's latest build, so that a client can move on."""
-    if (
-        build
-        and build.hosted
-        and build.sha256 == sha256
-        and name in (build.file, build.file + SIDECAR)
-    ):
+    """ApiError 410 build_yanked if this URL was the download of a file of `build`, yanked
+    (purged or not): with its reason and the project's latest build, so that a client can
+    move on."""
+    if _kept_file(build, sha256, name) is not None:
         latest = project.latest()
         raise ApiError(
             410,

@@ -16,8 +16,17 @@ import json
 import msgspec
 
 from buildshelf.counts import Tally
-from buildshelf.model import URL_PATTERN, Build, Commit, Project, json_pattern
-from buildshelf.web import openapi_fill, shapes
+from buildshelf.model import (
+    DOWNLOAD_KEY_PATTERN,
+    MAX_PUBLISHED_EXTRAS,
+    PRIMARY_KEY,
+    URL_PATTERN,
+    Build,
+    Commit,
+    Project,
+    json_pattern,
+)
+from buildshelf.web import health_shapes, openapi_fill, shapes
 from buildshelf.web.openapi_operations import PATHS
 from buildshelf.web.openapi_parameters import HEADERS, PARAMETERS, ref
 from buildshelf.web.openapi_responses import LOADED, RESPONSES, cacheable
@@ -99,6 +108,21 @@ SCHEMAS = {
             "downloadUrl": ref("schemas", "HttpUrl"),
             "sha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"},
             "size": {"type": "integer", "minimum": 0},
+            "downloads": {
+                "type": "object", "minProperties": 1, "maxProperties": MAX_PUBLISHED_EXTRAS,
+                "description": "The build's extra files kept elsewhere, by key, with "
+                               "`sha256` and `size` both or neither; under the key of a part "
+                               "`download:KEY`, only that file's `sha256` and `size`, each "
+                               "optional, checked against the bytes received. The parts and "
+                               f"these together are {MAX_PUBLISHED_EXTRAS} at most.",
+                "propertyNames": {"pattern": json_pattern(DOWNLOAD_KEY_PATTERN),
+                                  "not": {"const": PRIMARY_KEY}},
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"downloadUrl": ref("schemas", "HttpUrl"),
+                                   "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                                   "size": {"type": "integer", "minimum": 0}},
+                    "additionalProperties": False}},
             "buildNumber": {"type": "integer", "minimum": 0,
                             "description": "The path's number, if given."},
         },
@@ -218,11 +242,11 @@ EXAMPLE_NOW = calendar.timegm((2026, 11, 22, 17, 31, 5)) + 0.125
 EXAMPLE_TALLY = Tally({("tinplate", 146, EXAMPLE_BUILD.download_url, day): downloads
                        for day, downloads in (("2026-11-18", 40), ("2026-11-19", 3),
                                               ("2026-11-22", 12))}, "2026-04-06")
-EXAMPLE_HEALTH = shapes.Health(
+EXAMPLE_HEALTH = health_shapes.Health(
     "degraded", 3, "2026-11-22T17:20:00Z", "2026-11-22T17:31:05Z", None,
-    [shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
+    [health_shapes.RejectedFile("waystone.json", "line 14, column 7: Expecting ',' delimiter",
                          ["line 14, column 7: Expecting ',' delimiter"])],
-    [shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
+    [health_shapes.UnavailableFile("tinplate", 146, "tinplate-1.21.3-146.jar",
                             "/srv/buildshelf/data/artifacts/5f/5f70...e1 is missing")], [])
 # fmt: on
 

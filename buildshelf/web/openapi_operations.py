@@ -2,6 +2,7 @@
 parameters each takes and the responses it gives, named by their components, and the prose
 that says what it answers."""
 
+from buildshelf.model import DOWNLOAD_KEY_PATTERN, MAX_PUBLISHED_EXTRAS, json_pattern
 from buildshelf.web import downloads
 from buildshelf.web.openapi_parameters import parameter, ref
 from buildshelf.web.openapi_responses import LOADED, cacheable
@@ -100,8 +101,10 @@ BEARER = [{"bearer": []}]
 PUBLISH_TYPES = (
     "The body is `multipart/form-data` with a part `build`, the build's JSON, and a part "
     "`file` whose filename is the artifact's name, for a file Buildshelf keeps (it is served "
-    "at `/downloads/...`; give the part `build` first); or `application/json`, the build, for "
-    "a file kept elsewhere, at its `downloadUrl`."
+    "at `/downloads/...`; give the part `build` first), and a part `download:KEY` for each "
+    "extra file to keep, by the same rules (16 at most); or `application/json`, the build, "
+    "for a file kept elsewhere, at its `downloadUrl`. The extra files kept elsewhere are the "
+    "build's `downloads`."
 )
 
 # fmt: off
@@ -139,9 +142,13 @@ PATHS = {
         "page path of plain segments, so it never leaves the channel's javadoc."),
     "/downloads/latest": _operation(
         "downloads", "redirectToLatestDownload", "Redirect to the artifact of the latest build",
-        FILTERS, {"302": _redirect("The build's `downloadUrl`. No body."), **ONE_BUILD},
+        FILTERS + ("Download",),
+        {"302": _redirect("The build's `downloadUrl`, or the `url` of the file `download` "
+                          "names. No body."),
+         **ONE_BUILD, "404": "UnknownProjectNoBuildOrNoFile"},
         "The upstream's download link, outside `/api/v2`: the `downloadUrl` of the build "
-        "`/api/v2/builds/latest` answers with, by the same rules and with the same errors. "
+        "`/api/v2/builds/latest` answers with, by the same rules and with the same errors; "
+        "with `download`, the file of that build of this key. "
         "`curl -fL -o server.jar` follows it; clients that name the file after the URL name it "
         "`latest`."),
     f"{API}/download": _operation(
@@ -243,7 +250,9 @@ PATHS = {
         "the whole file. The conditions are taken in RFC 9110's order: `If-Match` (else "
         "`If-Unmodified-Since`), then `If-None-Match` (else `If-Modified-Since`), then "
         "`If-Range` and `Range`. The checksum line has an `ETag` of its own and takes the "
-        "same conditions, but no range."),
+        "same conditions, but no range. A build's primary file and each of its extra files "
+        "kept (`downloads`) are served so, each at its own URL; a download of an extra file "
+        "counts for its build."),
     f"{API}/projects/{{slug}}/builds/{{number}}": {
         **_operation(
             "publishing", "publishBuild", "Publish a build", WRITE_PARAMETERS + (
@@ -264,7 +273,14 @@ PATHS = {
                                "properties": {"build": ref("schemas", "PublishedBuild"),
                                               "file": {"type": "string",
                                                        "contentMediaType":
-                                                           "application/octet-stream"}}},
+                                                           "application/octet-stream"}},
+                               "patternProperties": {
+                                   f"^download:{json_pattern(DOWNLOAD_KEY_PATTERN)[1:]}": {
+                                       "type": "string",
+                                       "contentMediaType": "application/octet-stream",
+                                       "description": "An extra file to keep, under its key."}},
+                               "additionalProperties": False,
+                               "maxProperties": 2 + MAX_PUBLISHED_EXTRAS},
                     "encoding": {"build": {"contentType": "application/json"}}},
                 "application/json": {"schema": ref("schemas", "PublishedBuild")}}}),
         **_operation(

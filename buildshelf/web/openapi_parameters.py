@@ -40,6 +40,11 @@ PARAMETERS = {
         "experimental", "query", "`true`, in any letter case, includes experimental builds; any "
         "other value, or none, means stable builds only.",
         {"type": "string", "default": "false"}, example="true"),
+    "Download": parameter(
+        "download", "query", "The key of the build's file to download (`kind:variant`): "
+        "`server:default`, its primary file, when none or empty; or one of its extra files "
+        "(`downloads`). A key the build has no file of: `404 unknown_download`, naming the "
+        "keys it has.", {"type": "string"}, example="server:mojmap"),
     "Redirect": parameter(
         "redirect", "query", "A javadoc page to open under the channel's root, e.g. "
         "`org/example/Foo.html#bar()`, percent-decoded once: segments of letters, digits and "
@@ -65,8 +70,8 @@ PARAMETERS = {
         "build", "query", "The build number to check; give it or `sha256`, once: else "
         "`400 invalid_check`.", {"type": "string", "pattern": "^[0-9]+$"}, example="146"),
     "Sha256": parameter(
-        "sha256", "query", "The SHA-256 of the file to check (64 hexadecimal digits); no build "
-        "has it: `404 unknown_artifact`.", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}),
+        "sha256", "query", "The SHA-256 of the file to check (64 hexadecimal digits): any "
+        "file of a build, its primary or an extra; no build has it: `404 unknown_artifact`.", {"type": "string", "pattern": "^[0-9a-fA-F]{64}$"}),
     "Range": parameter(
         "Range", "header", "One byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`): `206`; "
         "several, or another unit: the whole file.", {"type": "string"}),

@@ -188,6 +188,11 @@ RESPONSES = {
         "No project has that slug (`unknown_project`), the project has no javadoc: its "
         "`javadocBaseUrl` is `\"\"` (`no_javadoc`), or none of its builds passes the filters "
         "(`no_matching_build`).", "unknown_project", "no_javadoc", "no_matching_build"),
+    "UnknownProjectNoBuildOrNoFile": _error(
+        "No project has that slug (`unknown_project`), none of its builds passes the filters "
+        "(`no_matching_build`), or the build has no file of the key `download` names "
+        "(`unknown_download`, naming the keys it has).", "unknown_project", "no_matching_build",
+        "unknown_download"),
     "UnknownProjectOrNoBuild": _error(
         "No project has that slug (`unknown_project`), or none of its builds passes the filters "
         "(`no_matching_build`).", "unknown_project", "no_matching_build"),
@@ -216,7 +221,9 @@ RESPONSES = {
         "The build or the body is refused, the message naming the problem by the data files' "
         "and `buildshelf publish`'s rules (`invalid_build`): a key missing or of the wrong type, "
         "a bad file name or one with a path in it, a `sha256` or `size` that the bytes received "
-        "do not match, `downloadUrl` beside a part `file`; a part unknown or given twice, a JSON "
+        "do not match, `downloadUrl` beside a part `file`; an extra file's key that is not "
+        "`kind:variant` or is `server:default`, a file name another file of the build has, "
+        "more than 16 extra files; a part unknown or given twice, a JSON "
         "part that is not an object, a multipart body with no end; or the query refused "
         f"({QUERY_REFUSED}).", "invalid_build", "invalid_query"),
     "Unauthorized": _error(
@@ -245,7 +252,8 @@ RESPONSES = {
     "TooLarge": _error(
         "The request's `Content-Length` is over what the server takes, answered before the body "
         "is read: a file of `--max-file-mb` MiB plus 1,114,112 bytes for the part `build` and "
-        "the framing; 1 MiB for a JSON build; 1 KiB for any other request. Or the part `file` "
+        "the framing (the extra files of a publish count with the part `file`); 1 MiB for a "
+        "JSON build; 1 KiB for any other request. Or the part `file` or a part `download:KEY` "
         "itself is over `--max-file-mb` (`too_large`).", "too_large"),
     "UnsupportedMediaType": _error(
         "A body that is neither `multipart/form-data` nor `application/json` "

@@ -7,10 +7,11 @@ gives the server the Upload that takes a publish's body as it arrives. make_app 
 server the last two, bound to its Service.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
-messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON)
-and a part `file`, the artifact, parsed as a stream while it arrives (upload.py): the file's
-bytes go straight into a staging file inside the artifact store, hashed on the way, which
-the writer then renames into place under the lock. Whatever happens, no staging file
+messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON),
+a part `file`, the artifact, and a part `download:KEY` for each extra file, parsed as a
+stream while it arrives (upload.py): each file's bytes go straight into a staging file
+inside the artifact store, hashed on the way, which the writer then renames into place under
+the lock. Whatever happens, no staging file
 outlives its request. The build it gives is checked by the data files' rules
 (given_build.py). Once written, the store is read again before the answer, so that the
 client's next GET shows the write.
@@ -122,8 +123,9 @@ def _over_the_body_limit(environ, most, max_file_bytes):
     if most > BUILD_BYTES:
         return too_large(
             f"the body is larger than this server takes: a file of "
-            f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb), "
-            f"and {FRAMING_BYTES} bytes for the part 'build' and the framing"
+            f"{max_file_bytes / (1 << 20):g} MiB at most (the server's --max-file-mb; the "
+            f"extra files of a publish count with it), and {FRAMING_BYTES} bytes for the "
+            "part 'build' and the framing"
         )
     return too_large(f"this request may have a body of {most} bytes at most")
 
@@ -216,8 +218,9 @@ def put_build(service: Service, slug, number):
     if number is None:
         raise invalid("the path's build number must be a whole number, 0 or more")
     replace = dict(parse()).get("replace", "").lower() == "true"
-    with _received(environ, service.store.artifacts, service.max_file_bytes) as (given, file):
-        build, keep = build_of(given, file, number, found.ci_job_url)
+    with _received(environ, service.store.artifacts, service.max_file_bytes) as received:
+        given, file, extras = received
+        build, keep, kept = build_of(given, file, number, found.ci_job_url, extras)
         try:
             published = writer.publish(
                 service.store.directory,
@@ -227,10 +230,11 @@ def put_build(service: Service, slug, number):
                 any_timestamp="timestamp" not in given,
                 keep=keep,
                 store_dir=service.store.artifacts,
+                extras=kept,
             )
         except refusals.Refused as refused:
             raise _answer(refused, slug, number) from None
-    written = datafile.checked_build(build)
+    written = datafile.checked_build(build)  # the writer put in the extras kept
     if published.outcome == "unchanged":  # a retry may match whatever the time there
         shown, served = _read_back(service, found, number, lambda served: served is not None)
     else:
@@ -358,16 +362,16 @@ def _answer(refused, slug, number):
 
 @contextmanager
 def _received(environ, store_dir, max_file_bytes):
-    """(the build's JSON, the file received or None) of a publish's body; the file received
-    into `store_dir` (`max_file_bytes` at most) is removed at the end of the block, unless
-    the writer placed it."""
+    """(the build's JSON, the file received or None, the extra files received by key) of a
+    publish's body; the files received into `store_dir` (`max_file_bytes` each at most) are
+    removed at the end of the block, unless the writer placed them."""
     upload = None
     try:
         if _media_type(environ) == MULTIPART:
             upload = fed_whole(environ, store_dir, max_file_bytes)
             yield upload.result()
         else:
-            yield parse_build(_body(environ, BUILD_BYTES), "the body"), None
+            yield parse_build(_body(environ, BUILD_BYTES), "the body"), None, {}
     finally:
         if upload is not None:
             upload.discard()

@@ -12,7 +12,7 @@ import bottle
 import msgspec
 
 from buildshelf import javadoc
-from buildshelf.model import Build, Project, sha256_hex, whole_number
+from buildshelf.model import PRIMARY_KEY, Build, Project, sha256_hex, whole_number
 
 API = "/api/v2"
 FILL_API = "/v3"  # the Fill v3 API (web/fill.py), whose errors are in Fill's shape
@@ -20,6 +20,7 @@ BUILD_PARAMETERS = ("project", "channel", "experimental")
 JAVADOC_PARAMETERS = BUILD_PARAMETERS + ("redirect",)
 CHECK_PARAMETERS = BUILD_PARAMETERS + ("build", "sha256")
 DOWNLOADS_PARAMETERS = BUILD_PARAMETERS + ("date",)
+LATEST_PARAMETERS = BUILD_PARAMETERS + ("download",)  # /downloads/latest
 STATS_PARAMETERS = BUILD_PARAMETERS + ("days",)
 # /downloads/stats: the days of its daily series, as the upstream bounds them.
 STATS_DAYS = range(7, 731)
@@ -177,6 +178,21 @@ def latest(snapshot, params: dict[str, str]) -> tuple[Project, str | None, bool,
     return project, channel, experimental, build
 
 
+def asked_file(project: Project, build: Build, params: dict[str, str]):
+    """The file of `build` the parameter `download` names by its key (the primary, the
+    build itself, when none or empty); 404 unknown_download naming the keys there are."""
+    key = params.get("download") or PRIMARY_KEY
+    file = dict(build.files).get(key)
+    if file is None:
+        raise ApiError(
+            404,
+            "unknown_download",
+            f"build {build.number} of {project.slug!r} has no file {shown(key)}: its files "
+            f"are {', '.join(key for key, _ in build.files)}",
+        )
+    return file
+
+
 def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
     """What an update check names: ("build", its number) or ("sha256", a file's hash)."""
     given = [name for name in ("build", "sha256") if params.get(name)]
@@ -210,8 +226,8 @@ def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tu
         if found is None and value > latest.number:
             return "ahead", value
         named = [found] if found is not None else []
-    else:  # any build's hash counts, kept or not
-        named = [b for b in (*project.builds, *project.yanked) if b.sha256 == value]
+    else:  # any file's hash counts, kept or not: a build's primary's, or an extra's
+        named = [b for b in (*project.builds, *project.yanked) if value in _hashes(b)]
     if not named:
         raise ApiError(
             404,
@@ -221,10 +237,19 @@ def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tu
             else f"no build of project {project.slug!r} has the sha256 {value}",
             fields={"status": "unknown"},
         )
-    sha256s = {b.sha256 for b in named if b.sha256 is not msgspec.UNSET}
+    # The bytes asked about: a build's primary file's, or the file whose hash was given.
+    sha256s = {value} if kind == "sha256" else {b.sha256 for b in named} - {msgspec.UNSET}
     same = [b.number for b in project.builds if b in named or b.sha256 in sha256s]
     status = "served" if any(not b.yanked for b in named) else "yanked"
     return status, max(same, default=max(b.number for b in named))
+
+
+def _hashes(build: Build) -> tuple | set:
+    """The sha256s of `build`'s files, its primary's and its extras' (UNSET for a file
+    without one)."""
+    if build.downloads is msgspec.UNSET:  # nearly every build: no set made
+        return (build.sha256,)
+    return {file.sha256 for _, file in build.files}
 
 
 def javadoc_base(project: Project) -> str:

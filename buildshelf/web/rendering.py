@@ -99,6 +99,21 @@ def build_view(project, build, shapes, downloads=None):
         commits=[
             SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message) for c in build.commits
         ],
+        extras=[_extra_view(project, build, key, file, shapes) for key, file in build.files[1:]],
+    )
+
+
+def _extra_view(project, build, key, file, shapes):
+    """What a build card shows of an extra file: its key, name, size and sha256 (if known),
+    its link and, kept, its checksum line's."""
+    url = shapes.file_url(project, build, file)
+    return SimpleNamespace(
+        key=key,
+        file=file.file_name or UNNAMED_FILE,
+        url=url,
+        checksum_url=url + SIDECAR if file.hosted else None,
+        sha256=file.sha256 or None,
+        size_text=size_text(file.size) if file.sha256 else None,
     )
 
 
@@ -271,6 +286,10 @@ def feed_xml(project, channel, experimental, shapes):
         if build.sha256:  # the size is known: podcast-style clients can fetch it
             add(entry, "link", rel="enclosure", href=shapes.download_url(project, build),
                 length=str(build.size))  # fmt: skip
+        for key, file in build.files[1:]:  # its extra files, each by its key
+            extra = {"length": str(file.size)} if file.sha256 else {}
+            add(entry, "link", rel="enclosure", href=shapes.file_url(project, build, file),
+                title=f"{key}: {file.file_name or UNNAMED_FILE}", **extra)  # fmt: skip
         add(entry, "link", rel="related", type="text/html", href=build.url, title="CI run")
         add(entry, "category", term=build.channel)
         add(

@@ -87,14 +87,14 @@ class Service:
         )
         return send(representation, self.counts_max_age)
 
-    def count_download(self, project, build) -> bool:
-        """Whether the request is a download of `build` counted (a GET, counting on)."""
+    def count_download(self, project, build, file=None) -> bool:
+        """Whether the request is a download of `build` counted (a GET, counting on), of its
+        primary or of `file`, an extra file of it, which counts for the build."""
         environ = bottle.request.environ
         if self.counter is None or environ["REQUEST_METHOD"] != "GET":
             return False
-        self.counter.count(
-            project.slug, build.number, counts.file_key(build), environ.get("REMOTE_ADDR")
-        )
+        key = counts.file_key(build if file is None else file)
+        self.counter.count(project.slug, build.number, key, environ.get("REMOTE_ADDR"))
         return True
 
     def counted_now(self, tally) -> CountedVersion:

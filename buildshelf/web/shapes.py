@@ -1,8 +1,9 @@
 """The API's JSON shapes, made from the model's declaration (model.py): the fields served,
-under their JSON names, in their order, in the spec's shapes or the upstream's; the downloads
-counted (counts.Tally) of the builds served, in the upstream's shapes (declared in
-count_shapes.py); the health report. The OpenAPI document's schemas come from the same
-declarations (`schemas`).
+under their JSON names, in their order, in the spec's shapes or the upstream's (a build's
+files by key, build_files.py's, on a build with extra files); the downloads counted
+(counts.Tally) of the builds served, in the upstream's shapes (declared in count_shapes.py).
+The OpenAPI document's schemas come from the same declarations (`schemas`), the health
+report's too (health_shapes.py).
 """
 
 import datetime
@@ -14,12 +15,12 @@ import typing
 from operator import attrgetter
 
 import msgspec
-from msgspec import Meta
 
 from buildshelf.counts import Tally
 from buildshelf.model import Build, Commit, Commits, Project, VersionInfo, served_fields
 from buildshelf.web import upstream
 from buildshelf.web.answers import encode
+from buildshelf.web.build_files import BUILD_DOWNLOADS, FileDownload, files_json
 from buildshelf.web.count_shapes import (
     SPEC_ONLY_STATS,
     BuildDownloads,
@@ -29,6 +30,7 @@ from buildshelf.web.count_shapes import (
     ProjectDownloads,
     VersionDownloads,
 )
+from buildshelf.web.health_shapes import Health
 
 # Builds encoded in one call. Each slice's dicts and text are made, then freed, and the room
 # they took stays the process's: a list of 2,000 builds (1.3 MB of JSON, 0.3 MB gzipped) left
@@ -91,10 +93,12 @@ DOWNLOADS = "/downloads"  # the upstream's path, outside the API prefix; kept fi
 SIDECAR = ".sha256"  # added to a kept file's URL: its `sha256sum -c` line
 
 
-def hosted_path(project: Project, build: Build) -> str:
-    """Where a kept file is served: named by its project, build and bytes, and ending with
-    its name, so that a URL's bytes never change and clients save it under its name."""
-    return f"{DOWNLOADS}/{project.slug}/{build.number}/{build.sha256}/{build.file}"
+def hosted_path(project: Project, build: Build, file=None) -> str:
+    """Where a kept file is served (the build's primary, or `file`, an extra file of it):
+    named by its project, build and bytes, and ending with its name, so that a URL's bytes
+    never change and clients save it under its name."""
+    file = build if file is None else file
+    return f"{DOWNLOADS}/{project.slug}/{build.number}/{file.sha256}/{file.file}"
 
 
 class Shapes:
@@ -117,14 +121,20 @@ class Shapes:
         obj = fields(build)
         if build.hosted:
             obj["downloadUrl"] = self.download_url(project, build)
+        if build.downloads is not msgspec.UNSET and not self.mode:  # never the upstream's
+            obj["downloads"] = files_json(build, lambda file: self.file_url(project, build, file))
         return {**self._extra, **obj} if self._extra else obj
 
     def download_url(self, project: Project, build: Build) -> str:
-        if not build.hosted:
-            return build.download_url
+        return self.file_url(project, build, build)
+
+    def file_url(self, project: Project, build: Build, file) -> str:
+        """Where a file of `build` (the build itself: its primary; or an extra) is served."""
+        if not file.hosted:
+            return file.download_url
         if self.object_url is not None:
-            return self.object_url(build.sha256)
-        return self.public_url + hosted_path(project, build)
+            return self.object_url(file.sha256)
+        return self.public_url + hosted_path(project, build, file)
 
     def build(self, project: Project, build: Build) -> bytes:
         return encode(self._build_json(project, build, self._encodable))
@@ -233,151 +243,12 @@ class SelectionCounts(typing.NamedTuple):
     tracked_urls: int  # distinct downloadUrls of the selection
 
 
-# /healthz: what the server serves, and what it does not serve as it is on disk.
-_ISO_TIME = Meta(
-    extra_json_schema={
-        "format": "date-time",
-        "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-    }
-)
-
-
-def _text(description, **schema):
-    return typing.Annotated[str, Meta(description=description, extra_json_schema=schema)]
-
-
-class RejectedFile(msgspec.Struct):
-    """A data file not served as it is on disk. A project whose file broke keeps serving its
-    last good version."""
-
-    file: _text("The file's name in the data directory; `.` for the directory itself.", minLength=1)
-    error: _text("The first problem and where in the file it is.", minLength=1)
-    errors: typing.Annotated[
-        list[str],
-        Meta(
-            min_length=1,
-            description="Every problem of the file, each with its place (20 at most, then a "
-            "line saying how many more); the first is `error`.",
-        ),
-    ]
-
-
-class UnavailableFile(msgspec.Struct):
-    """A kept file that cannot be downloaded: its object in the artifact store is missing or
-    damaged. Its downloads answer 503 `artifact_unavailable`; everything else still serves."""
-
-    project: str
-    build: typing.Annotated[int, Meta(ge=0)]
-    file: _text("The file's name, as its download URL ends.", minLength=1)
-    problem: _text("What is wrong with the object, and its place on disk.", minLength=1)
-
-
-class StalledRead(msgspec.Struct):
-    """A read that has lasted longer than a check waits."""
-
-    file: str
-    seconds: typing.Annotated[float, Meta(ge=0)]
-
-
-class FailingTarget(msgspec.Struct, rename="camel"):
-    """A webhook target whose deliveries have failed for more than 15 minutes."""
-
-    target: typing.Annotated[int, Meta(ge=0, description="Its index in webhooks.json, from 0.")]
-    host: _text("Its host (and port): never its URL, which may be a credential.")
-    failing_for: typing.Annotated[
-        int, Meta(ge=0, description="Seconds since its first failure after its last success.")
-    ]
-
-
-class WebhooksHealth(msgspec.Struct):
-    """What is wrong with the webhooks (docs/webhooks.md)."""
-
-    file: typing.Annotated[
-        RejectedFile | None,
-        Meta(
-            description="webhooks.json refused or malformed, as a rejected data file is told: "
-            "the last good targets stay in force. null when it is read."
-        ),
-    ]
-    failing: typing.Annotated[
-        list[FailingTarget], Meta(description="Every target failing for more than 15 minutes.")
-    ]
-
-
-class Health(msgspec.Struct, rename="camel"):
-    """What the server serves."""
-
-    status: _text(
-        "`ok` when every data file and every kept file is served as it is on disk; "
-        "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves), "
-        "or when a part of the service reports a problem (`downloadCounting`, `webhooks`); "
-        "`stalled` when a file has been read for longer than a check waits, or a check takes "
-        "too long: the data served may be out of date; `no_data` when no project at all is "
-        "served (status 503).",
-        enum=["ok", "degraded", "stalled", "no_data"],
-    )
-    projects: typing.Annotated[int, Meta(ge=0, description="How many projects are served.")]
-    last_reload: typing.Annotated[
-        str, _ISO_TIME, Meta(description="When the served data last changed, UTC.")
-    ]
-    last_check: typing.Annotated[
-        str,
-        _ISO_TIME,
-        Meta(
-            description="When the data files were last checked for changes, UTC (about every second)."
-        ),
-    ]
-    check_running_for: typing.Annotated[
-        float | None,
-        Meta(
-            description="Seconds the check under way has taken, or null.",
-            extra_json_schema={"minimum": 0},
-        ),
-    ]
-    rejected_files: typing.Annotated[
-        list[RejectedFile], Meta(description="Every data file not served as it is on disk.")
-    ]
-    unavailable_files: typing.Annotated[
-        list[UnavailableFile],
-        Meta(description="Every kept file of a served build whose object is missing or damaged."),
-    ]
-    stalled_reads: typing.Annotated[
-        list[StalledRead],
-        Meta(
-            description="Files (or `.`, the directory listing, or `artifacts/`, the kept files' "
-            "check) whose read has lasted longer than a check waits, with how long; each keeps "
-            "its last good version meanwhile."
-        ),
-    ]
-    download_counting: typing.Annotated[
-        str,
-        Meta(
-            min_length=1,
-            description="Present only when download counts cannot be written to the state "
-            "directory's database (locked, full, read-only): why. The counts wait in memory "
-            "and downloads are served as ever.",
-        ),
-    ] = msgspec.UNSET
-    webhooks: typing.Annotated[
-        WebhooksHealth | msgspec.UnsetType,
-        Meta(
-            description="Present only while something is wrong with the webhooks: then the "
-            "status is `degraded`."
-        ),
-    ] = msgspec.UNSET
-
-
-def health_json(health: Health, problems: dict | None = None) -> bytes:
-    """The health report, with the fields the service's parts add (`problems`)."""
-    return encode({**msgspec.to_builtins(health), **(problems or {})})
-
-
 def schemas(mode: str | None = None) -> dict:
     """The OpenAPI schemas of what the API serves, as `mode` serves it: Project, Build and
     Commit with the fields served in `mode`, the health report and the downloads counted.
     Every field is required, no other field allowed."""
     _, components = msgspec.json.schema_components(
-        (Project, Build, Health, Downloads, DownloadStats), ref_template=SCHEMA_REF
+        (Project, Build, Health, Downloads, DownloadStats, FileDownload), ref_template=SCHEMA_REF
     )
     del components[VersionInfo.__name__]  # a data file's, never served: Project.versions
     for name, schema in components.items():
@@ -395,16 +266,18 @@ def schemas(mode: str | None = None) -> dict:
         if name == "DownloadStats" and mode:
             for key in SPEC_ONLY_STATS:
                 del schema["properties"][key]
-        with_optional = struct or (Health if name == "Health" else None)
+        with_optional = struct or {"Health": Health, "FileDownload": FileDownload}.get(name)
         fields = msgspec.structs.fields(with_optional) if with_optional else ()
         optional = {f.encode_name for f in fields if f.default is msgspec.UNSET}
         optional &= schema["properties"].keys()
         schema["required"] = [key for key in schema["properties"] if key not in optional]
-        if optional and struct:  # served together or not at all
+        if optional and name != "Health":  # served together or not at all
             schema["dependentRequired"] = {
                 key: sorted(optional - {key}) for key in sorted(optional)
             }
         schema["additionalProperties"] = False
+        if name == "Build" and not mode:
+            schema["properties"]["downloads"] = BUILD_DOWNLOADS
     return components
 
 

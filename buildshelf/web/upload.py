@@ -1,7 +1,7 @@
 """A publish's multipart body, parsed as it arrives (`Upload`): the part `build` kept, the
-build's JSON; the part `file` received into the artifact store by an artifacts.Staging,
-hashed on the way. The server feeds it the body through the app's `consume` (publish.py) as
-the body arrives, and keeps no copy; under a server that does not (a test's), `fed_whole`
+build's JSON; the part `file` and each part `download:KEY` (an extra file) received into the
+artifact store by a Staging of the store each, hashed on the way. The server feeds it the body
+through the app's `consume` (publish.py) as the body arrives, and keeps no copy; under a server that does not (a test's), `fed_whole`
 feeds it from wsgi.input. What the body earns is an ApiError, the first found: 400
 invalid_build, 413 too_large; a store that cannot take the file (full, or not writable) is
 answered at once (`refused_by_the_store`, which the route's answers to the writer share), so
@@ -14,6 +14,7 @@ import multipart
 
 from buildshelf.datafiles import datafile
 from buildshelf.kept import artifacts, objects, stores
+from buildshelf.model import MAX_PUBLISHED_EXTRAS, download_key_problem
 from buildshelf.web.contract import CONSUMED
 from buildshelf.web.query import ApiError
 from buildshelf.writing import refusals
@@ -24,6 +25,12 @@ MULTIPART = "multipart/form-data"
 BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
 PART_HEADER_BYTES = 4096
 PARTS = ("build", "file")
+EXTRA_PART = "download:"  # then an extra file's key: the part of that extra file
+MAX_PARTS = len(PARTS) + MAX_PUBLISHED_EXTRAS
+PARTS_TAKEN = (
+    f"a publish has a part 'build', a part 'file' and a part '{EXTRA_PART}KEY' for each extra "
+    f"file ({MAX_PUBLISHED_EXTRAS} at most)"
+)
 READ_BYTES = artifacts.CHUNK_BYTES
 
 
@@ -58,7 +65,8 @@ def refused_by_the_store(refused) -> ApiError:
 
 
 class _File:
-    """The part `file` of a publish: its name, and the bytes received (Staged)."""
+    """A file of a publish (the part `file`, or a part `download:KEY`): its name, and the
+    bytes received (Staged)."""
 
     def __init__(self, name, staged):
         self.name, self.staged = name, staged
@@ -85,10 +93,11 @@ def chunks(environ):
 
 class Upload:
     """A publish's multipart body, parsed as it arrives: the part 'build' kept (BUILD_BYTES
-    at most), the part 'file' received into `store_dir` by an artifacts.Staging, hashed on
-    the way. feed() each chunk, then b"" at the end; result() is (the part 'build' as JSON,
-    _File or None), or raises the ApiError the body earned, the first found; discard()
-    removes the file received, at any point."""
+    at most), the part 'file' and each part 'download:KEY' received into `store_dir` by an
+    Staging of the store each, hashed on the way. feed() each chunk, then b"" at the end;
+    result() is (the part 'build' as JSON, the part 'file' as a _File or None, the extra
+    files as _File by key), or raises the ApiError the body earned, the first found;
+    discard() removes the files received, at any point."""
 
     def __init__(self, boundary, store_dir, max_file_bytes):
         self.store_dir, self.max_file_bytes = store_dir, max_file_bytes
@@ -96,13 +105,14 @@ class Upload:
             self.parser = multipart.PushMultipartParser(
                 boundary,
                 max_header_size=PART_HEADER_BYTES,
-                max_segment_count=len(PARTS),
+                max_segment_count=MAX_PARTS,
                 strict=True,
             )
         except multipart.MultipartError as error:  # a boundary of over 1,024 characters
             raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
-        self.build, self.name, self.seen, self.part = bytearray(), None, set(), None
-        self.staging = self.staged = self.error = None
+        self.build, self.seen, self.part, self.error = bytearray(), set(), None, None
+        # By the name of their part, in the order received: the files' names, their stagings.
+        self.names, self.stagings, self.staged = {}, {}, {}
 
     @classmethod
     def of(cls, environ, store_dir, max_file_bytes):
@@ -126,21 +136,23 @@ class Upload:
         if "build" not in self.seen:
             raise invalid("the part 'build' is missing: it holds the build's JSON")
         given = parse_build(bytes(self.build), "the part 'build'")
-        return given, (None if self.name is None else _File(self.name, self.staged))
+        files = {part: _File(self.names[part], self.staged[part]) for part in self.staged}
+        extras = {part.removeprefix(EXTRA_PART): file for part, file in files.items()}
+        return given, extras.pop("file", None), extras
 
     def discard(self):
-        if self.staging is not None:
-            self.staging.discard()
+        for staging in self.stagings.values():
+            staging.discard()
 
     def _parse(self, chunk):
         try:
             for event in self.parser.parse(chunk):
                 if isinstance(event, multipart.MultipartSegment):
                     self.part = _part(event, self.seen)
-                    if self.part == "file":
-                        self.name = _file_name(event)
-                        self.staging = stores.opened(self.store_dir).staging(
-                            self.name, self.max_file_bytes
+                    if self.part != "build":
+                        name = self.names[self.part] = _file_name(event, self.part)
+                        self.stagings[self.part] = stores.opened(self.store_dir).staging(
+                            name, self.max_file_bytes
                         )
                 elif event is None:
                     self.part = None
@@ -149,13 +161,14 @@ class Upload:
                     if len(self.build) > BUILD_BYTES:
                         raise invalid(f"the part 'build' may have {BUILD_BYTES} bytes at most")
                 else:
-                    self.staging.write(event)
-            if not chunk and self.staging is not None:  # the end
-                self.staged = self.staging.finish()
+                    self.stagings[self.part].write(event)
+            if not chunk:  # the end
+                for part, staging in self.stagings.items():
+                    self.staged[part] = staging.finish()
         except multipart.ParserLimitReached as error:
             raise invalid(
-                f"the {MULTIPART} body goes past a limit ({error}): it takes the parts "
-                f"{' and '.join(PARTS)}, each with {PART_HEADER_BYTES} bytes of headers at most"
+                f"the {MULTIPART} body goes past a limit ({error}): {PARTS_TAKEN}, each with "
+                f"{PART_HEADER_BYTES} bytes of headers at most"
             ) from None
         except multipart.MultipartError as error:
             raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
@@ -186,29 +199,33 @@ def fed_whole(environ, store_dir, max_file_bytes):
 
 
 def _part(segment, seen):
-    """The name of the part `segment` begins, once it is known to be one of PARTS, once."""
+    """The name of the part `segment` begins, once it is known to be one of PARTS or a part
+    of an extra file whose key is one, once."""
     name = segment.name
-    if name not in PARTS:
-        raise invalid(f"unknown part {name!r}: a publish has a part 'build' and a part 'file'")
+    if name.startswith(EXTRA_PART):
+        if problem := download_key_problem(name.removeprefix(EXTRA_PART)):
+            raise invalid(f"the part {name!r}: its key {problem}")
+    elif name not in PARTS:
+        raise invalid(f"unknown part {name!r}: {PARTS_TAKEN}")
     if name in seen:
         raise invalid(f"the part {name!r} is given twice: give it once")
     seen.add(name)
     return name
 
 
-def _file_name(segment):
-    """The artifact's name, the part 'file''s filename: checked as a kept file's name is,
-    never cut down to its last segment."""
+def _file_name(segment, part):
+    """The name of the file the part `part` holds, its filename: checked as a kept file's
+    name is, never cut down to its last segment."""
     # The parser drops a Windows path from a filename: read the header as it was sent.
     _, raw = multipart.parse_options_header(
         segment.header("Content-Disposition", ""), unquote=lambda value, filename: value
     )
     sent = raw.get("filename")
     if sent is None:
-        raise invalid("the part 'file' needs a filename: the artifact's name")
+        raise invalid(f"the part {part!r} needs a filename: the file's name")
     if "/" in sent or "\\" in sent:
         raise invalid(
-            f"the part 'file''s filename {sent.strip(chr(34))!r} holds a path: give the "
+            f"the part {part!r}'s filename {sent.strip(chr(34))!r} holds a path: give the "
             "file's name alone"
         )
     try:

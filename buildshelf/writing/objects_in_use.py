@@ -1,17 +1,27 @@
 """The objects of the artifact store that the data directory's builds use: those of every
-build (yanked ones too: their files stay until purged), read from every data file, and none
-known while a file cannot be read, since it may use any of them."""
+build's kept files, its primary's and its extras' (yanked builds' too: their files stay until
+purged), read from every data file, and none known while a file cannot be read, since it may
+use any of them."""
 
 from itertools import chain
 
 from buildshelf import store
 from buildshelf.datafiles import datafile
+from buildshelf.model import PRIMARY_KEY
 from buildshelf.writing.refusals import Refused
 
 
+def kept_file_documents(build: dict) -> list[tuple[str, dict]]:
+    """(key, document) of each file a build document keeps, with its `file`, `sha256` and
+    `size`: its primary (the build itself, under PRIMARY_KEY) first, then its extras."""
+    files = chain(((PRIMARY_KEY, build),), build.get("downloads", {}).items())
+    return [(key, file) for key, file in files if "file" in file]
+
+
 def kept_objects(builds):
-    """The sha256s of the objects whose files these build documents keep."""
-    return {b["sha256"] for b in builds if "file" in b}
+    """The sha256s of the objects whose files these build documents keep: their primary's,
+    and their extras' (`downloads`)."""
+    return {file["sha256"] for build in builds for _, file in kept_file_documents(build)}
 
 
 def readable_projects(directory):
@@ -33,6 +43,6 @@ def used_objects(directory: str, ignoring: frozenset = frozenset()) -> set[str]:
     used = set()
     for _, project in readable_projects(directory):
         for build in chain(project.hosted_builds, project.yanked):
-            if build.hosted and (project.slug, build.number) not in ignoring:
-                used.add(build.sha256)
+            if (project.slug, build.number) not in ignoring:
+                used.update(file.sha256 for file in build.kept_files)
     return used

@@ -131,8 +131,9 @@ def _json(value):
 
 
 def _ordered_build(build):
-    """A copy of `build`, its keys and its commits' in the order files are written: the
-    file's own, which no later change to the caller's object can alter (see _Known)."""
+    """A copy of `build`, its keys and its commits' in the order files are written, its
+    extra files by key (each file's keys in order): the file's own, which no later change to
+    the caller's object can alter (see _Known)."""
     copy = dict(_ordered(build, dataformat.WRITTEN_BUILD_KEYS))
     if type(copy["commits"]) is list:
         copy["commits"] = [
@@ -141,6 +142,11 @@ def _ordered_build(build):
             else commit
             for commit in copy["commits"]
         ]
+    if type(copy.get("downloads")) is dict:
+        copy["downloads"] = {
+            key: dict(_ordered(extra, dataformat.DOWNLOAD_KEYS)) if type(extra) is dict else extra
+            for key, extra in sorted(copy["downloads"].items())
+        }
     return copy
 
 

@@ -5,20 +5,27 @@ a change made unused deleted, as are those of builds yanked long ago (`purge`) a
 `check --prune`, every object no build uses.
 """
 
+import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit
 
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import artifacts, objects, stores
+from buildshelf.kept.keeping import Keep
+from buildshelf.model import MAX_PUBLISHED_EXTRAS, PRIMARY_KEY, file_name_in_url
 from buildshelf.text import closest, printable
-from buildshelf.writing.objects_in_use import kept_objects, readable_projects, used_objects
+from buildshelf.writing.objects_in_use import (
+    kept_file_documents,
+    kept_objects,
+    readable_projects,
+    used_objects,
+)
 from buildshelf.writing.refusals import (
     Exists,
     Invalid,
@@ -99,56 +106,14 @@ def job_run_url(ci_job_url: str, number: int) -> str:
     return ci_job_url.rstrip("/") + f"/{number}/"
 
 
-STDIN = "-"  # Keep's source, publish --file's PATH: standard input
-
-
-@dataclass(frozen=True)
-class Keep:
-    """A file to keep in the artifact store for the build published: the file at `source`,
-    copied in; standard input (STDIN, named by `name`), streamed in; or, with `staged`, a file already received into the store (an HTTP upload,
-    artifacts.Staging), renamed into place: no second copy. The artifact's name is `name`,
-    by default the source's."""
-
-    source: str
-    max_bytes: int = artifacts.MAX_BYTES_DEFAULT
-    sha256: str | None = None  # what the CI job computed: a file that differs is refused
-    _: KW_ONLY  # the rest by name: a positional argument once took another's place
-    staged: artifacts.Staged | None = None
-    name: str | None = None
-    progress: artifacts.Progress | None = None  # told of the copy as it goes
-
-    def stored(self, store_dir: str) -> artifacts.Stored:
-        """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
-        artifacts.check_name(self.name or os.path.basename(self.source))
-        store = stores.opened(store_dir)
-        if self.staged is not None:
-            return store.place(self.staged, self.source)
-        if self.source == STDIN:  # publish --file - (what a CI job sends over ssh)
-            return store.store_stream(
-                _read_stdin,
-                f"{self.name} (standard input)",
-                self.max_bytes,
-                progress=self.progress,
-                expected_sha256=self.sha256,
-            )
-        return store.store_file(self.source, self.max_bytes, self.sha256, self.progress)
-
-
-def _read_stdin() -> bytes:
-    try:
-        return sys.stdin.buffer.read1(artifacts.CHUNK_BYTES)
-    except OSError as error:
-        raise artifacts.Refused(
-            f"cannot read standard input: {error.strerror} (nothing was stored)"
-        ) from None
-
-
 @dataclass(frozen=True)
 class Published:
-    """What a publish did: "added", "replaced" or "unchanged", and the kept file's object."""
+    """What a publish did: "added", "replaced" or "unchanged"; the primary's object, if it
+    keeps its file, and those of its extra files kept, by key."""
 
     outcome: str
     stored: artifacts.Stored | None = None
+    extras: dict[str, artifacts.Stored] = field(default_factory=dict)
 
 
 Report = Callable[[artifacts.Removed], None]  # told of each object a command deletes
@@ -167,6 +132,7 @@ def publish(
     keep: Keep | None = None,
     store_dir: str | None = None,
     report: Report = unreported,
+    extras: dict[str, Keep] | None = None,
 ) -> Published:
     """Add `build` (a build object; a None 'url' means the job run's) to project `slug`.
 
@@ -174,27 +140,30 @@ def publish(
     with `any_timestamp`, whatever its timestamp, so that a retry without --timestamp
     matches). With `keep`, its file is stored first in the artifact store `store_dir`, under
     the lock, so that the project file never names an object that is not there (a damaged
-    one is repaired). The object of a replaced build, or the one stored for a build refused,
-    is then deleted if no build uses it (see remove_if_unused).
+    one is repaired); so is each of `extras`, its extra files to keep, by key (its extra
+    files elsewhere are the build's `downloads`). Their keys and names are checked by the
+    data files' rules before a byte is stored. The objects of a replaced build, or those
+    stored for a build refused, are then deleted if no build uses them (remove_if_unused).
     """
-    stored, made_unused = None, set()
+    extras = extras or {}
+    if problem := extra_files_problem(build, keep, extras):
+        raise Invalid(f"{project_path(directory, slug)}: build {build['buildNumber']}: {problem}")
+    stored, made_unused = {}, set()  # by key, the primary's as PRIMARY_KEY
 
     def change(doc):
-        nonlocal stored
         doc = _existing_project(doc, directory, slug)
         if build["url"] is None:  # before a file is kept: its copy may be long
             build["url"] = job_run_url(doc["ciJobUrl"], build["buildNumber"])
-        if keep is not None:  # again on a retry: it puts back an object missing or damaged
-            try:
-                stored = keep.stored(store_dir)
-            except artifacts.NoSpace as refused:
-                raise NoSpace(str(refused)) from None
-            except objects.Unavailable as refused:
-                raise StoreUnavailable(str(refused)) from None
-            except artifacts.Refused as refused:
-                raise Invalid(str(refused)) from None
-            name = keep.name or os.path.basename(keep.source)
-            build.update(sha256=stored.sha256, size=stored.size, file=name)
+        # Again on a retry: it puts back an object missing or damaged.
+        for key, kept in ((PRIMARY_KEY, keep), *extras.items()):
+            if kept is not None:
+                stored[key] = _stored(kept, store_dir)
+        if keep is not None:
+            build.update(keep.fields(stored[PRIMARY_KEY]))
+        if extras:
+            build["downloads"] = dict(build.get("downloads", {})) | {
+                key: kept.fields(stored[key]) for key, kept in extras.items()
+            }
         same = [b for b in doc["builds"] if b.get("buildNumber") == build["buildNumber"]]
         others = [b for b in doc["builds"] if b.get("buildNumber") != build["buildNumber"]]
         new = dict(doc, builds=others + [build])
@@ -235,13 +204,55 @@ def publish(
             then=lambda _: remove_if_unused(directory, store_dir, made_unused, report),
         )
     except Refused:
-        # The object stored for the build refused, if this command made it (identical bytes
-        # already there may be a build's that is not readable now) and no build uses it.
-        if stored is not None and stored.created:
+        # The objects stored for the build refused, if this command made them (identical
+        # bytes already there may be a build's that is not readable now) and no build uses
+        # them.
+        created = {each.sha256 for each in stored.values() if each.created}
+        if created:
             with locked(directory):
-                remove_if_unused(directory, store_dir, {stored.sha256}, report)
+                remove_if_unused(directory, store_dir, created, report)
         raise
-    return Published(outcome, stored)
+    primary = stored.pop(PRIMARY_KEY, None)
+    return Published(outcome, primary, stored)
+
+
+def _stored(keep, store_dir):
+    """`keep`'s file as an object of `store_dir`, or the refusal: NoSpace,
+    StoreUnavailable, Invalid."""
+    try:
+        return keep.stored(store_dir)
+    except artifacts.NoSpace as refused:
+        raise NoSpace(str(refused)) from None
+    except objects.Unavailable as refused:
+        raise StoreUnavailable(str(refused)) from None
+    except artifacts.Refused as refused:
+        raise Invalid(str(refused)) from None
+
+
+def extra_files_problem(build: dict, keep: Keep | None, extras: dict[str, Keep]) -> str | None:
+    """Why a publish's extra files, elsewhere (the build's `downloads`) and to keep (`extras`),
+    are refused, checked before a byte is stored: a data files' rule broken (keys, names),
+    more than MAX_PUBLISHED_EXTRAS, a key given twice; or None."""
+    files = build.get("downloads", {})
+    if not (files or extras):
+        return None
+    if type(files) is dict:  # else the rule says what it must be
+        if twice := sorted(files.keys() & extras.keys()):
+            return f"downloads[{json.dumps(twice[0])}] is given twice"
+        if len(files) + len(extras) > MAX_PUBLISHED_EXTRAS:
+            return (
+                f"it has {len(files) + len(extras)} extra files: a publish takes "
+                f"{MAX_PUBLISHED_EXTRAS} at most"
+            )
+        # As they will be once stored: the bytes, which no rule looks at, are not known yet.
+        unstored = artifacts.Stored("0" * 64, 0, "", False)
+        files = files | {key: kept.fields(unstored) for key, kept in extras.items()}
+    primary = keep.file_name if keep else file_name_in_url(build.get("downloadUrl") or "")
+    try:
+        dataformat.valid_downloads(files, primary)
+    except dataformat.RuleBroken as problem:
+        return str(problem)
+    return None
 
 
 def yank(
@@ -293,33 +304,54 @@ YANK_KEYS = ("yankedAt", "yankReason")
 
 def unyank(directory: str, slug: str, number: int, store_dir: str | None = None) -> dict:
     """Serve yanked build `number` of project `slug` again; Refused when it is not yanked, or
-    when its kept file is no longer in `store_dir` (purged): it must be published again."""
+    when a file it keeps (its primary, an extra) is no longer in `store_dir` (purged): it
+    must be published again."""
 
     def change(doc):
         build = _the_build(doc, directory, slug, number, "nothing unyanked")
         if "yankedAt" not in build:
             raise Refused(f"build {number} of {slug} is not yanked: nothing to restore")
-        if "file" in build and store_dir is not None:
-            if stores.opened(store_dir).verify(build["sha256"], build["size"]) is not None:
-                name = build["file"]
-                raise Refused(
-                    f"build {number} of {slug} cannot be served again: its file {name} was "
-                    f"purged from {printable(store_dir)}. Publish it again: 'buildshelf "
-                    f"publish {slug} --build {number} --file {name} --replace' (with its "
-                    "channel and timestamp)"
-                )
+        store = None if store_dir is None else stores.opened(store_dir)
+        purged = [
+            file["file"]
+            for _, file in ([] if store is None else kept_file_documents(build))
+            if store.verify(file["sha256"], file["size"]) is not None
+        ]
+        if purged:
+            raise Refused(
+                f"build {number} of {slug} cannot be served again: its "
+                f"{'file' if len(purged) == 1 else 'files'} {', '.join(purged)} "
+                f"{'was' if len(purged) == 1 else 'were'} purged from {printable(store_dir)}. "
+                f"Publish it again: 'buildshelf publish {slug} --build {number} "
+                f"{_files_given(build)} --replace' (with its channel and timestamp)"
+            )
         restored = {key: value for key, value in build.items() if key not in YANK_KEYS}
         return dict(doc, builds=[restored if b is build else b for b in doc["builds"]]), build
 
     return update(directory, slug, change)
 
 
+def _files_given(build):
+    """The flags of `publish` that give a build document's files again."""
+    flags = [
+        f"--file {build['file']}" if "file" in build else f"--download-url {build['downloadUrl']}"
+    ]
+    for key, extra in build.get("downloads", {}).items():
+        given = f"--extra-file {key}={extra['file']}" if "file" in extra else None
+        flags.append(given or f"--extra-url {key}={extra['downloadUrl']}")
+    return " ".join(flags)
+
+
 @dataclass(frozen=True)
 class Purged:
-    """A yanked build whose object a purge looked at: deleted, or kept for another build."""
+    """A kept file of a yanked build that a purge looked at (its primary, or an extra: `key`
+    says which): its object deleted, or kept for another build."""
 
     slug: str
-    build: dict
+    number: int
+    key: str
+    file: str
+    sha256: str
     removed: artifacts.Removed | None
 
 
@@ -330,9 +362,10 @@ def purge(
     older_than_days: float = 30,
     dry_run: bool = False,
 ) -> list[Purged]:
-    """Delete the objects of the builds yanked at least `older_than_days` ago (of project
-    `slug`, else of every project) that no other build uses; with `dry_run`, delete nothing
-    and say what would go. Refused while a data file cannot be read."""
+    """Delete the objects of the files (primary and extra) of the builds yanked at least
+    `older_than_days` ago (of project `slug`, else of every project) that no other build
+    uses; with `dry_run`, delete nothing and say what would go. Refused while a data file
+    cannot be read."""
     if slug is not None:
         project_path(directory, slug)
         if not os.path.exists(project_path(directory, slug)):
@@ -340,24 +373,32 @@ def purge(
     before = time.time_ns() // 1_000_000 - older_than_days * 86_400_000
     with nullcontext() if dry_run else locked(directory):
         due = [
-            (project.slug, build)
+            (project.slug, build.number, key, file)
             for _, project in readable_projects(directory)
             if slug is None or project.slug == slug
             for build in project.yanked
-            if build.hosted and build.yanked_at <= before
+            if build.yanked_at <= before
+            for key, file in _distinct_objects(build)
         ]
-        ignoring = {(name, build.number) for name, build in due}
-        unused = {build.sha256 for _, build in due} - used_objects(directory, ignoring)
+        ignoring = {(name, number) for name, number, _, _ in due}
+        unused = {file.sha256 for _, _, _, file in due} - used_objects(directory, ignoring)
         store = stores.opened(store_dir)
         removed = {r.path: r for r in store.remove(unused, dry_run)}
     return [
-        Purged(
-            name,
-            {"buildNumber": build.number, "file": build.file, "sha256": build.sha256},
-            removed.get(store.name(build.sha256)),
-        )  # fmt: skip
-        for name, build in due
+        Purged(name, number, key, file.file, file.sha256, removed.get(store.name(file.sha256)))
+        for name, number, key, file in due
     ]
+
+
+def _distinct_objects(build):
+    """(key, kept file) of a build's kept files, one for each object: two of its files with
+    the same bytes are one object, deleted once."""
+    seen, distinct = set(), []
+    for key, file in build.files:
+        if file.hosted and file.sha256 not in seen:
+            seen.add(file.sha256)
+            distinct.append((key, file))
+    return distinct
 
 
 def remove_if_unused(

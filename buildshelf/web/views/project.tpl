@@ -81,6 +81,20 @@ Try including experimental builds.
         % end
       </p>
       % end
+      % if b.extras:
+      <ul class="extras" aria-label="Extra files of build #{{b.number}}">
+        % for x in b.extras:
+        <li><span class="key">{{x.key}}</span> <a href="{{x.url}}">{{x.file}}</a>
+          % if x.sha256:
+          <span class="integrity">{{x.size_text}}, SHA-256 <code class="sha256">{{x.sha256}}</code></span>
+          % end
+          % if x.checksum_url:
+          <a href="{{x.checksum_url}}">.sha256</a>
+          % end
+        </li>
+        % end
+      </ul>
+      % end
       <div class="actions">
         % include('_download.tpl', b=b)
         <a class="ci" href="{{b.url}}">CI run of build #{{b.number}}</a>
