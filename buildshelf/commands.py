@@ -13,8 +13,9 @@ import time
 
 from buildshelf import publish_files, settings
 from buildshelf.datafiles import checking, datafile
+from buildshelf.datafiles.dataformat import published_timestamp_problem
 from buildshelf.kept import kept_files, stores
-from buildshelf.model import PRIMARY_KEY, published_timestamp_problem, whole_number
+from buildshelf.model import PRIMARY_KEY, whole_number
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets

@@ -28,10 +28,6 @@ FILE_NAME_PATTERN = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}\Z")
 FILE_NAME_RULE = (
     "must be ASCII letters, digits and . _ + -, not start with a dot, and be at most 200 characters"
 )
-# Absolute http(s) URLs of URI characters only (RFC 3986): they are served as they are and
-# javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
-# Both letter cases spelled out: IGNORECASE would let the Kelvin sign match 'k' (and long s
-# 's', dotless i 'i'), and costs 70% more per URL.
 # An extra file's key in a build's `downloads`: its kind and variant, as Fill keys a build's
 # files by role ("server:mojmap"). The primary file is the build's own, always PRIMARY_KEY.
 DOWNLOAD_KEY_PATTERN = re.compile(r"[a-z0-9-]+:[a-z0-9-]+\Z")
@@ -43,6 +39,10 @@ PRIMARY_KEY = "server:default"
 # of an HTTP upload and its JSON's `downloads`): an upload's parts are bounded. A data file
 # may hold more.
 MAX_PUBLISHED_EXTRAS = 16
+# Absolute http(s) URLs of URI characters only (RFC 3986): they are served as they are and
+# javadocBaseUrl becomes a Location header. Other characters must be percent-encoded.
+# Both letter cases spelled out: IGNORECASE would let the Kelvin sign match 'k' (and long s
+# 's', dotless i 'i'), and costs 70% more per URL.
 URL_PATTERN = re.compile(
     r"[Hh][Tt][Tt][Pp][Ss]?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])"
     r"(?::[0-9]{1,5})?(?:[/?#][A-Za-z0-9\-._~%!$&'()*+,;=:@/?#]*)?\Z"
@@ -50,7 +50,7 @@ URL_PATTERN = re.compile(
 
 # The timestamps a build may have: from 1970 to the end of year 9999, the last year that an
 # HTTP date, a feed's date and Python's datetime can write. The rule of the data files, of
-# every command that writes one, and of what is published (timestamp_problem).
+# every command that writes one, and of what is published (dataformat.timestamp_problem).
 LAST_MILLISECOND = 253402300799999  # 9999-12-31T23:59:59.999Z
 TIMESTAMPS = range(LAST_MILLISECOND + 1)
 
@@ -403,31 +403,6 @@ _number = attrgetter("number")
 
 
 SECONDS_BELOW = 10**11  # a timestamp below this is in seconds (in milliseconds it is 1973)
-
-
-def timestamp_problem(timestamp: int) -> str | None:
-    """Why `timestamp` is not in TIMESTAMPS, to follow the value in a message; or None."""
-    if timestamp in TIMESTAMPS:
-        return None
-    if timestamp < 0:  # no CI ran a build before 1970
-        return "is before 1970: give epoch milliseconds (date +%s%3N)"
-    # The easy slip beside date +%s%3N: +%s%6N or +%s%N, a date in micro- or nanoseconds.
-    smaller = timestamp <= LAST_MILLISECOND * 1_000_000
-    return "is after year 9999: give epoch milliseconds (date +%s%3N)" + (
-        "; this looks like microseconds or nanoseconds" if smaller else ""
-    )
-
-
-def published_timestamp_problem(millis: int) -> str | None:
-    """Why `millis` may not be the timestamp of a build published (`publish --timestamp`, an
-    HTTP publish), to follow the value in a message; or None. A data file may hold seconds
-    (epoch_seconds): what is published is in milliseconds."""
-    if abs(millis) < SECONDS_BELOW:
-        return (
-            f"looks like seconds, not milliseconds: give {millis}000 (in a shell, date +%s%3N "
-            "is now in milliseconds)"
-        )
-    return timestamp_problem(millis)
 
 
 def epoch_seconds(timestamp: int) -> float:

@@ -332,15 +332,33 @@ def _counted_in_versions(versions: dict) -> tuple[int, int]:
     return keys, sum(flag.count(":") for flag in flags)
 
 
+def _given_fields(doc) -> dict:
+    """The project's own keys the file gave; `versions` as plain JSON, since its rules are
+    project_problem's, over what the file gave (a few entries)."""
+    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
+    if "versions" in fields:
+        fields["versions"] = msgspec.to_builtins(doc.versions)
+    return fields
+
+
+def _share_channels_pack_commits(builds) -> None:
+    """Thousands of builds share a handful of channels: keep one string of each, as
+    valid_build does (5 MB at 100,000 builds); and their commits packed, as valid_build does.
+    The builds are new and seen by no one else yet."""
+    channels = {}
+    for build, packed in zip(builds, map(Commits, map(_commits, builds))):
+        channel = channels.setdefault(build.channel, build.channel)
+        if channel is not build.channel:
+            msgspec.structs.force_setattr(build, "channel", channel)
+        msgspec.structs.force_setattr(build, "commits", packed)
+
+
 def _fast_project(slug, text):
     """The file's Project if it is plainly valid, else None."""
     if (decoded := _decoded(text)) is None:
         return None
     doc, builds = decoded
-    fields = {k: v for k, v in msgspec.structs.asdict(doc).items() if v is not msgspec.UNSET}
-    # The rules of `versions` are project_problem's, over what the file gave (a few entries).
-    if "versions" in fields:
-        fields["versions"] = msgspec.to_builtins(doc.versions)
+    fields = _given_fields(doc)
     numbers = list(map(_number, builds))
     timestamps = list(map(_timestamp, builds))
     in_order = all(map(lt, numbers, islice(numbers, 1, None)))  # files are mostly in order
@@ -419,15 +437,7 @@ def _fast_project(slug, text):
     )
     if text.count(":") - colons != keys or ("\\u003" in text and ESCAPED_COLON.search(text)):
         return None
-    # Thousands of builds share a handful of channels: keep one string of each, as valid_build
-    # does (5 MB at 100,000 builds); and their commits packed, as valid_build does. The builds
-    # are new and seen by no one else yet.
-    channels = {}
-    for build, packed in zip(builds, map(Commits, map(_commits, builds))):
-        channel = channels.setdefault(build.channel, build.channel)
-        if channel is not build.channel:
-            msgspec.structs.force_setattr(build, "channel", channel)
-        msgspec.structs.force_setattr(build, "commits", packed)
+    _share_channels_pack_commits(builds)
     builds = tuple(builds) if in_order else tuple(sorted(builds, key=_number))
     return Project.of(
         builds,

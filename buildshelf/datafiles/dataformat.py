@@ -18,6 +18,8 @@ from buildshelf.model import (
     FILE_NAME_PATTERN,
     FILE_NAME_RULE,
     HASH_DIGITS,
+    LAST_MILLISECOND,
+    SECONDS_BELOW,
     SHA256_PATTERN,
     SUPPORT_STATUSES,
     TIMESTAMPS,
@@ -32,7 +34,6 @@ from buildshelf.model import (
     download_key_problem,
     file_keys,
     file_name_in_url,
-    timestamp_problem,
 )
 from buildshelf.text import closest
 
@@ -385,3 +386,28 @@ def _versions_problem(versions):
 def version_infos(versions) -> dict[str, VersionInfo]:
     """A `versions` block that _versions_problem passed, as the Project holds it."""
     return msgspec.convert(versions, dict[str, VersionInfo])
+
+
+def timestamp_problem(timestamp: int) -> str | None:
+    """Why `timestamp` is not in TIMESTAMPS, to follow the value in a message; or None."""
+    if timestamp in TIMESTAMPS:
+        return None
+    if timestamp < 0:  # no CI ran a build before 1970
+        return "is before 1970: give epoch milliseconds (date +%s%3N)"
+    # The easy slip beside date +%s%3N: +%s%6N or +%s%N, a date in micro- or nanoseconds.
+    smaller = timestamp <= LAST_MILLISECOND * 1_000_000
+    return "is after year 9999: give epoch milliseconds (date +%s%3N)" + (
+        "; this looks like microseconds or nanoseconds" if smaller else ""
+    )
+
+
+def published_timestamp_problem(millis: int) -> str | None:
+    """Why `millis` may not be the timestamp of a build published (`publish --timestamp`, an
+    HTTP publish), to follow the value in a message; or None. A data file may hold seconds
+    (epoch_seconds): what is published is in milliseconds."""
+    if abs(millis) < SECONDS_BELOW:
+        return (
+            f"looks like seconds, not milliseconds: give {millis}000 (in a shell, date +%s%3N "
+            "is now in milliseconds)"
+        )
+    return timestamp_problem(millis)

@@ -9,8 +9,9 @@ import json
 import time
 
 from buildshelf.datafiles import datafile
+from buildshelf.datafiles.dataformat import published_timestamp_problem
 from buildshelf.kept import keeping
-from buildshelf.model import published_timestamp_problem, sha256_hex
+from buildshelf.model import sha256_hex
 from buildshelf.web.upload import EXTRA_PART, invalid
 from buildshelf.writing import writer
 

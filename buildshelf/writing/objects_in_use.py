@@ -1,7 +1,7 @@
 """The objects of the artifact store that the data directory's builds use: those of every
 build's kept files, its primary's and its extras' (yanked builds' too: their files stay until
 purged), read from every data file, and none known while a file cannot be read, since it may
-use any of them."""
+use any of them; a build's kept files one for each object (`distinct_objects`)."""
 
 from itertools import chain
 
@@ -46,3 +46,14 @@ def used_objects(directory: str, ignoring: frozenset = frozenset()) -> set[str]:
             if (project.slug, build.number) not in ignoring:
                 used.update(file.sha256 for file in build.kept_files)
     return used
+
+
+def distinct_objects(build) -> list:
+    """(key, kept file) of a build's kept files, one for each object: two of its files with
+    the same bytes are one object, deleted once."""
+    seen, distinct = set(), []
+    for key, file in build.files:
+        if file.hosted and file.sha256 not in seen:
+            seen.add(file.sha256)
+            distinct.append((key, file))
+    return distinct

@@ -21,6 +21,7 @@ from buildshelf.kept.keeping import Keep
 from buildshelf.model import MAX_PUBLISHED_EXTRAS, PRIMARY_KEY, file_name_in_url
 from buildshelf.text import closest, printable
 from buildshelf.writing.objects_in_use import (
+    distinct_objects,
     kept_file_documents,
     kept_objects,
     readable_projects,
@@ -378,7 +379,7 @@ def purge(
             if slug is None or project.slug == slug
             for build in project.yanked
             if build.yanked_at <= before
-            for key, file in _distinct_objects(build)
+            for key, file in distinct_objects(build)
         ]
         ignoring = {(name, number) for name, number, _, _ in due}
         unused = {file.sha256 for _, _, _, file in due} - used_objects(directory, ignoring)
@@ -388,17 +389,6 @@ def purge(
         Purged(name, number, key, file.file, file.sha256, removed.get(store.name(file.sha256)))
         for name, number, key, file in due
     ]
-
-
-def _distinct_objects(build):
-    """(key, kept file) of a build's kept files, one for each object: two of its files with
-    the same bytes are one object, deleted once."""
-    seen, distinct = set(), []
-    for key, file in build.files:
-        if file.hosted and file.sha256 not in seen:
-            seen.add(file.sha256)
-            distinct.append((key, file))
-    return distinct
 
 
 def remove_if_unused(
