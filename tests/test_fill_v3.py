@@ -574,6 +574,33 @@ def test_a_file_of_2_gib_or_more_is_not_offered(fill_dir, fill):
     assert download["server:default"]["size"] == 2**31 - 1
 
 
+def test_a_build_s_extra_files_are_downloads_by_their_keys(fill_dir, fill):
+    """The primary as server:default, then each extra file kept (it has a sha256 and a size)
+    and each kept elsewhere that gives both; one without a checksum is left out."""
+    build = make_build(3, "1.0", sha256=OTHER_SHA, size=7)
+    build["downloads"] = {
+        "server:mojmap": {"file": "beta-mojmap.jar", "sha256": KEPT_SHA, "size": 24},
+        "dev:bundle": {"downloadUrl": "https://ci.example.org/b.jar", "sha256": OTHER_SHA,
+                       "size": 9},
+        "dev:sources": {"downloadUrl": "https://ci.example.org/s.jar"},
+    }  # fmt: skip
+    write_file(fill_dir / "beta.json", make_project([build]))
+    downloads = fill.get("/v3/projects/beta/versions/1.0/builds/3").json["downloads"]
+    assert list(downloads) == ["server:default", "server:mojmap", "dev:bundle"]
+    assert downloads["server:mojmap"] == {
+        "name": "beta-mojmap.jar",
+        "checksums": {"sha256": KEPT_SHA},
+        "size": 24,
+        "url": f"{PUBLIC_URL}/downloads/beta/3/{KEPT_SHA}/beta-mojmap.jar",
+    }
+    assert downloads["dev:bundle"] == {
+        "name": "b.jar",
+        "checksums": {"sha256": OTHER_SHA},
+        "size": 9,
+        "url": "https://ci.example.org/b.jar",
+    }
+
+
 def test_a_build_numbered_beyond_32_bits_is_not_served_here(fill_dir, fill):
     """Fill's build ids are Java ints, run-task's Kotlin Ints: such a build is not listed."""
     write_file(

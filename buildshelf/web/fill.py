@@ -122,7 +122,7 @@ def builds(service: Service, project, version):
     snapshot = service.store.snapshot()
     found = _project(snapshot, project)
     served = _builds(found, version)
-    url = service.shapes.download_url
+    url = service.shapes.file_url
 
     def body():
         return encode(
@@ -168,7 +168,7 @@ def latest_build(service: Service, project, version):
 
 def _send_build(service, project, build, snapshot):
     # One body for a build however it is asked for: by number or as the latest.
-    body = lambda: encode(fill_build(project, build, service.shapes.download_url))  # noqa: E731
+    body = lambda: encode(fill_build(project, build, service.shapes.file_url))  # noqa: E731
     return service.send_json(project, ("fill build", id(build)), body, snapshot)
 
 

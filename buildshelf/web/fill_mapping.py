@@ -13,6 +13,7 @@ import msgspec
 
 from buildshelf.model import (
     FILE_NAME_PATTERN,
+    PRIMARY_KEY,
     SECONDS_BELOW,
     Build,
     Project,
@@ -34,7 +35,6 @@ from buildshelf.web.fill_shapes import (
     FillVersionResponse,
 )
 
-SERVER_DEFAULT = "server:default"  # the key of a build's own file, Fill's primary
 # Fill writes a build's number and a file's size as Java ints, and run-task reads them as
 # Kotlin Ints: a build numbered above this is not served here, a file this large not offered.
 MAX_INT = 2**31 - 1
@@ -102,25 +102,29 @@ def channel(project: Project, build: Build) -> str:
     return _said(said, DEFAULT_EXPERIMENTAL)
 
 
-def fill_downloads(project: Project, build: Build, download_url) -> dict[str, FillDownload]:
+def fill_downloads(project: Project, build: Build, file_url) -> dict[str, FillDownload]:
     """A build's files by key, made in this one place: its own file as `server:default`
-    when its SHA-256 and a size Fill can write are known (a checksum is never made up), else
-    none. `download_url(project, build)` is where the file is downloaded."""
-    if build.sha256 is msgspec.UNSET or build.size > MAX_INT:
-        return {}
-    # Clients save the file under its name: a plain one, never a path.
-    name = build.file_name if FILE_NAME_PATTERN.match(build.file_name) else None
-    return {
-        SERVER_DEFAULT: FillDownload(
-            name or f"{project.slug}-{build.number}.jar",
-            FillChecksums(build.sha256),
-            build.size,
-            download_url(project, build),
+    (PRIMARY_KEY), then its extra files, each when its SHA-256 and a size Fill can write are
+    known (a checksum is never made up; a kept file has both), else left out.
+    `file_url(project, build, file)` is where a file (the build itself: its own) is
+    downloaded."""
+    downloads = {}
+    for key, file in build.files:
+        if file.sha256 is msgspec.UNSET or file.size > MAX_INT:
+            continue
+        # Clients save the file under its name: a plain one, never a path.
+        name = file.file_name if FILE_NAME_PATTERN.match(file.file_name) else None
+        suffix = "" if key == PRIMARY_KEY else "-" + key.replace(":", "-")
+        downloads[key] = FillDownload(
+            name or f"{project.slug}-{build.number}{suffix}.jar",
+            FillChecksums(file.sha256),
+            file.size,
+            file_url(project, build, file),
         )
-    }
+    return downloads
 
 
-def fill_build(project: Project, build: Build, download_url) -> FillBuild:
+def fill_build(project: Project, build: Build, file_url) -> FillBuild:
     """A build in Fill's shape; its commits carry its time (the data keep none of theirs)."""
     when = fill_time(build.timestamp)
     return FillBuild(
@@ -128,7 +132,7 @@ def fill_build(project: Project, build: Build, download_url) -> FillBuild:
         when,
         channel(project, build),
         [FillCommit(commit.hash, when, commit.message) for commit in build.commits],
-        fill_downloads(project, build, download_url),
+        fill_downloads(project, build, file_url),
     )
 
 

@@ -169,8 +169,8 @@ class FillBuild(msgspec.Struct):
     downloads: typing.Annotated[
         dict[str, FillDownload],
         Meta(
-            description="Its files by key: `server:default`, the build's file, when its "
-            "SHA-256 and size are known (and the size below 2 GiB); else `{}`."
+            description="Its files by key: `server:default`, the build's file, then its extra "
+            "files, each when its SHA-256 and size are known (and the size below 2 GiB)."
         ),
     ]
 

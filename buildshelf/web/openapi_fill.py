@@ -147,7 +147,8 @@ PATHS = {
         "fillGetBuild", "A build of a version", (PROJECT, VERSION, BUILD),
         {"200": "FillBuild", "400": "FillBadBuild", "404": "FillUnknownBuild"},
         "Its `downloads` has its file as `server:default` when the data give its SHA-256 and "
-        "size; else it is `{}`: a checksum is never made up."),
+        "size, then its extra files that have both, by key; else it is `{}`: a checksum is "
+        "never made up."),
 }
 # fmt: on
 
