@@ -119,8 +119,8 @@ def _from_the_store(service, store, wanted, environ):
 
         chunks = functools.partial(store.chunks, wanted.sha256)
         return downloads.streamed(wanted, environ, check, chunks)
-    for _, build, problem in service.store.unavailable():
-        if build.sha256 == wanted.sha256:
+    for _, _, file, problem in service.store.unavailable():
+        if file.sha256 == wanted.sha256:
             raise downloads.Unavailable(problem)
     if service.artifacts_downloads == stores.PUBLIC:
         location = service.shapes.object_url(wanted.sha256)
