@@ -290,3 +290,29 @@ def test_a_move_to_a_bucket_and_back_copies_verifies_and_resumes(
     assert cli.main([*move, "--from", bucket, "--to", str(elsewhere)]) == 1
     assert "not copied: sha256 mismatch" in capsys.readouterr().out
     assert first not in stores.opened(str(elsewhere)).objects()
+
+
+def test_a_build_s_extra_files_are_kept_checked_served_and_purged_in_s3(
+    data_dir, bucket, jar, tmp_path, capsys
+):
+    extra = tmp_path / "alpha-9-mojmap.jar"
+    extra.write_bytes(b"the mojmap jar's bytes")
+    flags = ("--file", str(jar), "--extra-file", f"server:mojmap={extra}")
+    assert publish(data_dir, bucket, 9, *flags) == 0
+    store = stores.opened(bucket)
+    assert set(store.objects()) == {sha(jar.read_bytes()), sha(extra.read_bytes())}
+    data, client = app_of(data_dir, bucket, "proxy")
+    data.refresh()
+    build = client.get(API + "/builds/latest?project=alpha&channel=1.21").json
+    url = build["downloads"]["server:mojmap"]["url"]
+    got = client.get(url.removeprefix("http://127.0.0.1:8080"), status=200)
+    assert got.body == extra.read_bytes()
+    # check --verify looks at every kept file: the extra's object gone is said, by its name.
+    store.remove([sha(extra.read_bytes())])
+    capsys.readouterr()
+    assert cli.main(["check", "--data", str(data_dir), "--artifacts", bucket, "--verify"]) == 1
+    assert "build 9, file alpha-9-mojmap.jar: its object is missing" in capsys.readouterr().out
+    assert publish(data_dir, bucket, 9, *flags) == 0  # the retry puts it back
+    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir), "--artifacts", bucket,
+                     "--purge"]) == 0  # fmt: skip
+    assert store.objects() == {}
