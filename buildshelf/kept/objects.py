@@ -111,10 +111,12 @@ class ArtifactStore(Protocol):
     def rehash(self, sha256: str) -> str | None: ...
 
     def problems(
-        self, kept: Iterable[tuple[str, object]], hash_again: bool = False
-    ) -> Iterator[tuple[str, object, str]]:
-        """(name, build, problem) for each (name, build) of `kept` whose object is missing,
-        of another size or, with `hash_again`, holds other bytes; one object looked at once."""
+        self, kept: Iterable[tuple[str, object, object]], hash_again: bool = False
+    ) -> Iterator[tuple[str, object, object, str]]:
+        """(name, build, file, problem) for each (name, build, file) of `kept` whose file's
+        object (by its `sha256` and `size`: a build's primary or an extra, Build.kept_files)
+        is missing, of another size or, with `hash_again`, holds other bytes; one object
+        looked at once."""
 
     def objects(self) -> dict[str, int]:
         """Every object: sha256 -> size."""
