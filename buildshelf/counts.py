@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from buildshelf import addresses, state
-from buildshelf.model import Build, Download
+from buildshelf.model import Kept
 from buildshelf.text import counted as counted_noun
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def network(address: str) -> int | None:
     return int.from_bytes(found[:8], "big")
 
 
-def file_key(build: Build | Download) -> str:
+def file_key(build: Kept) -> str:
     """What a download's row names the file by (a build's primary, or an extra file): the
     kept file's SHA-256, else its downloadUrl (a changed Jenkins URL moves no kept file's
     history)."""

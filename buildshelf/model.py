@@ -274,7 +274,7 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         return self.file if self.hosted else file_name_in_url(self.download_url)
 
     @property
-    def files(self) -> tuple[tuple[str, "Build | Download"], ...]:
+    def files(self) -> tuple[tuple[str, "Kept"], ...]:
         """(key, file) of each of the build's files, with its `file` (if kept), `sha256`,
         `size` and `file_name`: the primary (the build itself) first, as PRIMARY_KEY, then
         its extras, in their order."""
@@ -283,11 +283,14 @@ class Build(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True, k
         return ((PRIMARY_KEY, self), *self.downloads.items())
 
     @property
-    def kept_files(self) -> tuple["Build | Download", ...]:
+    def kept_files(self) -> tuple["Kept", ...]:
         """The build's files Buildshelf keeps (see files), the primary first if kept."""
         if self.downloads is msgspec.UNSET:
             return (self,) if self.hosted else ()
         return tuple(file for _, file in self.files if file.hosted)
+
+
+Kept = Build | Download  # a kept file: its `file`, `sha256` and `size` (Build.files)
 
 
 class BuildWithExtras(Build, frozen=True, gc=False, forbid_unknown_fields=True, kw_only=True):

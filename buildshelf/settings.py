@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from buildshelf import state
-from buildshelf.kept import artifacts, stores
+from buildshelf.kept import artifacts, objects, stores
 from buildshelf.model import URL_PATTERN
 from buildshelf.web import upstream
 
@@ -231,7 +231,7 @@ SETTINGS = (
         "max_file_mb",
         "the largest upload an HTTP publish takes, in MiB: a larger Content-Length is "
         "answered 413 before its body is read",
-        artifacts.MAX_BYTES_DEFAULT >> 20,
+        objects.MAX_BYTES_DEFAULT >> 20,
         number_in(1, 1 << 20),
         "MB",
         more="the same default as `publish --max-file-mb`",

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from buildshelf import files
 from buildshelf.datafiles.datafile import DataError, fingerprint, parse_project
 from buildshelf.kept import artifacts, stores
-from buildshelf.model import Build, Project
+from buildshelf.model import Build, Kept, Project
 from buildshelf.readers import Readers
 from buildshelf.text import counted, printable
 
@@ -198,7 +198,7 @@ class Store:
         """The current snapshot: never waits, never touches a file."""
         return self._snapshot
 
-    def unavailable(self) -> tuple[tuple[str, Build, artifacts.Kept, str], ...]:
+    def unavailable(self) -> tuple[tuple[str, Build, Kept, str], ...]:
         """(project slug, build, kept file, problem) for each kept file of a served build
         (its primary or an extra, Build.kept_files) whose object is missing or damaged, as
         the last check found, the problem naming the object's path ("/srv/.../ab/abcd... is

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from buildshelf.kept import artifacts
-from buildshelf.kept.artifacts import NAME_RULE, Refused
+from buildshelf.kept import artifacts, objects
+from buildshelf.kept.artifacts import NAME_RULE
+from buildshelf.kept.objects import Refused
 from buildshelf.kept.temp_files import remove_stale_temp_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,8 +61,8 @@ def test_the_same_bytes_twice_are_one_object(tmp_path, store):
     first = artifacts.store_file(store, write(tmp_path / "a.jar", data))
     second = artifacts.store_file(store, write(tmp_path / "b.jar", data))
     path = os.path.join(store, sha(data)[:2], sha(data))
-    assert first == artifacts.Stored(sha(data), len(data), path, created=True)
-    assert second == artifacts.Stored(sha(data), len(data), path, created=False)
+    assert first == objects.Stored(sha(data), len(data), path, created=True)
+    assert second == objects.Stored(sha(data), len(data), path, created=False)
     assert files_under(store) == [os.path.join(sha(data)[:2], sha(data))]
     with open(path, "rb") as f:
         assert f.read() == data
@@ -98,7 +99,7 @@ def test_a_damaged_object_is_replaced_by_a_good_copy(tmp_path, store):
     with open(stored.path, "wb") as f:
         f.write(b"alp")  # truncated
     again = artifacts.store_file(store, str(tmp_path / "a"))
-    assert again == artifacts.Stored(  # created: the good copy replaced it
+    assert again == objects.Stored(  # created: the good copy replaced it
         stored.sha256, 5, stored.path, created=True, repaired="is 3 bytes, expected 5 bytes"
     )
     assert artifacts.rehash(store, stored.sha256) is None
@@ -514,7 +515,7 @@ def test_remove_deletes_exactly_the_objects_given(tmp_path, store):
     junk = os.path.join(store, ".incoming-abc.tmp")
     write(tmp_path / "artifacts" / ".incoming-abc.tmp", b"junk")
     given = [g.sha256 for g in gone] + [sha(b"never stored")]
-    expected = [artifacts.Removed(g.path, 1) for g in sorted(gone, key=lambda g: g.sha256)]
+    expected = [objects.Removed(g.path, 1) for g in sorted(gone, key=lambda g: g.sha256)]
     assert artifacts.remove(store, given, dry_run=True) == expected
     assert len(artifacts.objects(store)) == 3
     assert artifacts.remove(store, given) == expected
@@ -537,5 +538,5 @@ def test_remove_leaves_an_object_it_cannot_delete(tmp_path, store, monkeypatch):
         unlink(path)
 
     monkeypatch.setattr(artifacts.os, "unlink", refused_for_a)
-    assert artifacts.remove(store, [a.sha256, b.sha256]) == [artifacts.Removed(b.path, 1)]
+    assert artifacts.remove(store, [a.sha256, b.sha256]) == [objects.Removed(b.path, 1)]
     assert artifacts.objects(store) == {a.sha256: 1}

@@ -10,6 +10,7 @@ import webtest
 
 from buildshelf import server
 from buildshelf.kept import artifacts
+from buildshelf.kept.objects import Refused
 from helpers import ALPHA_TOKEN, FakeCredentials, build_in_file, objects
 from test_publish_http import error, leftovers, put, put_json
 
@@ -182,7 +183,7 @@ def test_a_file_the_store_refuses_after_the_upload_publishes_nothing(web, data_d
     def fails_on_the_third(store, staged, source):  # the disk gone read-only meanwhile
         placed.append(source)
         if len(placed) == 3:
-            raise artifacts.Refused(f"cannot store {source}: Read-only file system")
+            raise Refused(f"cannot store {source}: Read-only file system")
         return place(store, staged, source)
 
     monkeypatch.setattr(artifacts, "place", fails_on_the_third)

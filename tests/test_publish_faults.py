@@ -25,6 +25,7 @@ from buildshelf import server
 from buildshelf import store as store_module
 from buildshelf.datafiles import checking
 from buildshelf.kept import artifacts
+from buildshelf.kept.objects import CHUNK_BYTES
 from buildshelf.kept.temp_files import LOCKING_SECONDS, TEMP_PREFIX
 from helpers import ALPHA_BUILDS, ROOT, make_project, real_server, write_file
 
@@ -409,7 +410,7 @@ def test_a_writer_killed_during_the_copy_loses_nothing(data_dir, tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script, *argv], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
-        while not any(os.path.getsize(t) >= artifacts.CHUNK_BYTES for t in temp_files(store_dir)):
+        while not any(os.path.getsize(t) >= CHUNK_BYTES for t in temp_files(store_dir)):
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "no chunk in a temporary file within 60 s"
             time.sleep(0.01)

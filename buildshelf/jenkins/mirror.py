@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from buildshelf import progress
 from buildshelf.http_client import HttpError
 from buildshelf.jenkins import fetch, remote_api
-from buildshelf.kept import artifacts, stores
-from buildshelf.kept.artifacts import Refused
+from buildshelf.kept import artifacts, objects, stores
+from buildshelf.kept.objects import Refused
 from buildshelf.model import PRIMARY_KEY, file_name_in_url
 from buildshelf.writing import rewrite, writer
 from buildshelf.writing.objects_in_use import kept_objects
@@ -45,7 +45,7 @@ def named(selection: remote_api.Selection) -> remote_api.Selection:
 
 def download(
     url: str, store: str, max_bytes: int, timeout: float, allowed_hosts: Iterable[str] = ()
-) -> artifacts.Stored:
+) -> objects.Stored:
     """The file at `url` stored in `store`, fetched as fetch.open_url fetches; Refused
     (nothing left behind) when it cannot be had whole within the limits, or what came is not
     the file."""
@@ -90,7 +90,7 @@ def hosted(selection: remote_api.Selection, downloads: dict, store: str) -> remo
         kept = {}
         for key, file in _files(build):
             got = downloads.get((build["buildNumber"], key))
-            if isinstance(got, artifacts.Stored):
+            if isinstance(got, objects.Stored):
                 gone = stores.opened(store).verify(got.sha256, got.size)
                 got = f"its downloaded file {gone}: run again" if gone else got
             if got is None:
@@ -149,7 +149,7 @@ def add_builds(
         made = {
             got.sha256
             for got in downloads.values()
-            if isinstance(got, artifacts.Stored) and got.created
+            if isinstance(got, objects.Stored) and got.created
         }
         if leftovers := made - kept_objects(used):
             with rewrite.locked(directory):

@@ -32,7 +32,7 @@ from buildshelf.kept.objects import (
     TooLarge,
 )
 from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
-from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build, Download
+from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build, Kept
 from buildshelf.text import sizes
 
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
@@ -43,9 +43,6 @@ _PREFIX = re.compile(r"[0-9a-f]{2}")
 # Objects are read-only (they never change) and readable as the umask allows, so that a
 # server running as another user can send them.
 OBJECT_PERMISSIONS = 0o444
-
-
-Kept = Build | Download  # a kept file: its `file`, `sha256` and `size` (Build.kept_files)
 
 
 def default_store(data: str) -> str:

@@ -8,7 +8,7 @@ import os
 import sys
 from dataclasses import KW_ONLY, dataclass
 
-from buildshelf.kept import artifacts, stores
+from buildshelf.kept import artifacts, objects, stores
 
 STDIN = "-"  # Keep's source, publish --file's PATH: standard input
 
@@ -21,24 +21,24 @@ class Keep:
     place: no second copy. The artifact's name is `name`, by default the source's."""
 
     source: str
-    max_bytes: int = artifacts.MAX_BYTES_DEFAULT
+    max_bytes: int = objects.MAX_BYTES_DEFAULT
     sha256: str | None = None  # what the CI job computed: a file that differs is refused
     _: KW_ONLY  # the rest by name: a positional argument once took another's place
-    staged: artifacts.Staged | None = None
+    staged: objects.Staged | None = None
     name: str | None = None
-    progress: artifacts.Progress | None = None  # told of the copy as it goes
+    progress: objects.Progress | None = None  # told of the copy as it goes
 
     @property
     def file_name(self) -> str:
         """The name the file is kept under: `name`, by default the source's."""
         return self.name or os.path.basename(self.source)
 
-    def fields(self, stored: artifacts.Stored) -> dict:
+    def fields(self, stored: objects.Stored) -> dict:
         """The kept file's keys in a data file, once it is `stored`."""
         return {"sha256": stored.sha256, "size": stored.size, "file": self.file_name}
 
-    def stored(self, store_dir: str) -> artifacts.Stored:
-        """The file as an object of `store_dir` (see Keep); artifacts.Refused if not."""
+    def stored(self, store_dir: str) -> objects.Stored:
+        """The file as an object of `store_dir` (see Keep); objects.Refused if not."""
         artifacts.check_name(self.file_name)
         store = stores.opened(store_dir)
         if self.staged is not None:
@@ -56,8 +56,8 @@ class Keep:
 
 def _read_stdin() -> bytes:
     try:
-        return sys.stdin.buffer.read1(artifacts.CHUNK_BYTES)
+        return sys.stdin.buffer.read1(objects.CHUNK_BYTES)
     except OSError as error:
-        raise artifacts.Refused(
+        raise objects.Refused(
             f"cannot read standard input: {error.strerror} (nothing was stored)"
         ) from None

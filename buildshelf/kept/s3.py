@@ -31,7 +31,7 @@ from buildshelf.kept.objects import (
     TooLarge,
     Unavailable,
 )
-from buildshelf.model import SHA256_PATTERN, Build, Download
+from buildshelf.model import SHA256_PATTERN, Build, Kept
 from buildshelf.text import printable, sizes
 
 SCHEME = "s3://"
@@ -154,8 +154,8 @@ class S3Store:
         return None if actual == sha256 else f"holds other bytes: they hash to {actual}"
 
     def problems(
-        self, kept: Iterable[tuple[str, Build, Build | Download]], hash_again: bool = False
-    ) -> Iterator[tuple[str, Build, Build | Download, str]]:
+        self, kept: Iterable[tuple[str, Build, Kept]], hash_again: bool = False
+    ) -> Iterator[tuple[str, Build, Kept, str]]:
         """As artifacts.problems: one listing of the bucket (trusted LISTING_SECONDS for the
         objects found in it as recorded), a HEAD for each object it does not show as
         recorded, a read (or the store's checksum) of each with `hash_again`."""

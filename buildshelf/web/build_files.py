@@ -15,7 +15,7 @@ from buildshelf.model import (
     PRIMARY_KEY,
     SHA256_PATTERN,
     Build,
-    Download,
+    Kept,
     json_pattern,
 )
 
@@ -51,7 +51,7 @@ class FileDownload(msgspec.Struct, kw_only=True, omit_defaults=True):
     ]
 
 
-def files_json(build: Build, url_of: Callable[[Build | Download], str]) -> dict:
+def files_json(build: Build, url_of: Callable[[Kept], str]) -> dict:
     """The JSON of `build`'s files by key, the primary first: each a FileDownload, its URL
     `url_of(file)`."""
     return {

@@ -31,7 +31,7 @@ PARTS_TAKEN = (
     f"a publish has a part 'build', a part 'file' and a part '{EXTRA_PART}KEY' for each extra "
     f"file ({MAX_PUBLISHED_EXTRAS} at most)"
 )
-READ_BYTES = artifacts.CHUNK_BYTES
+READ_BYTES = objects.CHUNK_BYTES
 
 
 def too_large(message):
@@ -46,7 +46,7 @@ def invalid(message):
 
 def refused_by_the_store(refused) -> ApiError:
     """The answer to a write refused for a cause of the server's own (a refusals.Refused or
-    an artifacts.Refused): 507 for a full disk, 503 for an artifact store out of reach, else
+    an objects.Refused): 507 for a full disk, 503 for an artifact store out of reach, else
     500; logged at once."""
     log.error("a write was refused: %s", refused)
     if isinstance(refused, refusals.StoreUnavailable | objects.Unavailable):
@@ -55,7 +55,7 @@ def refused_by_the_store(refused) -> ApiError:
             "artifact_store_unavailable",
             "the artifact store is unavailable: nothing was written; try again later",
         )
-    if isinstance(refused, refusals.NoSpace | artifacts.NoSpace):
+    if isinstance(refused, refusals.NoSpace | objects.NoSpace):
         return ApiError(
             507,
             "insufficient_storage",
@@ -172,12 +172,12 @@ class Upload:
             ) from None
         except multipart.MultipartError as error:
             raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
-        except artifacts.TooLarge:
+        except objects.TooLarge:
             raise too_large(
                 f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
                 "server's --max-file-mb)"
             ) from None
-        except artifacts.Refused as error:  # the store cannot take it: full, or not writable
+        except objects.Refused as error:  # the store cannot take it: full, or not writable
             raise refused_by_the_store(error) from None
 
 
@@ -230,5 +230,5 @@ def _file_name(segment, part):
         )
     try:
         return artifacts.check_name(segment.filename or "")
-    except artifacts.Refused as refused:
+    except objects.Refused as refused:
         raise invalid(str(refused)) from None

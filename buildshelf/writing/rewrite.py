@@ -28,7 +28,7 @@ import msgspec
 
 from buildshelf import files, store
 from buildshelf.datafiles import datafile, dataformat
-from buildshelf.kept import artifacts
+from buildshelf.kept import objects
 from buildshelf.model import SLUG_PATTERN, Build
 from buildshelf.text import counted
 from buildshelf.writing.refusals import FileInvalid, Invalid, NoSpace, Refused
@@ -309,7 +309,7 @@ def update(
             try:
                 replace_file(target, data, files.new_file_mode(0o666) if mode is None else mode)
             except OSError as error:
-                refusal = NoSpace if error.errno in artifacts.FULL else Refused
+                refusal = NoSpace if error.errno in objects.FULL else Refused
                 raise refusal(
                     f"cannot write {path}: {error.strerror} (the file is as it was)"
                 ) from None

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
-from buildshelf.kept import artifacts, objects, stores
+from buildshelf.kept import objects, stores
 from buildshelf.kept.keeping import Keep
 from buildshelf.model import MAX_PUBLISHED_EXTRAS, PRIMARY_KEY, file_name_in_url
 from buildshelf.text import closest, printable
@@ -113,14 +113,14 @@ class Published:
     keeps its file, and those of its extra files kept, by key."""
 
     outcome: str
-    stored: artifacts.Stored | None = None
-    extras: dict[str, artifacts.Stored] = field(default_factory=dict)
+    stored: objects.Stored | None = None
+    extras: dict[str, objects.Stored] = field(default_factory=dict)
 
 
-Report = Callable[[artifacts.Removed], None]  # told of each object a command deletes
+Report = Callable[[objects.Removed], None]  # told of each object a command deletes
 
 
-def unreported(removed: artifacts.Removed) -> None:
+def unreported(removed: objects.Removed) -> None:
     """A caller that does not tell anyone of the objects deleted (a test's)."""
 
 
@@ -222,11 +222,11 @@ def _stored(keep, store_dir):
     StoreUnavailable, Invalid."""
     try:
         return keep.stored(store_dir)
-    except artifacts.NoSpace as refused:
+    except objects.NoSpace as refused:
         raise NoSpace(str(refused)) from None
     except objects.Unavailable as refused:
         raise StoreUnavailable(str(refused)) from None
-    except artifacts.Refused as refused:
+    except objects.Refused as refused:
         raise Invalid(str(refused)) from None
 
 
@@ -246,7 +246,7 @@ def extra_files_problem(build: dict, keep: Keep | None, extras: dict[str, Keep])
                 f"{MAX_PUBLISHED_EXTRAS} at most"
             )
         # As they will be once stored: the bytes, which no rule looks at, are not known yet.
-        unstored = artifacts.Stored("0" * 64, 0, "", False)
+        unstored = objects.Stored("0" * 64, 0, "", False)
         files = files | {key: kept.fields(unstored) for key, kept in extras.items()}
     primary = keep.file_name if keep else file_name_in_url(build.get("downloadUrl") or "")
     try:
@@ -353,7 +353,7 @@ class Purged:
     key: str
     file: str
     sha256: str
-    removed: artifacts.Removed | None
+    removed: objects.Removed | None
 
 
 def purge(
