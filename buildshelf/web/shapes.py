@@ -52,30 +52,33 @@ def json_maker(
     keys = tuple(field.encode_name for field in fields)
     names = [field.name for field in fields]
     values = attrgetter(*names) if len(names) > 1 else lambda value: (getattr(value, names[0]),)
+    # key: (the maker of its items' JSON, whether packed commits are served as they are)
     nested = {
-        field.encode_name: json_maker(item, mode, packed)
+        field.encode_name: (json_maker(item, mode, packed), packed and _packs(item, mode))
         for field in fields
         if (item := _struct_items(field.type)) is not None
     }
 
     optional = any(field.default is msgspec.UNSET for field in fields)
-    as_packed = packed and keys == PACKED_COMMIT_KEYS  # the shape of Commits.json
 
     def to_json(value):
         obj = dict(zip(keys, values(value)))
         if optional:  # a field a value does not have is left out
             obj = {key: item for key, item in obj.items() if item is not msgspec.UNSET}
-        for key, make in nested.items():
+        for key, (make, as_packed) in nested.items():
             items = obj[key]
-            if make.as_packed and type(items) is Commits and not items.authored:
+            if as_packed and type(items) is Commits and not items.authored:
                 obj[key] = msgspec.Raw(items.json)
             else:
                 obj[key] = [make(item) for item in items]
         return obj
 
-    to_json.as_packed = as_packed
-
     return to_json
+
+
+def _packs(struct: type, mode: str | None) -> bool:
+    """Whether `struct` served in `mode` has the shape of Commits.json, key for key."""
+    return tuple(field.encode_name for field in served_fields(struct, mode)) == PACKED_COMMIT_KEYS
 
 
 def _struct_items(kind):
