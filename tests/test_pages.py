@@ -672,6 +672,78 @@ def test_a_timestamp_in_seconds_shows_as_the_same_time_as_in_milliseconds(data_d
     assert [b["timestamp"] for b in served] == [1700000000, 1700000060000]  # as in the file
 
 
+# --- yanked builds (issue 38) ---
+
+YANKED_AT = 1700000600000  # 2023-11-14 22:23:20 UTC
+
+
+def yanked_numbers(resp):
+    return [
+        int(n) for n in re.findall(r'<article class="build yanked" id="yanked-(\d+)"', resp.text)
+    ]
+
+
+@pytest.fixture
+def yanked_dir(data_dir):
+    """alpha: builds 1, 3 and 5 served; 2 (with a hostile reason of two lines) and 4
+    (experimental, no reason) yanked."""
+    builds = [
+        make_build(1, "1.20"),
+        make_build(2, "1.20", yankedAt=YANKED_AT, yankReason=f"{XSS}\nsee issue 12"),
+        make_build(3, "1.21"),
+        make_build(4, "1.21", experimental=True, yankedAt=YANKED_AT + 60_000),
+        make_build(5, "1.21"),
+    ]
+    write_file(data_dir / "alpha.json", make_project(builds))
+    return data_dir
+
+
+def test_the_project_page_lists_yanked_builds_apart_marked_with_their_reason(yanked_dir, client):
+    page = client.get("/projects/alpha")
+    assert numbers_shown(page) == [5, 3, 1] and yanked_numbers(page) == [4, 2]
+    served, _, yanked = page.text.partition('<h2 id="yanked">Yanked builds</h2>')
+    assert yanked and "yanked-" not in served
+    text = " ".join(re.sub(r"<[^>]+>", "", yanked).split())  # as a browser shows it
+    assert (
+        "Build #4 1.21 Yanked Experimental built 2023-11-14 22:13 UTC, yanked 2023-11-14 22:24 UTC"
+        " No reason was given." in text
+    )
+    assert "Build #2 1.20 Yanked built 2023-11-14 22:13 UTC, yanked 2023-11-14 22:23 UTC" in text
+    # The reason is the yanker's text: escaped, its lines kept.
+    assert f'<p class="reason">Why: {html.escape(XSS)}\nsee issue 12</p>' in yanked
+    assert "<script" not in page.text
+    # No way to download a yanked build: its link would answer 410.
+    for number in (2, 4):
+        assert alpha_url(number) not in page.text
+        assert f'href="https://ci.example.org/job/Alpha/{number}/"' in yanked  # its CI run
+
+
+@pytest.mark.parametrize(
+    "query, yanked",
+    [("channel=1.20", [2]), ("channel=1.21", [4]), ("experimental=true", [4, 2]), ("page=2", [])],
+)
+def test_the_yanked_builds_follow_the_channel_on_the_first_page(yanked_dir, client, query, yanked):
+    builds = [make_build(n, "1.21") for n in range(10, 70)]
+    if query == "page=2":  # a second page to show
+        doc = make_project([*builds, make_build(2, "1.20", yankedAt=YANKED_AT)])
+        write_file(yanked_dir / "alpha.json", doc)
+    assert yanked_numbers(client.get(f"/projects/alpha?{query}")) == yanked
+
+
+def test_a_project_with_only_yanked_builds_lists_them(yanked_dir, client):
+    write_file(yanked_dir / "alpha.json", make_project([make_build(2, yankedAt=YANKED_AT)]))
+    page = client.get("/projects/alpha")
+    assert "No matching builds" in page.text and yanked_numbers(page) == [2]
+
+
+def test_the_newest_50_yanked_builds_are_listed(data_dir, client):
+    builds = [make_build(n, yankedAt=YANKED_AT) for n in range(1, 61)] + [make_build(99)]
+    write_file(data_dir / "alpha.json", make_project(builds))
+    page = client.get("/projects/alpha")
+    assert yanked_numbers(page) == list(range(60, 10, -1))
+    assert "10 older yanked builds not listed." in text_of(page.text)
+
+
 # --- issue 25: pages made for sharing ----------------------------------------------------------
 
 SHA = "4c7b68ce5c0be31b0767eb687d1cbee97723d7b74c7b68ce5c0be31b0767eb68"

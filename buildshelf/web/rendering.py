@@ -1,8 +1,9 @@
 """What the pages for people and the Atom feed say, made from the store's queries: the
-HTML of the index, of a project's builds (filtered and paged), of the API document and of
-an error, bottle's SimpleTemplate templates (views/) filled with what a page shows; the Atom
-XML of a project's newest builds (`feed_xml`). Characters XML cannot carry are shown as
-U+FFFD in both. pages.py answers with them and keeps them in the representation cache.
+HTML of the index, of a project's builds (filtered and paged, its yanked builds apart), of
+the API document and of an error, bottle's SimpleTemplate templates (views/) filled with
+what a page shows; the Atom XML of a project's newest builds (`feed_xml`). Characters XML
+cannot carry are shown as U+FFFD in both. pages.py answers with them and keeps them in the
+representation cache.
 """
 
 import datetime
@@ -117,6 +118,34 @@ def _extra_view(project, build, key, file, shapes):
     )
 
 
+def yanked_view(project, build):
+    """What a project page and a yanked build's 410 page show of a yanked build: what it was,
+    when it was yanked and why, and no download (its link answers 410)."""
+    when, yanked = utc_time(build.timestamp), utc_time(build.yanked_at)
+    return SimpleNamespace(
+        number=build.number,
+        channel=build.channel,
+        experimental=build.is_experimental,
+        anchor=f"yanked-{build.number}",
+        link=f"/projects/{project.slug}#yanked-{build.number}",
+        url=build.url,
+        reason=build.yank_reason or None,
+        file=build.file_name or UNNAMED_FILE,
+        sha256=build.sha256 or None,
+        size_text=size_text(build.size) if build.sha256 else None,
+        iso=when.strftime(ISO_TIME),
+        date=when.strftime("%Y-%m-%d %H:%M UTC"),
+        yanked_iso=yanked.strftime(ISO_TIME),
+        yanked_date=yanked.strftime("%Y-%m-%d %H:%M UTC"),
+    )
+
+
+def yanked_listed(project, channel):
+    """The yanked builds a project page lists, of `channel` when one is chosen (experimental
+    or not: a yanked build is served to no one), newest first."""
+    return [b for b in reversed(project.yanked) if channel is None or b.channel == channel]
+
+
 def link(path, **params):
     """A path with the given non-empty parameters as its query."""
     query = urlencode({name: value for name, value in params.items() if value})
@@ -199,6 +228,8 @@ def project_page(project, channel, experimental, page, shapes, shown_counts=None
     feed = feed_link(project, channel, experimental)
     # The newest build of this list, whatever it is when the link is followed.
     latest = link(DOWNLOADS + "/latest", project=project.slug, **filters) if builds else None
+    # Listed once, on the first page, and PAGE_SIZE at most: the newest are those asked about.
+    yanked = yanked_listed(project, channel) if page == 1 else []
     return render(
         "project",
         title=f"{project.ci_job} builds: Buildshelf",
@@ -218,6 +249,10 @@ def project_page(project, channel, experimental, page, shapes, shown_counts=None
         last=(page - 1) * PAGE_SIZE + len(newest_first),
         newer=link(here, **filters, page=page - 1 if page > 2 else None) if page > 1 else None,
         older=link(here, **filters, page=page + 1) if page < pages else None,
+        yanked=[yanked_view(project, b) for b in yanked[:PAGE_SIZE]],
+        yanked_unlisted=counted(len(yanked) - PAGE_SIZE, "older yanked build")
+        if len(yanked) > PAGE_SIZE
+        else None,
     )
 
 

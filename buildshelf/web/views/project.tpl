@@ -114,4 +114,23 @@ Try including experimental builds.
   % end
 </nav>
 % end
+% if yanked:
+<h2 id="yanked">Yanked builds</h2>
+<p class="lead">Withdrawn, newest first: served no more, and their links say why.</p>
+<ol class="builds" aria-labelledby="yanked">
+% for y in yanked:
+  <li>
+    <article class="build yanked" id="{{y.anchor}}" aria-labelledby="{{y.anchor}}-title">
+      % include('_yanked.tpl', y=y)
+      <div class="actions">
+        <a class="ci" href="{{y.url}}">CI run of build #{{y.number}}</a>
+      </div>
+    </article>
+  </li>
+% end
+</ol>
+% if yanked_unlisted:
+<p class="empty">{{yanked_unlisted}} not listed.</p>
+% end
+% end
 % include('_foot.tpl')
