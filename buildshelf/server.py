@@ -112,8 +112,10 @@ def make_app(
     site = pages.Pages(service, lambda: openapi.document(compat))
     for rule, method, route in pages.ROUTES:
         app.route(rule, method, functools.partial(route, site))
+    # A browser gets a page for a 404 outside the API and for a yanked build's old link.
+    pages_of = {404: pages.not_found, 410: functools.partial(pages.gone, site)}
     for status in answers.ERROR_STATUSES:
-        app.error(status)(pages.not_found if status == 404 else answers.error_response)
+        app.error(status)(pages_of.get(status, answers.error_response))
     for rule in {route.rule for route in app.routes if route.method == "GET"}:
         app.route(rule, "OPTIONS", answers.preflight)
     recall = site.counting(answers.from_memory(store, cache))

@@ -457,6 +457,8 @@ CASES = [
     Case("GET", KEPT_URL + ".sha256", 200, server="kept"),
     Case("GET", YANKED_URL, 410, "build_yanked", server="kept"),
     Case("HEAD", YANKED_URL, 410, server="kept"),
+    Case("GET", YANKED_URL, 410, headers=(("Accept", "text/html,*/*;q=0.8"),), server="kept"),
+    Case("GET", YANKED_URL, 410, "build_yanked", headers=(("Accept", "*/*"),), server="kept"),
     Case("GET", KEPT_URL, 206, headers=(("Range", "bytes=0-4"),), server="kept"),
     Case("GET", KEPT_URL, 416, headers=(("Range", "bytes=999-"),), server="kept"),
     Case("GET", KEPT_URL, 304, headers=ANY_ETAG, server="kept"),

@@ -3,6 +3,7 @@
 import calendar
 import datetime
 import gzip
+import hashlib
 import html
 import re
 import shutil
@@ -10,14 +11,14 @@ import subprocess
 import sys
 import weakref
 import xml.etree.ElementTree as ET
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 import feedparser
 import pytest
 import webob
 import webtest
 
-from buildshelf import counts, model, server
+from buildshelf import cli, counts, model, server
 from buildshelf.web import pages, rendering, shown_counts
 from helpers import make_build, make_project, recalled, refreshing_client, write_file
 
@@ -1123,3 +1124,20 @@ def test_the_day_changes_at_midnight_utc(monkeypatch):
     for now, day in [(midnight - 0.001, TODAY), (midnight, TODAY + datetime.timedelta(days=1))]:
         monkeypatch.setattr(shown_counts.time, "time", lambda now=now: now)
         assert shown_counts.EPOCH + datetime.timedelta(days=shown_counts.utc_day()) == day
+
+
+def test_a_yanked_builds_page_links_the_latest_through_the_counting_redirect(
+    data_dir, counted, tmp_path
+):
+    """As the project page links a file kept elsewhere: so that its download counts."""
+    jar = tmp_path / "alpha-9.jar"
+    jar.write_bytes(b"PK a jar")
+    assert cli.main(["publish", "alpha", "--data", str(data_dir), "--build", "9", "--channel",
+                     "1.21", "--timestamp", "1700000000000", "--file", str(jar)]) == 0  # fmt: skip
+    assert cli.main(["yank", "alpha", "9", "--data", str(data_dir)]) == 0
+    path = f"/downloads/alpha/9/{hashlib.sha256(b'PK a jar').hexdigest()}/alpha-9.jar"
+    page = counted.get(path, headers=BROWSER, status=410)
+    [href] = re.findall(r'<a class="download" href="([^"]+)"', page.text)
+    assert html.unescape(href) == "/api/v2/download?" + urlencode(
+        {"url": alpha_url(5), "project": "alpha"}
+    )

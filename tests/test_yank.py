@@ -3,7 +3,9 @@ paths), `yank`, `unyank`, `purge`, `yank --purge` and `check` through the comman
 what a yanked build's download URL answers."""
 
 import hashlib
+import html
 import json
+import re
 
 import pytest
 import webtest
@@ -202,3 +204,112 @@ def test_a_yanked_builds_download_is_410_never_cached_also_once_purged(data_dir,
         head = client.head(path, status=410)
         assert head.headers["Cache-Control"] == "no-store"
     client.get(path + ".sha256", status=410)
+
+
+# --- a browser's old link: the HTML 410 (issue 38) ------------------------------------------
+
+XSS_REASON = '<script>alert(1)</script> & "<b>bold</b>"'
+# The Accept headers browsers send for a link followed (a navigation).
+BROWSERS = [
+    "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,"
+    "*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",  # Chromium, Chrome, Edge
+    "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",  # Firefox, Safari
+    "text/html",
+]
+# Those of curl, wget, launchers and API clients: no Accept, */*, JSON asked for or tied.
+API_CLIENTS = [
+    None,
+    "",
+    "*/*",
+    "application/json",
+    "application/json, text/html",
+    "text/html;q=0.5, */*",
+    "text/html;q=0, */*",
+    "nonsense;;q=x,,",
+]
+
+
+@pytest.fixture
+def yanked_url(data_dir, jar):
+    """Build 9's kept file's URL, the build yanked with a hostile reason; build 5 the
+    latest."""
+    assert publish(data_dir, 9, jar) == 0
+    assert run(data_dir, "yank", "alpha", "9", "--reason", XSS_REASON) == 0
+    sha = hashlib.sha256(jar.read_bytes()).hexdigest()
+    return f"/downloads/alpha/9/{sha}/alpha-9.jar"
+
+
+def accepting(accept):
+    return {} if accept is None else {"Accept": accept}
+
+
+@pytest.mark.parametrize("sidecar", ["", ".sha256"])
+@pytest.mark.parametrize("accept", BROWSERS)
+def test_a_browser_following_a_yanked_builds_link_gets_a_page_saying_why(
+    data_dir, yanked_url, accept, sidecar
+):
+    got = client_of(data_dir).get(yanked_url + sidecar, headers={"Accept": accept}, status=410)
+    assert got.content_type == "text/html" and got.charset == "utf-8"
+    assert got.headers["Cache-Control"] == "no-store"
+    assert got.headers["Vary"] == "Accept"
+    assert got.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    text = " ".join(got.text.split())
+    assert "Build #9 of Alpha was yanked" in text
+    # The reason is text, escaped: no tag of it reaches the page.
+    assert html.escape(XSS_REASON) in got.text
+    assert "<script" not in got.text and "<b>bold" not in got.text
+    links = re.findall(r'href="([^"]+)"', got.text)
+    assert "/projects/alpha#build-5" in links  # the latest build on its project's page
+    assert "https://ci.example.org/job/Alpha/5/artifact/alpha-5.jar" in links  # and its file
+    assert "/projects/alpha#yanked-9" in links  # the yanked build among the project's
+
+
+@pytest.mark.parametrize("sidecar", ["", ".sha256"])
+@pytest.mark.parametrize("accept", API_CLIENTS)
+def test_curl_wget_and_api_clients_still_get_the_json_410(data_dir, yanked_url, accept, sidecar):
+    got = client_of(data_dir).get(yanked_url + sidecar, headers=accepting(accept), status=410)
+    assert got.content_type == "application/json"
+    assert (got.json["code"], got.json["reason"]) == ("build_yanked", XSS_REASON)
+    assert got.headers["Cache-Control"] == "no-store"
+    # Its HTML twin differs by Accept alone: no cache may answer one for the other.
+    assert got.headers["Vary"] == "Accept"
+
+
+@pytest.mark.parametrize("accept", [BROWSERS[0], None])
+def test_a_head_of_a_yanked_builds_link_is_the_gets_headers(data_dir, yanked_url, accept):
+    client = client_of(data_dir)
+    got = client.get(yanked_url, headers=accepting(accept), status=410)
+    head = client.head(yanked_url, headers=accepting(accept), status=410)
+    assert head.body == b"" and head.headers["Vary"] == "Accept"
+    for name in ("Content-Type", "Cache-Control", "Vary", "Content-Length"):
+        assert head.headers.get(name) == got.headers.get(name), name
+
+
+def test_a_purged_builds_link_gets_the_same_page(data_dir, yanked_url):
+    assert run(data_dir, "purge", "--older-than", "0") == 0
+    assert objects(data_dir) == []
+    client = client_of(data_dir)
+    page = client.get(yanked_url, headers={"Accept": BROWSERS[0]}, status=410)
+    assert "Build #9 of Alpha was yanked" in " ".join(page.text.split())
+    assert client.get(yanked_url, status=410).json["code"] == "build_yanked"
+
+
+def test_the_page_of_a_yanked_build_of_a_project_with_none_served(data_dir, yanked_url):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    doc["builds"] = [b for b in doc["builds"] if b["buildNumber"] == 9]
+    write_file(data_dir / "alpha.json", doc)
+    page = client_of(data_dir).get(yanked_url, headers={"Accept": BROWSERS[1]}, status=410)
+    text = " ".join(page.text.split())
+    assert "Alpha serves no build now" in text
+    assert "/projects/alpha#yanked-9" in page.text
+
+
+def test_a_link_of_a_build_gone_from_its_file_is_a_json_404_for_everyone(data_dir, yanked_url):
+    """A build taken out of its file by hand (not yanked) leaves no trace to explain: 404,
+    as any URL naming no file."""
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    doc["builds"] = [b for b in doc["builds"] if b["buildNumber"] != 9]
+    write_file(data_dir / "alpha.json", doc)
+    for accept in (BROWSERS[0], None):
+        got = client_of(data_dir).get(yanked_url, headers=accepting(accept), status=404)
+        assert got.json["code"] == "not_found"

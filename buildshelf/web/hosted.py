@@ -155,12 +155,21 @@ def _kept_file(build, sha256, name):
 
 
 def _gone_if_yanked(shapes, project, build, sha256, name):
-    """ApiError 410 build_yanked if this URL was the download of a file of `build`, yanked
-    (purged or not): with its reason and the project's latest build, so that a client can
-    move on."""
+    """BuildYanked if this URL was the download of a file of `build`, yanked (purged or
+    not)."""
     if _kept_file(build, sha256, name) is not None:
+        raise BuildYanked(shapes, project, build)
+
+
+class BuildYanked(ApiError):
+    """410 build_yanked: the download of a yanked build's file (or its checksum line), with
+    its reason and the project's latest build, so that a client can move on. The project,
+    the build and the latest build (None: none served) are kept for the page a browser gets
+    instead (pages.gone)."""
+
+    def __init__(self, shapes, project, build):
         latest = project.latest()
-        raise ApiError(
+        super().__init__(
             410,
             "build_yanked",
             f"build {build.number} of {project.slug!r} was yanked: see {query.API}/builds/latest"
@@ -170,6 +179,7 @@ def _gone_if_yanked(shapes, project, build, sha256, name):
                 "latest": None if latest is None else shapes.build_json(project, latest),
             },
         )
+        self.project, self.build, self.latest = project, build, latest
 
 
 class _Unavailable(Exception):

@@ -114,6 +114,10 @@ HEADERS = {
     "CacheControlGone": _header("Cacheable for a day.", {"const": "public, max-age=86400"}),
     "Vary": _header("Sent with bodies of 1 KiB or more, which are gzipped for clients that "
                     "accept gzip.", {"const": "Accept-Encoding"}, required=False),
+    "VaryAccept": _header("The answer is a page for a browser (an `Accept` that ranks "
+                          "`text/html` above `application/json`) and JSON for any other "
+                          "client: no cache may answer one with the other.",
+                          {"const": "Accept"}),
     "ContentEncoding": _header("`gzip` when the body is gzipped.", {"const": "gzip"},
                                required=False),
     "Location": _header("The target, made from the data's validated values.",

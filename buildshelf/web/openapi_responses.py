@@ -59,9 +59,14 @@ def _yanked():
     gone = _error(
         "The build was yanked (`buildshelf yank`), its file kept or purged (`build_yanked`): "
         '`reason` says why (`""` when no reason was given), `latest` is the project\'s '
-        "latest build (null when it has none). Never cached: an unyank shows at once.",
+        "latest build (null when it has none). Never cached: an unyank shows at once. A "
+        "browser following the link (an `Accept` that ranks `text/html` above "
+        "`application/json`) gets an HTML page instead, which says the same and links the "
+        "latest build; curl, wget and launchers (`*/*`, or no `Accept`) get the JSON.",
         "build_yanked",
+        headers={"Vary": ref("headers", "VaryAccept")},
     )
+    gone["content"]["text/html"] = {"schema": {"type": "string"}}
     # The Error schema allows no other key: this body is the error and two more.
     gone["content"]["application/json"]["schema"] = {
         "type": "object",

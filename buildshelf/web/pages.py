@@ -7,7 +7,8 @@ request renders nothing. With downloads counted, the data shown is also the coun
 and the UTC day (a `Showing`, shown_counts.py): a page is made again when the counts change,
 at most once per tally.
 They read the query with query.py and answer with answers.py, as the JSON API does, so that
-both answer by the same rules.
+both answer by the same rules. A browser (query.prefers_html) gets a page where a client of
+the API gets a JSON error: a 404 outside the API, the 410 of a yanked build's old link.
 """
 
 import logging
@@ -19,7 +20,8 @@ import bottle
 
 from buildshelf.web import answers, query
 from buildshelf.web.answers import send
-from buildshelf.web.query import API, in_fill_api
+from buildshelf.web.hosted import BuildYanked
+from buildshelf.web.query import API, in_fill_api, prefers_html
 from buildshelf.web.rendering import (
     ATOM,
     VIEWS,
@@ -29,6 +31,7 @@ from buildshelf.web.rendering import (
     index_page,
     page_count,
     project_page,
+    yanked_page,
 )
 from buildshelf.web.representation import Representation
 from buildshelf.web.shapes import DOWNLOADS
@@ -220,12 +223,8 @@ ROUTES = (
 def not_found(error: bottle.HTTPError) -> bytes:
     """The answer to a 404: a page when a browser asks for a path outside the API and the
     files, else the API's JSON error."""
-    path, accept = bottle.request.path, bottle.request.get_header("Accept", "")
-    if (
-        path.startswith(("/api/", DOWNLOADS + "/"))
-        or in_fill_api(path)
-        or "text/html" not in accept
-    ):
+    path, accept = bottle.request.path, bottle.request.get_header("Accept")
+    if path.startswith(("/api/", DOWNLOADS + "/")) or in_fill_api(path) or not prefers_html(accept):
         return answers.error_response(error)
     answers.set_common_headers(bottle.response)  # bottle dropped those the hook had set
     bottle.response.set_header("Vary", "Accept")
@@ -233,13 +232,37 @@ def not_found(error: bottle.HTTPError) -> bytes:
     return fail_page(bottle.HTTPError(404, message or "There is no page at this address."))
 
 
+def gone(site: Pages, error: bottle.HTTPError) -> bytes:
+    """The answer to a 410. A yanked build's file, or its checksum line (BuildYanked): for a
+    browser following an old link (its Accept prefers text/html), a page saying when and why
+    it was yanked and linking the project's latest build; for curl, wget, launchers and any
+    other client, the API's JSON. Both say `Vary: Accept`, so that no cache answers one with
+    the other. Any other 410 (API v1's): the JSON."""
+    if not isinstance(error, BuildYanked):
+        return answers.error_response(error)
+    if not prefers_html(bottle.request.get_header("Accept")):
+        body = answers.error_response(error)
+        bottle.response.set_header("Vary", "Accept")
+        return body
+    answers.set_common_headers(bottle.response)  # bottle dropped those the hook had set
+    bottle.response.set_header("Vary", "Accept")
+    counted = site.counter is not None
+    page = yanked_page(error.project, error.build, error.latest, site.shapes, counted)
+    return _html_error(error.status_code, page)
+
+
 def fail_page(error: bottle.HTTPError) -> bytes:
     """An HTML error: never cached, the message the JSON API would give."""
-    bottle.response.status = error.status_code
+    return _html_error(error.status_code, error_page(error.status_code, error.body))
+
+
+def _html_error(status, page):
+    """An HTML error page answered: never cached."""
+    bottle.response.status = status
     bottle.response.content_type = HTML
     bottle.response.set_header("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     bottle.response.set_header("Cache-Control", "no-store")
-    return error_page(error.status_code, error.body)
+    return page
 
 
 def _project(snapshot, slug):

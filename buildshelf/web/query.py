@@ -1,5 +1,6 @@
 """What a request asks for: its query string parsed and checked, and the project, filters
-and build it names. Every refusal is an `ApiError`, which the app answers as JSON.
+and build it names; whether its Accept header prefers a page to JSON (`prefers_html`). Every
+refusal is an `ApiError`, which the app answers as JSON.
 
 The JSON routes (server.py) and the pages and feed (pages.py) read their parameters here, so
 that both refuse and accept the same queries.
@@ -27,6 +28,7 @@ STATS_DAYS = range(7, 731)
 DEFAULT_STATS_DAYS = 90
 SUPERSEDED_PARAMETERS = ("game_version", "version", "minecraft_version")
 MAX_QUERY_FIELDS = 50
+MAX_MEDIA_RANGES = 64  # of an Accept header: browsers send about ten; the rest is not read
 
 
 class ApiError(bottle.HTTPError):
@@ -44,6 +46,48 @@ class ApiError(bottle.HTTPError):
 def in_fill_api(path: str) -> bool:
     """Whether `path` is under FILL_API, where every answer is in Fill's shapes."""
     return path == FILL_API or path.startswith(FILL_API + "/")
+
+
+def prefers_html(accept: str | None) -> bool:
+    """Whether an Accept header ranks text/html above application/json, as a browser's
+    navigation does (`text/html,...,*/*;q=0.8`). A missing or empty header, curl's and wget's
+    `*/*`, a tie, or an unreadable header: no, the API's JSON (RFC 9110, 12.5.1)."""
+    parts = (accept or "").split(",", MAX_MEDIA_RANGES)[:MAX_MEDIA_RANGES]
+    ranges = [_media_range(part) for part in parts]
+    return _quality(ranges, "text", "html") > _quality(ranges, "application", "json")
+
+
+def _media_range(text):
+    """(type, subtype, q) of one media range of an Accept header; q 0 when unreadable."""
+    media, *parameters = text.split(";")
+    kind, slash, subtype = media.strip().lower().partition("/")
+    quality = 1.0
+    for parameter in parameters:
+        name, _, value = parameter.strip().partition("=")
+        if name.strip().lower() == "q":
+            try:
+                quality = float(value.strip())
+            except ValueError:
+                quality = 0.0
+    readable = slash and kind and subtype and 0 <= quality <= 1
+    return (kind, subtype, quality) if readable else ("", "", 0.0)
+
+
+def _quality(ranges, kind, subtype):
+    """The q of `kind/subtype` by the most specific range naming it (type/subtype, then
+    type/*, then */*); 0 when none does."""
+    best = {}
+    for range_kind, range_subtype, quality in ranges:
+        if range_kind == kind and range_subtype == subtype:
+            rank = 2
+        elif range_kind == kind and range_subtype == "*":
+            rank = 1
+        elif (range_kind, range_subtype) == ("*", "*"):
+            rank = 0
+        else:
+            continue
+        best[rank] = max(best.get(rank, 0.0), quality)
+    return best[max(best)] if best else 0.0
 
 
 def shown(text, limit=100):

@@ -1,9 +1,9 @@
 """What the pages for people and the Atom feed say, made from the store's queries: the
 HTML of the index, of a project's builds (filtered and paged, its yanked builds apart), of
-the API document and of an error, bottle's SimpleTemplate templates (views/) filled with
-what a page shows; the Atom XML of a project's newest builds (`feed_xml`). Characters XML
-cannot carry are shown as U+FFFD in both. pages.py answers with them and keeps them in the
-representation cache.
+the API document, of an error and of a yanked build's link (`yanked_page`), bottle's
+SimpleTemplate templates (views/) filled with what a page shows; the Atom XML of a
+project's newest builds (`feed_xml`). Characters XML cannot carry are shown as U+FFFD in
+both. pages.py answers with them and keeps them in the representation cache.
 """
 
 import datetime
@@ -265,6 +265,24 @@ def api_page(document):
 
 def error_page(status, message):
     return render("error", title=f"{status}: Buildshelf", status=status, message=message, feeds=[])
+
+
+def yanked_page(project, build, latest, shapes, counted_downloads):
+    """The 410 page of a link to a file of `build`, yanked: when and why, and `latest` (None:
+    the project serves none), the project's latest build, with its download, as the JSON
+    410 names it. `counted_downloads`: a file kept elsewhere is linked through the counting
+    redirect, as the project page links it."""
+    view = project_view(project, shapes)
+    return render(
+        "yanked",
+        title=f"Build #{build.number} of {project.ci_job} was yanked: Buildshelf",
+        project=view,
+        yanked=yanked_view(project, build),
+        # build_view links through the counting redirect when given counts (none shown here).
+        latest=latest and build_view(project, latest, shapes, {} if counted_downloads else None),
+        latest_page=latest and f"{view.page}#build-{latest.number}",
+        feeds=[],
+    )
 
 
 # --- the feed -----------------------------------------------------------------------------------
