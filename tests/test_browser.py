@@ -18,11 +18,12 @@ import re
 import shutil
 import socket
 import time
+import urllib.error
 import urllib.request
 
 import pytest
 
-from buildshelf import counts, server, store
+from buildshelf import cli, counts, server, store
 from helpers import ROOT, free_port, make_build, make_project, real_server, write_file
 
 # Each test here starts a process (tests/conftest.py): none is in the fast lane.
@@ -51,6 +52,19 @@ WATCH_CSP = (
     "window.__violations = [];document.addEventListener('securitypolicyviolation', "
     "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));"
 )
+
+
+def sample_kept_link(slug, number):
+    """The download URL of a build the sample data keeps."""
+    with open(os.path.join(ROOT, "data", f"{slug}.json")) as f:
+        [build] = [b for b in json.load(f)["builds"] if b["buildNumber"] == number]
+    return f"/downloads/{slug}/{number}/{build['sha256']}/{build['file']}"
+
+
+# Build 11 of the sample's waystone, kept: base_url's server has it yanked, for a hostile
+# reason with a long word.
+YANKED_LINK = sample_kept_link("waystone", 11)
+YANK_REASON = f"{XSS} broke saves\n<img src=x onerror=alert(3)> {LONG_WORD}"
 
 
 def chromium_missing():
@@ -100,6 +114,7 @@ def base_url(tmp_path_factory):
             ciJobUrl="https://ci.example.org/job/evil/",
         ),
     )
+    assert cli.main(["yank", "waystone", "11", "--data", str(data), "--reason", YANK_REASON]) == 0
     yield from serving(data)
 
 
@@ -316,6 +331,46 @@ def test_an_xss_probe_shows_as_text(page):
         driver.switch_to.alert.text  # noqa: B018 (reading it raises when there is none)
 
 
+def gone_logged(browser):
+    """Chromium logs each page answered 410 as an error on its console: take those entries,
+    all of them about the yanked link, and no other."""
+    logged = browser.get_log("browser")
+    assert logged and all(
+        YANKED_LINK in entry["message"] and "410" in entry["message"] for entry in logged
+    ), logged
+
+
+def test_a_yanked_builds_old_link_opens_a_page_saying_why(page, browser, base_url):
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    driver = page(YANKED_LINK)
+    gone_logged(browser)
+    assert driver.title == "Build #11 of Waystone was yanked: Buildshelf"
+    assert texts(driver, "h1") == ["Build #11 of Waystone was yanked"]
+    # The reason shows as the text it is, on its two lines; nothing of it runs.
+    assert texts(driver, ".reason") == ["Why: " + YANK_REASON]
+    assert driver.find_elements(By.CSS_SELECTOR, "main script, main img") == []
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text  # noqa: B018 (reading it raises when there is none)
+    # The latest build: its download, and its card on the project page, one click away.
+    with urllib.request.urlopen(base_url + "/api/v2/builds/latest?project=waystone") as resp:
+        latest = json.load(resp)
+    download = driver.find_element(By.CSS_SELECTOR, "a.download")
+    assert download.get_attribute("href") == latest["downloadUrl"]
+    driver.find_element(By.PARTIAL_LINK_TEXT, "on the Waystone page").click()
+    number = latest["buildNumber"]
+    assert driver.current_url == f"{base_url}/projects/waystone#build-{number}"
+    assert driver.find_element(By.ID, f"build-{number}").is_displayed()
+    # The yanked build is listed there, apart, with its reason.
+    [listed] = driver.find_elements(By.CSS_SELECTOR, "#yanked-11 .reason")
+    assert listed.text == "Why: " + YANK_REASON
+    # Python's urllib sends no Accept, as scripts and launchers often do: the JSON.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(base_url + YANKED_LINK)
+    assert refused.value.code == 410 and json.load(refused.value)["code"] == "build_yanked"
+
+
 @pytest.mark.parametrize(
     "path",
     [
@@ -325,11 +380,14 @@ def test_an_xss_probe_shows_as_text(page):
         "/projects/tinplate-proxy?experimental=true",
         "/projects/waystone",
         "/api-document",
+        YANKED_LINK,
     ],
 )
 def test_no_horizontal_scroll_at_375_px(page, browser, path):
     viewport(browser, 375, 812)
     driver = page(path)
+    if path == YANKED_LINK:
+        gone_logged(browser)
     assert driver.execute_script("return window.innerWidth") == 375
     assert driver.execute_script("return document.documentElement.scrollWidth") <= 375
 
