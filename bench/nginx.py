@@ -22,8 +22,9 @@ one fails):
    its bytes sent by nginx (Buildshelf's answer has none); a download cut at 20 MiB and
    resumed with curl -C -; the status, headers and bytes of 11 requests (304, ranges,
    If-Range, 416...) equal to those of a second Buildshelf that sends files itself;
-   FILE.sha256 from nginx's cache; a yanked build's file 404 and a missing object's JSON 503
-   through nginx; the store's internal location unreachable from outside.
+   FILE.sha256 never from nginx's cache; a yanked build's file and its FILE.sha256 a 410
+   through nginx (JSON for curl, a page for a browser), a missing object's JSON 503; the
+   store's internal location unreachable from outside.
 5. Throughput on /builds/latest with 64 clients (wrk -t1 -c64), direct and through nginx,
    taking turns: through nginx must be >= 10x. The server CPU per request of each (nginx
    and Buildshelf) is printed beside it.
@@ -308,9 +309,10 @@ def listening_addresses(pids):
     return addresses
 
 
-def fetch(port, target, source=None):
-    """(status, {lower-case name: value}, body) of one GET, from address `source` if given."""
-    reply = harness.fetch(port, target, source=source)
+def fetch(port, target, source=None, headers=None):
+    """(status, {lower-case name: value}, body) of one GET, from address `source` if given,
+    with these request `headers`."""
+    reply = harness.fetch(port, target, source=source, headers=headers)
     return reply.status, reply.headers, reply.body
 
 
@@ -599,15 +601,16 @@ def check_whole_download(nginx_port, direct_port, big, log_path, checks):
     print(
         f"{big['path']}: {mib:.0f} MiB through nginx in {seconds['nginx']:.2f} s "
         f"({mib / seconds['nginx']:.0f} MiB/s), {'the same bytes' if whole else 'OTHER BYTES'}; "
-        f"Buildshelf's answer had {'/'.join(sent) or 'no'} bytes of it; from Buildshelf direct "
+        f"Buildshelf's access log: {'/'.join(sent) or 'nothing'}; from Buildshelf direct "
         f"{seconds['direct']:.2f} s (one download each: for figures, bench/downloads.py)"
     )
     checks.append(
         (
             "64 MiB through nginx, byte for byte",
             "same sha256, nginx sends",
-            f"{'same' if whole else 'other bytes'}, Buildshelf sent {'/'.join(sent) or '-'} B",
-            whole and sent == ["0"],
+            f"{'same' if whole else 'other bytes'}, Buildshelf: {'/'.join(sent) or '-'}",
+            # What the access log says of a download handed to nginx (docs/running.md, Logs).
+            whole and sent == ["handed-over"],
         )
     )
 
@@ -688,18 +691,29 @@ def check_download_headers(nginx_port, direct_port, big, checks):
     )
 
 
+# A browser's Accept when it follows a link (Firefox's): text/html ranked above */*.
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
 def check_buildshelf_decides(data_dir, nginx_port, builds, checks):
-    """Through nginx, Buildshelf still says what exists: a yanked build's file is a 404, a
-    missing object a JSON 503, and the store's internal location is not reachable from
-    outside, even by an encoded way."""
+    """Through nginx, Buildshelf still says what exists: a yanked build's file and its
+    FILE.sha256 are a 410 (JSON build_yanked for a client such as curl, a page for a
+    browser), a missing object a JSON 503, and the store's internal location is not
+    reachable from outside, even by an encoded way."""
     buildshelf_command("yank", KEPT, "2", "--data", data_dir)
     gone = builds[3]["sha256"]
     os.unlink(os.path.join(data_dir, "artifacts", gone[:2], gone))
     deadline = time.monotonic() + 10
-    while (yanked := fetch(nginx_port, builds[2]["path"])[0]) != 404:
+    while fetch(nginx_port, builds[2]["path"])[0] != 410:
         if time.monotonic() > deadline:
             break
         time.sleep(0.1)
+    yanked = []
+    for target in (builds[2]["path"], builds[2]["path"] + ".sha256"):
+        status, _, body = fetch(nginx_port, target)
+        yanked.append(f"{status} {json.loads(body)['code'] if body.startswith(b'{') else '-'}")
+        status, headers, _ = fetch(nginx_port, target, headers={"Accept": BROWSER_ACCEPT})
+        yanked.append(f"{status} {headers.get('content-type', '-').partition(';')[0]}")
     status, _, body = fetch(nginx_port, builds[3]["path"])
     missing = f"{status} {json.loads(body)['code'] if body.startswith(b'{') else body[:30]}"
     sha = builds[1]["sha256"]
@@ -709,11 +723,18 @@ def check_buildshelf_decides(data_dir, nginx_port, builds, checks):
         for target in (inside, builds[1]["path"] + "/%2e%2e" * 5 + inside)
     ]
     print(
-        f"through nginx: a yanked build's file {yanked}, a missing object {missing}, "
-        f"{inside} and an encoded way to it from outside {outside[0]} and {outside[1]}\n"
+        f"through nginx: a yanked build's file and FILE.sha256 {', '.join(yanked)}, "
+        f"a missing object {missing}, {inside} and an encoded way to it from outside "
+        f"{outside[0]} and {outside[1]}\n"
     )
+    expected = ["410 build_yanked", "410 text/html"] * 2
     checks += [
-        ("yanked build through nginx", "404", str(yanked), yanked == 404),
+        (
+            "yanked build through nginx",
+            "410 JSON, 410 page, x2",
+            "/".join(yanked),
+            yanked == expected,
+        ),
         (
             "missing object through nginx",
             "503 artifact_unavailable",
@@ -725,18 +746,19 @@ def check_buildshelf_decides(data_dir, nginx_port, builds, checks):
 
 
 def check_checksum_line(nginx_port, big, checks):
-    """FILE.sha256 through nginx's cache: the second answer is a HIT."""
+    """FILE.sha256 through nginx, twice: the line both times, never from nginx's cache (a
+    yanked build's line must be a 410 at once, as its file is)."""
     target = big["path"] + ".sha256"
     answers = [fetch(nginx_port, target) for _ in range(2)]
     line = f"{big['sha256']}  {big['path'].rsplit('/', 1)[1]}\n".encode()
-    cached = answers[1][1].get("x-cache-status")
+    cached = answers[1][1].get("x-cache-status", "not cached")
     print(f"{target.rsplit('/', 1)[1]} twice through nginx: {answers[0][0]}, then {cached}")
     checks.append(
         (
-            "FILE.sha256 through nginx's cache",
-            "the line, then HIT",
+            "FILE.sha256 through nginx",
+            "the line twice, not cached",
             f"{'the line' if answers[1][2] == line else 'other text'}, {cached}",
-            all(a[0] == 200 and a[2] == line for a in answers) and cached == "HIT",
+            all(a[0] == 200 and a[2] == line for a in answers) and cached == "not cached",
         )
     )
 

@@ -477,6 +477,47 @@ def test_through_nginx_a_yanked_build_is_410_never_cached_until_unyanked(behind_
     assert json.loads(body)["reason"] == "a bad build"
 
 
+# Chromium's Accept when it follows a link: text/html ranked above */* (JSON).
+BROWSER_ACCEPT = (
+    "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,"
+    "*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"
+)
+
+
+def curl_headers_and_body(url):
+    """curl's own request (Accept: */*), as a script downloads: (status, headers, body)."""
+    done = subprocess.run(
+        ["curl", "-sS", "--noproxy", "*", "-D", "-", url], capture_output=True, timeout=30
+    )
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    return int(status_line.split()[1]), headers, body
+
+
+def test_through_nginx_a_browser_gets_the_yanked_builds_page_and_curl_the_json(behind_nginx):
+    """The same URL, asked in turns by a browser and by curl, twice: each gets its own answer
+    every time, never the other's (no cache between, Vary: Accept for any there may be)."""
+    port, path = behind_nginx.port, behind_nginx.path
+    data = os.path.dirname(os.path.dirname(os.path.dirname(behind_nginx.object)))
+    assert cli.main(["yank", "alpha", "9", "--data", data, "--reason", "<b>bad</b> jar"]) == 0
+    deadline = time.monotonic() + 10  # the server's watcher sees the edit
+    while through(port, path, "HEAD")[0] != 410 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for _ in range(2):
+        for target in (path, path + ".sha256"):
+            status, headers, body = through(port, target, headers={"Accept": BROWSER_ACCEPT})
+            headers = dict(headers)
+            assert (status, headers["Content-Type"]) == (410, "text/html; charset=utf-8"), body
+            assert (headers["Vary"], headers["Cache-Control"]) == ("Accept", "no-store")
+            assert b"Build #9 of Alpha was yanked" in body and b"&lt;b&gt;bad&lt;/b&gt;" in body
+            assert b"/projects/alpha#build-" in body  # the latest build, on its page
+            status, headers, body = curl_headers_and_body(f"http://127.0.0.1:{port}{target}")
+            assert (status, headers["Content-Type"]) == (410, "application/json"), body
+            assert (headers["Vary"], headers["Cache-Control"]) == ("Accept", "no-store")
+            assert json.loads(body)["reason"] == "<b>bad</b> jar"
+
+
 # --- publishing through deploy/nginx.conf on real nginx ---
 
 UPLOAD_LIMIT_MB = 64  # --max-file-mb for these runs, nginx's limit moved with it
