@@ -3,6 +3,10 @@ in the state directory's `tokens` database as a hash of the secret, never the se
 
 Every function reads the database, so a revoke or an expiry applies to the next check, in
 every process, with no restart. Times are epoch milliseconds, UTC, as the data files keep them.
+
+A token is warned about (`Token.attention`) from WARNING_DAYS before its expiry, and once
+expired while it is still in use: used, or refused as expired (which is recorded), within
+the last WARNING_DAYS.
 """
 
 import hashlib
@@ -26,6 +30,13 @@ ID_LENGTH = 12  # hexadecimal: 48 bits, short to type and log, drawn again on a 
 FORM = re.compile(rf"bs_([0-9a-f]{{{ID_LENGTH}}})_([0-9A-Za-z]{{{SECRET_LENGTH}}})\Z")
 DAY_MS = 86_400_000
 LAST_USED_EVERY_MS = 60_000  # `last used` is written at most once a minute per token
+# A token this close to its expiry is warned about by `check`, /healthz and /metrics' readers:
+# two weekly cron mails of `check` before it stops working. An expired token used (or tried)
+# within as long is still in use: its expiry breaks someone's publishing.
+WARNING_DAYS = 14
+WARNING_MS = WARNING_DAYS * DAY_MS
+EXPIRING = "expiring"  # within WARNING_MS of its expiry: a warning
+EXPIRED_IN_USE = "expired in use"  # expired, and used or tried since WARNING_MS: a problem
 # What an unknown id is compared with, so that it costs what a known one does.
 _NO_HASH = bytes(32)
 
@@ -44,10 +55,12 @@ CREATE TABLE IF NOT EXISTS tokens (
     revoked INTEGER
 )
 """,
+        # The last write refused because the token had expired: a sign it is still in use.
+        "ALTER TABLE tokens ADD COLUMN refused_expired INTEGER",
     ),
 )
 
-_FIELDS = "id, project, created, expires, last_used, note, revoked"
+_FIELDS = "id, project, created, expires, last_used, note, revoked, refused_expired"
 
 
 class TokenError(Exception):
@@ -57,7 +70,8 @@ class TokenError(Exception):
 @dataclass(frozen=True)
 class Token:
     """A token as kept, without its secret. Times in epoch milliseconds; `expires` None is
-    never, `last_used` None is never used, `revoked` None is not revoked."""
+    never, `last_used` None is never used, `revoked` None is not revoked, `refused_expired`
+    the last write refused because it had expired (None: none)."""
 
     id: str
     project: str  # a slug, or EVERY_PROJECT
@@ -66,12 +80,35 @@ class Token:
     last_used: int | None
     note: str
     revoked: int | None
+    refused_expired: int | None = None
 
     def status(self, now: int) -> str:
         """'active', 'expired' or 'revoked'."""
         if self.revoked is not None:
             return "revoked"
         return "expired" if self.expires is not None and now >= self.expires else "active"
+
+    def in_use(self, now: int) -> bool:
+        """Whether it was used, or refused as expired, within WARNING_MS before `now`."""
+        signs = [when for when in (self.last_used, self.refused_expired) if when is not None]
+        return bool(signs) and now - max(signs) < WARNING_MS
+
+    def attention(self, now: int) -> str | None:
+        """EXPIRING, EXPIRED_IN_USE, or None when there is nothing to say: a token revoked,
+        never expiring, far from its expiry, or expired and not in use (nobody relies on
+        it; `token list` shows it)."""
+        if self.revoked is not None or self.expires is None:
+            return None
+        if now < self.expires:
+            return EXPIRING if self.expires - now <= WARNING_MS else None
+        return EXPIRED_IN_USE if self.in_use(now) else None
+
+    def watched(self, now: int) -> bool:
+        """Whether /metrics gives its expiry: every token that will expire and still works,
+        and one expired while in use; not one revoked or expired unused (its series ends)."""
+        return self.expires is not None and (
+            self.status(now) == "active" or self.attention(now) == EXPIRED_IN_USE
+        )
 
 
 def now_ms() -> int:
@@ -123,13 +160,13 @@ def create(
     with _opened(state_dir) as connection:
         while True:
             token = Token(
-                secrets.token_hex(ID_LENGTH // 2), project, now, expires, None, note, None
+                secrets.token_hex(ID_LENGTH // 2), project, now, expires, None, note, None, None
             )
             secret, text = new_text(token.id)
             try:
                 with connection:
                     connection.execute(
-                        f"INSERT INTO tokens ({_FIELDS}, secret_sha256) VALUES (?,?,?,?,?,?,?,?)",
+                        f"INSERT INTO tokens ({_FIELDS}, secret_sha256) VALUES (?,?,?,?,?,?,?,?,?)",
                         (*astuple(token), secret_hash(secret)),
                     )
             except sqlite3.IntegrityError:  # an id already drawn: draw another
@@ -137,9 +174,10 @@ def create(
             return token, text
 
 
-def list_tokens(state_dir: str) -> list[Token]:
-    """Every token, revoked and expired ones too, oldest first."""
-    with _opened(state_dir) as connection:
+def list_tokens(where: state.Where) -> list[Token]:
+    """Every token, revoked and expired ones too, oldest first, of the state directory
+    `where` (or a server's state.Databases)."""
+    with _opened(where) as connection:
         rows = connection.execute(f"SELECT {_FIELDS} FROM tokens ORDER BY created, id")
         return [_token(row) for row in rows]
 
@@ -175,8 +213,9 @@ def verdict(
     where: state.Where, text: str, now: int | None = None, record: bool = True
 ) -> Token | Refusal:
     """The token `text` is, if valid at `now`, in the state directory `where` (or a server's
-    state.Databases), or why not. Its `last used` is recorded (at most once a minute), unless
-    not `record`: a check that only reads."""
+    state.Databases), or why not. Its `last used` is recorded (at most once a minute), or, for
+    a token that had expired, its `refused_expired`, unless not `record`: a check that only
+    reads."""
     form = FORM.match(text)
     if form is None:
         return Refusal("?", "malformed")
@@ -194,10 +233,12 @@ def verdict(
             return Refusal(token_id, "its secret does not match")
         token = _token(row[1:])
         status = token.status(now)
+        if status == "expired" and record and _due(token.refused_expired, now):
+            _record(connection, "refused_expired", token.id, now)
         if status != "active":
             return Refusal(token_id, status)
-        if record and (token.last_used is None or now - token.last_used >= LAST_USED_EVERY_MS):
-            _record_use(connection, token.id, now)
+        if record and _due(token.last_used, now):
+            _record(connection, "last_used", token.id, now)
         return token
 
 
@@ -210,14 +251,23 @@ def authenticate(
     return found if isinstance(found, Token) else None
 
 
-def _record_use(connection: sqlite3.Connection, token_id: str, now: int) -> None:
-    # `last used` is for people deciding what to revoke: a write a minute is enough, and a
-    # state directory that cannot be written (full, read-only) must not stop publishing.
+def _due(recorded: int | None, now: int) -> bool:
+    """Whether a time recorded at `recorded` is to be written again at `now`: a check that
+    writes nothing takes no write lock."""
+    return recorded is None or now - recorded >= LAST_USED_EVERY_MS
+
+
+def _record(connection: sqlite3.Connection, column: str, token_id: str, now: int) -> None:
+    """`column` (last_used or refused_expired) of the token `token_id` set to `now`, unless it
+    was set within LAST_USED_EVERY_MS."""
+    # Both are for people (what to revoke, what still uses an expired token): a write a
+    # minute is enough, and a state directory that cannot be written (full, read-only) must
+    # not stop publishing, nor change a refusal.
     try:
         with connection:
             connection.execute(
-                "UPDATE tokens SET last_used = ? WHERE id = ? AND (last_used IS NULL "
-                "OR last_used <= ?)",
+                f"UPDATE tokens SET {column} = ? WHERE id = ? AND ({column} IS NULL "
+                f"OR {column} <= ?)",
                 (now, token_id, now - LAST_USED_EVERY_MS),
             )
     except sqlite3.OperationalError:
