@@ -1,6 +1,6 @@
 """Words for people: file names and paths shown as one printable line, whatever bytes the
 file system gave (so that a name can neither forge a log line nor break the JSON of
-/healthz), counts with their nouns, sizes, and the word a typo most likely meant."""
+/healthz), counts with their nouns, sizes, durations, and the word a typo most likely meant."""
 
 import difflib
 
@@ -30,6 +30,24 @@ def sizes(*numbers_of_bytes: int) -> list[str]:
     if len(set(said)) < len(set(numbers_of_bytes)):
         return [counted(number, "byte") for number in numbers_of_bytes]
     return said
+
+
+_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60))
+
+
+def duration(seconds: float) -> str:
+    """'13 days', '1 day 4 hours', '45 minutes', 'under a minute': a time span as people
+    read it, rounded down: its largest unit, and the next one while the first is under ten."""
+    for index, (unit, length) in enumerate(_UNITS):
+        number, rest = divmod(int(seconds), length)
+        if number:
+            said = counted(number, unit)
+            if number < 10 and index + 1 < len(_UNITS):
+                smaller, smaller_length = _UNITS[index + 1]
+                if rest // smaller_length:
+                    said += " " + counted(rest // smaller_length, smaller)
+            return said
+    return "under a minute"
 
 
 def printable(name: str) -> str:

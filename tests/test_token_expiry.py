@@ -1,14 +1,17 @@
 """Tokens do not expire by surprise (issue 38): which need attention, a token within 14
-days of its expiry, or expired while still in use; a write refused because its token had
-expired is recorded, a sign that the token is still in use. Time is a clock the tests set:
-nothing sleeps."""
+days of its expiry, or expired while still in use; `token list` says how long each has
+left; a write refused because its token had expired is recorded, a sign that the token is
+still in use. Time is a clock the tests set: nothing sleeps."""
 
 import contextlib
 import io
+import json
 import shutil
 import time
 
-from buildshelf import cli
+import pytest
+
+from buildshelf import cli, text
 from buildshelf.publishing import tokens
 from helpers import ROOT
 
@@ -125,3 +128,67 @@ def test_a_state_from_before_the_record_of_refusals_opens_with_none(tmp_path):
     shutil.copytree(f"{ROOT}/tests/state_before_versions", copy)
     [token] = tokens.list_tokens(str(copy))
     assert token.refused_expired is None and token.project == "alpha"
+
+
+# --- durations, as people read them -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "millis, said",
+    [
+        (0, "under a minute"),
+        (59_999, "under a minute"),
+        (MINUTE, "1 minute"),
+        (45 * MINUTE + 59 * SECOND, "45 minutes"),
+        (HOUR + 30 * MINUTE, "1 hour 30 minutes"),
+        (2 * HOUR, "2 hours"),
+        (9 * HOUR + 59 * MINUTE, "9 hours 59 minutes"),
+        (10 * HOUR + 59 * MINUTE, "10 hours"),
+        (DAY + 4 * HOUR, "1 day 4 hours"),
+        (DAY + 12 * HOUR + 30 * MINUTE, "1 day 12 hours"),
+        (2 * DAY, "2 days"),
+        (9 * DAY + 23 * HOUR, "9 days 23 hours"),
+        (13 * DAY + 23 * HOUR, "13 days"),
+        (400 * DAY, "400 days"),
+    ],
+)
+def test_a_duration_is_said_in_its_largest_unit_and_the_next_under_ten(millis, said):
+    assert text.duration(millis / 1000) == said
+
+
+# --- token list -------------------------------------------------------------------------------
+
+
+def test_list_says_how_long_each_token_has_left(data_dir, monkeypatch):
+    where = state_of(data_dir)
+    soon, _ = tokens.create(where, "alpha", 90, "soon", now=NOW)
+    gone, _ = tokens.create(where, "alpha", 30, "gone", now=NOW)
+    never, _ = tokens.create(where, "*", None, "never", now=NOW)
+    dropped, _ = tokens.create(where, "beta", 90, "dropped", now=NOW)
+    tokens.revoke(where, dropped.id, now=NOW + DAY)
+    today, _ = tokens.create(where, "beta", 77, "today", now=NOW)
+    monkeypatch.setattr(tokens, "now_ms", lambda: NOW + 76 * DAY + 12 * HOUR)
+    status, out, err = run(["token", "list", "--data", str(data_dir)])
+    assert (status, err) == (0, "")
+    header, *lines = out.splitlines()
+    assert header.split() == [
+        "ID", "PROJECT", "CREATED", "EXPIRES", "LEFT", "LAST", "USED", "REVOKED", "NOTE"
+    ]  # fmt: skip
+    left_at = header.index("LEFT")
+    left = {line.split()[0]: line[left_at:].split("  ")[0] for line in lines}
+    assert left == {
+        soon.id: "13 days",
+        gone.id: "expired 46 days ago",
+        never.id: "never",
+        dropped.id: "revoked",
+        today.id: "12 hours",
+    }
+
+
+def test_list_json_has_the_refusals_as_expired_too(data_dir, monkeypatch):
+    where = state_of(data_dir)
+    token, token_text = tokens.create(where, "alpha", 1, "ci", now=NOW)
+    tokens.verdict(where, token_text, now=NOW + 2 * DAY)
+    status, out, err = run(["token", "list", "--json", "--data", str(data_dir)])
+    [listed] = json.loads(out)
+    assert (listed["refusedExpired"], listed["status"]) == (NOW + 2 * DAY, "expired")

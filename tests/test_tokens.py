@@ -295,6 +295,7 @@ def test_list_shows_a_table_and_never_a_secret(data_dir):
         "PROJECT",
         "CREATED",
         "EXPIRES",
+        "LEFT",
         "LAST",
         "USED",
         "REVOKED",
@@ -321,6 +322,7 @@ def test_list_json_is_an_array_of_the_tokens(data_dir):
             "lastUsed": None,
             "note": "ci",
             "revoked": None,
+            "refusedExpired": None,
             "status": "active",
         }
     ]

@@ -12,7 +12,7 @@ import time
 
 from buildshelf import settings
 from buildshelf.publishing import tokens, trust
-from buildshelf.text import counted, printable
+from buildshelf.text import counted, duration, printable
 from buildshelf.writing import refusals, rewrite, writer
 
 TOKEN_DAYS = 90  # token create's default expiry
@@ -84,8 +84,8 @@ def token_parsers(commands):
     sub = token.add(
         "list",
         token_list,
-        "show every token: id, project, created, expires, last used, revoked, note; never a "
-        "secret (times UTC)",
+        "show every token: id, project, created, expires, the time it has left, last used, "
+        "revoked, note; never a secret (times UTC)",
         state_options,
     )
     sub.add_argument(
@@ -225,10 +225,9 @@ def token_create(args):
         else f"it expires {utc_minute(token.expires)} (in {counted(args.expires, 'day')})"
     )
     print(text, flush=True)  # stdout: the token alone, for a pipe into a CI's secrets
-    for_what = "every project" if token.project == tokens.EVERY_PROJECT else token.project
     print(
-        f"created token {token.id} for {for_what}; {expiry}. It is shown once: store it now. "
-        f"'buildshelf token revoke {token.id}' revokes it.",
+        f"created token {token.id} for {_for_what(token)}; {expiry}. It is shown once: store "
+        f"it now. 'buildshelf token revoke {token.id}' revokes it.",
         file=sys.stderr,
     )
     if token.project == tokens.EVERY_PROJECT:
@@ -258,13 +257,14 @@ def token_list(args):
     def when(millis, none):
         return none if millis is None else utc_minute(millis)
 
-    rows = [("ID", "PROJECT", "CREATED", "EXPIRES", "LAST USED", "REVOKED", "NOTE")]
+    rows = [("ID", "PROJECT", "CREATED", "EXPIRES", "LEFT", "LAST USED", "REVOKED", "NOTE")]
     rows += [
         (
             token.id,
             printable(token.project),
             when(token.created, ""),
-            when(token.expires, "never") + (" (expired)" * (token.status(now) == "expired")),
+            when(token.expires, "never"),
+            _left(token, now),
             when(token.last_used, "never"),
             when(token.revoked, "no"),
             printable(token.note),
@@ -277,6 +277,18 @@ def token_list(args):
     return 0
 
 
+def _left(token, now):
+    """How long `token` has left at `now`: '13 days', 'expired 2 days ago', 'never' (it
+    never expires), 'revoked'."""
+    if token.revoked is not None:
+        return "revoked"
+    if token.expires is None:
+        return "never"
+    if now >= token.expires:
+        return f"expired {duration((now - token.expires) / 1000)} ago"
+    return duration((token.expires - now) / 1000)
+
+
 def _token_json(token, now):
     return {
         "id": token.id,
@@ -286,8 +298,13 @@ def _token_json(token, now):
         "lastUsed": token.last_used,
         "note": token.note,
         "revoked": token.revoked,
+        "refusedExpired": token.refused_expired,
         "status": token.status(now),
     }
+
+
+def _for_what(token):
+    return "every project" if token.project == tokens.EVERY_PROJECT else token.project
 
 
 def token_revoke(args):
