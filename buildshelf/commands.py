@@ -1,7 +1,8 @@
-"""The commands of the data directory: `check` (its files, the kept files they name and the
-webhooks file; `--prune`), and those that change it through writer.py: `add-project`,
-`publish`, `yank`, `unyank` and `purge`; their arguments and what they print. check's log
-lines (the store's) go to stderr as a server's do: cli.main sets that up.
+"""The commands of the data directory: `check` (its files, the kept files they name, the
+webhooks file and the tokens to replace; `--prune`), and those that change it through
+writer.py: `add-project`, `publish`, `yank`, `unyank` and `purge`; their arguments and what
+they print. check's log lines (the store's) go to stderr as a server's do: cli.main sets
+that up.
 """
 
 import argparse
@@ -16,6 +17,7 @@ from buildshelf.datafiles import checking, datafile
 from buildshelf.datafiles.dataformat import published_timestamp_problem
 from buildshelf.kept import kept_files, stores
 from buildshelf.model import PRIMARY_KEY, whole_number
+from buildshelf.publishing.commands import check_tokens
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
@@ -65,7 +67,8 @@ def check_parser(commands):
         "check",
         check,
         "validate every data file and the kept files they name, print each problem, exit 0 if "
-        "all are valid and 1 otherwise",
+        "all are valid and 1 otherwise; say which tokens to replace (one expired while still "
+        "in use is a problem)",
     )
     sub.set_defaults(usage_problem=_check_usage_problem)
     sub.add_argument(
@@ -227,6 +230,7 @@ def check(args):
         args.data, args.artifacts, args.verify, not args.prune, verbose=args.verbose
     )
     status = max(status, _check_webhooks(args.state, args.webhooks, args.verbose))
+    status = max(status, check_tokens(args.state))
     if args.prune:
         say = kept_files.would_delete if args.dry_run else kept_files.deleted
         writer.prune(args.data, args.artifacts, args.dry_run, say)

@@ -1,11 +1,12 @@
-"""Tokens do not expire by surprise (issue 38): which need attention, a token within 14
-days of its expiry, or expired while still in use; `token list` says how long each has
-left; a write refused because its token had expired is recorded, a sign that the token is
-still in use. Time is a clock the tests set: nothing sleeps."""
+"""Tokens do not expire by surprise (issue 38): a token within 14 days of its expiry, or
+expired while still in use, is said by `check`; `token list` says how long each has left;
+a write refused because its token had expired is recorded, a sign that the token is still
+in use. Time is a clock the tests set: nothing sleeps."""
 
 import contextlib
 import io
 import json
+import os
 import shutil
 import time
 
@@ -13,6 +14,7 @@ import pytest
 
 from buildshelf import cli, text
 from buildshelf.publishing import tokens
+from buildshelf.publishing.commands import utc_minute
 from helpers import ROOT
 
 SECOND = 1000
@@ -192,3 +194,56 @@ def test_list_json_has_the_refusals_as_expired_too(data_dir, monkeypatch):
     status, out, err = run(["token", "list", "--json", "--data", str(data_dir)])
     [listed] = json.loads(out)
     assert (listed["refusedExpired"], listed["status"]) == (NOW + 2 * DAY, "expired")
+
+
+# --- check ------------------------------------------------------------------------------------
+
+
+def check(data_dir):
+    return run(["check", "--data", str(data_dir)])
+
+
+def test_check_says_nothing_of_tokens_and_makes_no_state_without_them(data_dir):
+    assert check(data_dir) == (0, "", "")
+    assert not os.path.exists(state_of(data_dir))
+
+
+def test_check_warns_of_a_token_within_14_days_of_its_expiry_and_passes(data_dir):
+    where, now = state_of(data_dir), tokens.now_ms()
+    token, token_text = tokens.create(
+        where, "alpha", 30, "Jenkins Tinplate", now=now - 16 * DAY - 5 * HOUR
+    )
+    tokens.authenticate(where, token_text, now=now - 2 * DAY)
+    tokens.create(where, "beta", 90, "far off", now=now)
+    tokens.create(where, "*", None, "never", now=now - 89 * DAY)
+    status, out, err = check(data_dir)
+    assert (status, err) == (0, "")
+    assert out == (
+        f"token {token.id} for alpha (last used {utc_minute(now - 2 * DAY)}) expires in 13 "
+        f'days, {utc_minute(token.expires)}: make its successor with "buildshelf token '
+        "create alpha --note 'Jenkins Tinplate'\", put that in its place, then \"buildshelf "
+        f'token revoke {token.id}"\n'
+    )
+    assert secret_of(token_text) not in out
+
+
+def test_check_fails_for_a_token_expired_while_in_use(data_dir):
+    where, now = state_of(data_dir), tokens.now_ms()
+    token, token_text = tokens.create(where, "*", 30, "", now=now - 32 * DAY - 30 * MINUTE)
+    tokens.verdict(where, token_text, now=now - 3 * HOUR)  # refused: it had expired
+    status, out, err = check(data_dir)
+    assert (status, err) == (1, "")
+    assert out == (
+        f"token {token.id} for every project (last used never, refused as expired "
+        f"{utc_minute(now - 3 * HOUR)}) expired 2 days ago, {utc_minute(token.expires)}, and "
+        "is still in use: make its successor with \"buildshelf token create '*'\", put that "
+        f'in its place, then "buildshelf token revoke {token.id}"\n'
+    )
+
+
+def test_check_says_nothing_of_revoked_or_unused_expired_tokens(data_dir):
+    where, now = state_of(data_dir), tokens.now_ms()
+    revoked, _ = tokens.create(where, "alpha", 30, "", now=now - 20 * DAY)
+    tokens.revoke(where, revoked.id)
+    tokens.create(where, "alpha", 30, "", now=now - 60 * DAY)  # expired a month ago, unused
+    assert check(data_dir) == (0, "", "")

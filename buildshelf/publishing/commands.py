@@ -1,16 +1,19 @@
 """The commands of HTTP publishing, which keep their records in the state directory: `token
 create|list|revoke` (the tokens of tokens.py) and `trust` (the trusted publishers of
-trust.py), their arguments and what they print.
+trust.py), their arguments and what they print; `check`'s lines of the tokens to replace
+(`check_tokens`).
 """
 
 import argparse
 import json
 import os
 import re
+import shlex
+import sqlite3
 import sys
 import time
 
-from buildshelf import settings
+from buildshelf import settings, state
 from buildshelf.publishing import tokens, trust
 from buildshelf.text import counted, duration, printable
 from buildshelf.writing import refusals, rewrite, writer
@@ -301,6 +304,44 @@ def _token_json(token, now):
         "refusedExpired": token.refused_expired,
         "status": token.status(now),
     }
+
+
+def check_tokens(state_dir: str) -> int:
+    """Print a line for each token of `state_dir` that needs attention (Token.attention),
+    with the commands that replace it: check's part. 1 when one has expired while in use,
+    or the tokens cannot be read; 0 for warnings only (the weekly cron job mails them). No
+    tokens database, nothing said, nothing made."""
+    if not os.path.exists(state.database_path(state_dir, tokens.SCHEMA.name)):
+        return 0
+    try:
+        found, now = tokens.list_tokens(state_dir), tokens.now_ms()
+    except (sqlite3.Error, OSError) as error:
+        print(f"tokens: cannot be read in {printable(state_dir)}: {error}")
+        return 1
+    status = 0
+    for token in found:
+        attention = token.attention(now)
+        if attention is None:
+            continue
+        signs = "last used " + ("never" if token.last_used is None else utc_minute(token.last_used))
+        if token.refused_expired is not None:
+            signs += f", refused as expired {utc_minute(token.refused_expired)}"
+        if attention == tokens.EXPIRING:
+            when = f"expires in {duration((token.expires - now) / 1000)}"
+        else:
+            when = f"expired {duration((now - token.expires) / 1000)} ago"
+            status = 1
+        ending = ", and is still in use" * (attention == tokens.EXPIRED_IN_USE)
+        successor = shlex.join(
+            ["buildshelf", "token", "create", token.project]
+            + ["--note", token.note] * bool(token.note)
+        )
+        print(
+            f"token {token.id} for {_for_what(token)} ({signs}) {when}, "
+            f'{utc_minute(token.expires)}{ending}: make its successor with "{successor}", '
+            f'put that in its place, then "buildshelf token revoke {token.id}"'
+        )
+    return status
 
 
 def _for_what(token):
