@@ -4,8 +4,8 @@ a registry of its own (prometheus_client).
 Nothing is counted on a request's path for it. The requests are tallied from the access
 records the server already makes of every request, those answered from memory on its loop
 thread too, by the thread that writes the access log (`observe`, a batch at a time); every
-other number is read when /metrics is scraped, from what the store, the download counter and
-the webhook notifier keep anyway. docs/metrics.md lists each metric and its labels.
+other number is read when /metrics is scraped, from what the store, the download counter,
+the webhook notifier and the token watch keep anyway. docs/metrics.md lists each metric and its labels.
 """
 
 import bisect
@@ -110,11 +110,12 @@ class Requests:
 
 
 class Served:
-    """What is served and how it was read, and what the download counter and the webhooks
-    did: read from them when scraped."""
+    """What is served and how it was read, what the download counter and the webhooks did,
+    and when the tokens expire: read from them when scraped."""
 
-    def __init__(self, store, counter, notifier):
+    def __init__(self, store, counter, notifier, tokens=None):
         self.store, self.counter, self.notifier = store, counter, notifier
+        self.tokens = tokens
 
     def collect(self):
         store, snapshot = self.store, self.store.snapshot()
@@ -170,18 +171,29 @@ class Served:
             for (index, outcome), count in sorted(list(self.notifier.deliveries.items())):
                 deliveries.add_metric([str(index), outcome], count)
             families.append(deliveries)
+        if self.tokens is not None:
+            expiry = GaugeMetricFamily(
+                "buildshelf_token_expiry_timestamp_seconds",
+                "When each token that still works (or expired while in use) expires (Unix "
+                "time), by its id (never its secret) and project",
+                labels=["token", "project"],
+            )
+            for token_id, project, expires in self.tokens.expiries():  # from memory
+                expiry.add_metric([token_id, project], expires / 1000)
+            families.append(expiry)
         return families
 
 
-def install(app: bottle.Bottle, store, counter=None, notifier=None):
+def install(app: bottle.Bottle, store, counter=None, notifier=None, tokens=None):
     """Add GET /metrics to `app` (made by server.make_app), over a registry of its own, for
-    `store`, `counter` (a counts.Counter, or None when downloads are not counted) and
-    `notifier` (a webhooks.delivery.Notifier, or None). Returns what the server hands access records
+    `store`, `counter` (a counts.Counter, or None when downloads are not counted),
+    `notifier` (a webhooks.delivery.Notifier, or None) and `tokens` (a
+    publishing.expiry.TokenWatch, or None). Returns what the server hands access records
     to, a batch at a time, on a thread that answers no request."""
     registry = CollectorRegistry()
     requests = Requests(app.router)
     registry.register(requests)
-    registry.register(Served(store, counter, notifier))
+    registry.register(Served(store, counter, notifier, tokens))
     # What every Prometheus client exports: the process's CPU, memory and files, Python's.
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)

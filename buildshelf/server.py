@@ -18,6 +18,7 @@ from buildshelf import metrics as prometheus
 from buildshelf.datafiles.checking import check
 from buildshelf.kept import stores, temp_files
 from buildshelf.publishing.credentials import Credentials
+from buildshelf.publishing.expiry import TokenWatch
 from buildshelf.serving import accesslog
 from buildshelf.serving import server as serving
 from buildshelf.store import Store
@@ -47,6 +48,7 @@ def make_app(
     metrics: bool = True,
     artifacts_downloads: str | None = None,
     artifacts_public_url: str | None = None,
+    token_watch: TokenWatch | None = None,
 ) -> App:
     """The WSGI app serving `store`'s data; JSON successes may be cached `max_age` seconds.
     With `accel_redirect`, nginx in front sends the kept files' bytes (hosted.download).
@@ -64,7 +66,8 @@ def make_app(
     them, and the pages show them. None (--count-downloads off) counts none, and those routes
     answer 404.
 
-    `notifier` sends the webhooks: /healthz reports its problems.
+    `notifier` sends the webhooks: /healthz reports its problems. `token_watch` keeps the
+    tokens read: /healthz and /metrics report those to replace, from memory.
 
     The files of an s3:// store reach clients as `artifacts_downloads` says (redirect, the
     default, also when None; public, at `artifacts_public_url` + the object's key; proxy):
@@ -100,6 +103,7 @@ def make_app(
         accel_redirect=accel_redirect,
         problems=tuple(problems),
         artifacts_downloads=artifacts_downloads,
+        tokens=token_watch,
     )
     app.add_hook("before_request", _refuse_malformed)
     app.add_hook("before_request", _refuse_screened)
@@ -108,7 +112,9 @@ def make_app(
     routes += fill.ROUTES
     for rule, method, route in routes:
         app.route(rule, method, functools.partial(route, service))
-    observe_requests = prometheus.install(app, store, counter, notifier) if metrics else None
+    observe_requests = None
+    if metrics:
+        observe_requests = prometheus.install(app, store, counter, notifier, token_watch)
     site = pages.Pages(service, lambda: openapi.document(compat))
     for rule, method, route in pages.ROUTES:
         app.route(rule, method, functools.partial(route, site))
@@ -172,6 +178,8 @@ def serve(args: argparse.Namespace) -> int:
     if args.count_downloads == "on":
         counter = counts.Counter(args.state)
         counter.start()
+    token_watch = TokenWatch(args.state)
+    token_watch.start()
     try:
         app = make_app(
             data,
@@ -187,6 +195,7 @@ def serve(args: argparse.Namespace) -> int:
             notifier=notifier,
             artifacts_downloads=args.artifacts_downloads,
             artifacts_public_url=args.artifacts_public_url,
+            token_watch=token_watch,
         )
 
         def listening(base_url):
@@ -219,6 +228,7 @@ def serve(args: argparse.Namespace) -> int:
             counter.stop()
         data.stop()
         notifier.stop()
+        token_watch.stop()
 
 
 def _notifier(data: Store, args: argparse.Namespace, public_url: str) -> delivery.Notifier:

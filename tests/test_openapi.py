@@ -16,6 +16,7 @@ import webtest
 from buildshelf import server
 from buildshelf import store as store_module
 from buildshelf.counts import Tally
+from buildshelf.publishing import expiry, tokens
 from buildshelf.web import answers, openapi, pages, reads, service
 from buildshelf.writing import rewrite
 from helpers import (
@@ -184,7 +185,7 @@ def test_object_schemas_are_strict(name):
     # report while it lasts.
     optional = {
         "Build": {"sha256", "size", "downloads"},
-        "Health": {"downloadCounting", "webhooks"},
+        "Health": {"downloadCounting", "webhooks", "tokens"},
         "FillSupport": {"end"},  # as Fill, absent when there is none
     }.get(name, set())
     assert schema["required"] == [key for key in schema["properties"] if key not in optional]
@@ -478,6 +479,7 @@ CASES = [
     Case("GET", KEPT_URL.replace("/3/", "/%2e%2e/"), 404, "not_found", server="kept"),
     Case("GET", MISSING_URL, 503, "artifact_unavailable", server="kept"),
     Case("GET", "/healthz", 200, server="kept"),  # degraded: it names build 4's file
+    Case("GET", "/healthz", 200, server="tokens"),  # degraded: a token expired while in use
     Case("GET", "/api/v2/builds/check?project=alpha&build=1", 200),
     Case("GET", f"/api/v2/builds/check?project=alpha&sha256={KEPT_SHA}", 200, server="kept"),
     Case("GET", "/api/v2/builds/check?project=alpha&build=1", 304, headers=ANY_ETAG),
@@ -665,6 +667,14 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
             doc = make_project([make_build(1)])
             del doc["javadocBaseUrl"]
             write_file(data_dir / "gamma.json", doc)
+        elif kind == "tokens":  # one token expiring in a day, one expired while in use
+            where = str(tmp_path / "state")
+            tokens.create(where, "alpha", 10, "", now=tokens.now_ms() - 9 * tokens.DAY_MS)
+            _, used = tokens.create(where, "*", 1, "", now=tokens.now_ms() - 2 * tokens.DAY_MS)
+            tokens.verdict(where, used)  # refused as expired
+            watch = expiry.TokenWatch(where)
+            watch.refresh()
+            return webtest.TestApp(server.make_app(store, token_watch=watch))
         elif kind == "with_a_broken_file":
             write_file(data_dir / "broken.json", '{"ciJob": ')
         elif kind == "no_data":

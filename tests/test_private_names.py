@@ -24,6 +24,7 @@ COINCIDENCES = {
     "bottle": {
         "cache": "Service.cache, ours (SimpleTemplate has a cache)",
         "code": "ApiError.code, ours (SimpleTemplate keeps its compiled code as code)",
+        "expires": "Token.expires, ours: when a token expires (bottle's responses have expires)",
         "filename": "a multipart part's, upload.py's parser's (bottle's FileUpload has one)",
         "files": "Build.files, ours: a build's files by key (the request has files)",
         "match": "a regular expression's (bottle's Router has match)",

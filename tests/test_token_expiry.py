@@ -1,21 +1,27 @@
 """Tokens do not expire by surprise (issue 38): a token within 14 days of its expiry, or
-expired while still in use, is said by `check`; `token list` says how long each has left;
-a write refused because its token had expired is recorded, a sign that the token is still
-in use. Time is a clock the tests set: nothing sleeps."""
+expired while still in use, is said by `check`, /healthz and /metrics; `token list` says how
+long each has left; a write refused because its token had expired is recorded, a sign that
+the token is still in use. Time is a clock the tests set: nothing sleeps."""
 
 import contextlib
 import io
 import json
 import os
+import re
 import shutil
+import sqlite3
 import time
+import urllib.request
 
 import pytest
+import webtest
+from prometheus_client.parser import text_string_to_metric_families
 
-from buildshelf import cli, text
-from buildshelf.publishing import tokens
+from buildshelf import cli, server, state, text
+from buildshelf.publishing import expiry, tokens
 from buildshelf.publishing.commands import utc_minute
-from helpers import ROOT
+from buildshelf.web import openapi
+from helpers import ROOT, eventually, real_server
 
 SECOND = 1000
 MINUTE = 60 * SECOND
@@ -61,6 +67,10 @@ def only(where):
 def test_the_warning_is_14_days_written_once():
     assert tokens.WARNING_DAYS == 14
     assert tokens.WARNING_MS == WINDOW
+    # The health report's schema says it in words: the same number.
+    schemas = openapi.document()["components"]["schemas"]
+    said = json.dumps([schemas["TokensHealth"], schemas["Health"]["properties"]["tokens"]])
+    assert re.findall(r"([0-9]+) days", said) == [str(tokens.WARNING_DAYS)] * 3
 
 
 def test_a_token_is_expiring_from_14_days_before_its_expiry(tmp_path):
@@ -247,3 +257,149 @@ def test_check_says_nothing_of_revoked_or_unused_expired_tokens(data_dir):
     tokens.revoke(where, revoked.id)
     tokens.create(where, "alpha", 30, "", now=now - 60 * DAY)  # expired a month ago, unused
     assert check(data_dir) == (0, "", "")
+
+
+# --- /healthz and /metrics --------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self, millis):
+        self.millis = millis
+
+    def __call__(self):
+        return self.millis
+
+
+def watching(where, clock):
+    """A token watch of `where` at `clock`, read once, as the server's thread reads it."""
+    watch = expiry.TokenWatch(where, clock=clock)
+    watch.refresh()
+    return watch
+
+
+def entry(token, now, last_used=None, last_refused=None):
+    return {
+        "id": token.id,
+        "project": token.project,
+        "expires": iso(token.expires),
+        "secondsLeft": (token.expires - now) // 1000,
+        "lastUsed": None if last_used is None else iso(last_used),
+        "lastRefused": None if last_refused is None else iso(last_refused),
+    }
+
+
+def test_healthz_warns_of_an_expiring_token_and_is_degraded_once_it_expired_in_use(store, tmp_path):
+    where, clock = str(tmp_path / "state"), Clock(NOW + 20 * DAY)
+    token, token_text = tokens.create(where, "alpha", 30, "ci", now=NOW)
+    tokens.authenticate(where, token_text, now=NOW + DAY)
+    watch = watching(where, clock)
+    client = webtest.TestApp(server.make_app(store, token_watch=watch))
+    health = client.get("/healthz").json
+    assert health["status"] == "ok"  # a warning only
+    assert health["tokens"] == {
+        "expiring": [entry(token, clock.millis, last_used=NOW + DAY)],
+        "expiredInUse": [],
+    }
+    assert secret_of(token_text) not in client.get("/healthz").text
+    clock.millis = NOW + 31 * DAY  # expired, last used 30 days ago: nobody relies on it
+    health = client.get("/healthz").json
+    assert health["status"] == "ok" and "tokens" not in health
+    tokens.verdict(where, token_text, now=NOW + 31 * DAY - HOUR)  # a write refused: in use
+    assert "tokens" not in client.get("/healthz").json  # memory, until the watch reads again
+    watch.refresh()
+    health = client.get("/healthz").json
+    assert health["status"] == "degraded"
+    assert health["tokens"] == {
+        "expiring": [],
+        "expiredInUse": [entry(token, clock.millis, NOW + DAY, NOW + 31 * DAY - HOUR)],
+    }
+    tokens.revoke(where, token.id)
+    watch.refresh()
+    health = client.get("/healthz").json
+    assert health["status"] == "ok" and "tokens" not in health
+
+
+def test_metrics_give_the_expiry_of_each_token_by_id_and_project(store, tmp_path):
+    where, clock = str(tmp_path / "state"), Clock(NOW + 20 * DAY)
+    soon, _ = tokens.create(where, "alpha", 30, "", now=NOW)
+    far, _ = tokens.create(where, "*", 90, "", now=NOW)
+    tokens.create(where, "alpha", None, "", now=NOW)  # no expiry: no series
+    revoked, _ = tokens.create(where, "beta", 30, "", now=NOW)
+    tokens.revoke(where, revoked.id, now=NOW + DAY)
+    in_use, in_use_text = tokens.create(where, "beta", 10, "", now=NOW)
+    tokens.authenticate(where, in_use_text, now=NOW + 9 * DAY)
+    tokens.create(where, "alpha", 5, "", now=NOW)  # expired, never used: the series has ended
+    client = webtest.TestApp(server.make_app(store, token_watch=watching(where, clock)))
+    resp = client.get("/metrics")
+    [family] = [f for f in text_string_to_metric_families(resp.text) if f.name == GAUGE]
+    assert family.type == "gauge"
+    assert {(s.labels["token"], s.labels["project"]): s.value for s in family.samples} == {
+        (soon.id, "alpha"): (NOW + 30 * DAY) / 1000,
+        (far.id, "*"): (NOW + 90 * DAY) / 1000,
+        (in_use.id, "beta"): (NOW + 10 * DAY) / 1000,
+    }
+    assert all(s.labels.keys() == {"token", "project"} for s in family.samples)
+
+
+def test_metrics_without_a_token_watch_have_no_token_series(store):
+    assert GAUGE not in webtest.TestApp(server.make_app(store)).get("/metrics").text
+
+
+def test_healthz_and_metrics_read_the_tokens_from_memory(store, tmp_path, monkeypatch):
+    where, clock = str(tmp_path / "state"), Clock(NOW + 20 * DAY)
+    token, _ = tokens.create(where, "alpha", 30, "", now=NOW)
+    client = webtest.TestApp(server.make_app(store, token_watch=watching(where, clock)))
+
+    def no_database(*args, **kwargs):
+        raise AssertionError("a request opened a database")
+
+    monkeypatch.setattr(sqlite3, "connect", no_database)
+    monkeypatch.setattr(state, "open_database", no_database)
+    assert client.get("/healthz").json["tokens"]["expiring"][0]["id"] == token.id
+    assert token.id in client.get("/metrics").text
+
+
+def test_the_watch_makes_no_state_and_keeps_the_last_tokens_read(tmp_path, monkeypatch, caplog):
+    where = tmp_path / "state"
+    watch = watching(str(where), Clock(NOW))
+    assert watch.tokens == () and not where.exists()
+    token, _ = tokens.create(str(where), "alpha", 30, "", now=NOW)
+    watch.refresh()
+    assert watch.tokens == (token,)
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(tokens, "list_tokens", locked)
+    watch.refresh()
+    watch.refresh()
+    assert watch.tokens == (token,)  # the last read stands, and the failure is said once
+    said = [r.getMessage() for r in caplog.records if "database is locked" in r.getMessage()]
+    assert len(said) == 1 and str(where) in said[0]
+
+
+def test_the_watch_reads_the_tokens_again_on_its_thread(tmp_path):
+    where = str(tmp_path / "state")
+    watch = expiry.TokenWatch(where, every=0.02)
+    watch.start()
+    try:
+        token, _ = tokens.create(where, "alpha", 30, "")
+        eventually(lambda: watch.tokens == (token,))
+    finally:
+        watch.stop()
+
+
+@pytest.mark.system
+def test_a_server_reports_an_expiring_token_in_healthz_and_metrics(data_dir):
+    where, now = state_of(data_dir), tokens.now_ms()
+    token, token_text = tokens.create(where, "alpha", 90, "ci", now=now - 80 * DAY)
+    with real_server(data_dir) as (port, _):
+        base = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(base + "/healthz") as answer:
+            health = json.load(answer)
+        with urllib.request.urlopen(base + "/metrics") as answer:
+            scraped = answer.read().decode()
+    assert health["status"] == "ok"
+    assert [t["id"] for t in health["tokens"]["expiring"]] == [token.id]
+    assert f'{GAUGE}{{project="alpha",token="{token.id}"}}' in scraped
+    assert secret_of(token_text) not in json.dumps(health) + scraped

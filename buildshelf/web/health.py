@@ -1,11 +1,20 @@
-"""/healthz: whether data is served, which files are rejected, and whether a check stalls."""
+"""/healthz: whether data is served, which files are rejected, and whether a check stalls;
+the tokens to replace (`tokens_health`)."""
 
 import bottle
 import msgspec
 
+from buildshelf.publishing.tokens import EXPIRED_IN_USE, EXPIRING
 from buildshelf.web import query
 from buildshelf.web.answers import JSON, encode, iso_time
-from buildshelf.web.health_shapes import Health, RejectedFile, StalledRead, UnavailableFile
+from buildshelf.web.health_shapes import (
+    Health,
+    RejectedFile,
+    StalledRead,
+    TokensHealth,
+    UnavailableFile,
+    WatchedToken,
+)
 
 
 def health(service):
@@ -24,6 +33,7 @@ def health(service):
     reported = {}
     for problem in service.problems:
         reported.update(problem())
+    tokens = tokens_health(service.tokens)
     bottle.response.status = 200 if snapshot.projects else 503
     bottle.response.content_type = JSON
     return health_json(
@@ -33,7 +43,7 @@ def health(service):
             else "stalled"
             if late
             else "degraded"
-            if snapshot.errors or unavailable or reported
+            if snapshot.errors or unavailable or reported or (tokens and tokens.expired_in_use)
             else "ok",
             projects=len(snapshot.projects),
             last_reload=iso_time(snapshot.loaded_at),
@@ -47,9 +57,37 @@ def health(service):
             stalled_reads=[
                 StalledRead(name, round(seconds, 1)) for name, seconds in sorted(stalled.items())
             ],
+            tokens=tokens or msgspec.UNSET,
         ),
         reported,
     )
+
+
+def tokens_health(watch) -> TokensHealth | None:
+    """The tokens that `watch` (publishing.expiry.TokenWatch, or None) finds in need of
+    attention now, from memory; None when none does."""
+    if watch is None:
+        return None
+    now, needing = watch.attention()
+    if not needing:
+        return None
+
+    def when(millis):
+        return None if millis is None else iso_time(millis // 1000)
+
+    said = {EXPIRING: [], EXPIRED_IN_USE: []}
+    for token, attention in needing:
+        said[attention].append(
+            WatchedToken(
+                token.id,
+                token.project,
+                when(token.expires),
+                (token.expires - now) // 1000,
+                when(token.last_used),
+                when(token.refused_expired),
+            )
+        )
+    return TokensHealth(said[EXPIRING], said[EXPIRED_IN_USE])
 
 
 def health_json(health: Health, problems: dict | None = None) -> bytes:

@@ -1,6 +1,6 @@
 """The shapes of /healthz: what the server serves, and what it does not serve as it is on
-disk (`Health`, and the parts it lists), declared once for the answer and its OpenAPI
-schema (shapes.schemas).
+disk (`Health`, and the parts it lists; the tokens to replace, `TokensHealth`), declared
+once for the answer and its OpenAPI schema (shapes.schemas).
 """
 
 import typing
@@ -78,13 +78,56 @@ class WebhooksHealth(msgspec.Struct):
     ]
 
 
+class WatchedToken(msgspec.Struct, rename="camel"):
+    """A token to replace (docs/publishing.md): its id and project, never its secret."""
+
+    id: _text("The token's id: ID in bs_ID_SECRET.", pattern="^[0-9a-f]{12}$")
+    project: _text("The project it may publish to, or `*` for every project.", minLength=1)
+    expires: typing.Annotated[str, _ISO_TIME, Meta(description="When it expires, UTC.")]
+    seconds_left: typing.Annotated[
+        int, Meta(description="Seconds until it expires; negative once it has expired.")
+    ]
+    last_used: typing.Annotated[
+        str | None,
+        _ISO_TIME,
+        Meta(
+            description="When it was last used to publish, UTC (recorded at most once a minute), or null."
+        ),
+    ]
+    last_refused: typing.Annotated[
+        str | None,
+        _ISO_TIME,
+        Meta(
+            description="When a write was last refused because it had expired, UTC (recorded at most once a "
+            "minute), or null."
+        ),
+    ]
+
+
+class TokensHealth(msgspec.Struct, rename="camel"):
+    """The tokens to replace before publishing breaks, or since it has."""
+
+    expiring: typing.Annotated[
+        list[WatchedToken],
+        Meta(description="Tokens that expire within 14 days: a warning, still `ok`."),
+    ]
+    expired_in_use: typing.Annotated[
+        list[WatchedToken],
+        Meta(
+            description="Tokens that have expired while still in use (used, or refused as "
+            "expired, within the last 14 days): the status is `degraded`."
+        ),
+    ]
+
+
 class Health(msgspec.Struct, rename="camel"):
     """What the server serves."""
 
     status: _text(
         "`ok` when every data file and every kept file is served as it is on disk; "
         "`degraded` when some are not (`rejectedFiles`, `unavailableFiles`: the rest serves), "
-        "or when a part of the service reports a problem (`downloadCounting`, `webhooks`); "
+        "or when a part of the service reports a problem (`downloadCounting`, `webhooks`, "
+        "`tokens.expiredInUse`); "
         "`stalled` when a file has been read for longer than a check waits, or a check takes "
         "too long: the data served may be out of date; `no_data` when no project at all is "
         "served (status 503).",
@@ -137,5 +180,12 @@ class Health(msgspec.Struct, rename="camel"):
         Meta(
             description="Present only while something is wrong with the webhooks: then the "
             "status is `degraded`."
+        ),
+    ] = msgspec.UNSET
+    tokens: typing.Annotated[
+        TokensHealth | msgspec.UnsetType,
+        Meta(
+            description="Present only while a token expires within 14 days, or has expired "
+            "while still in use; only the latter makes the status `degraded`."
         ),
     ] = msgspec.UNSET

@@ -15,6 +15,7 @@ import bottle
 
 from buildshelf import counts
 from buildshelf.publishing.credentials import Credentials
+from buildshelf.publishing.expiry import TokenWatch
 from buildshelf.store import Snapshot, Store
 from buildshelf.web.answers import send
 from buildshelf.web.ratelimit import FailureLimit
@@ -61,6 +62,8 @@ class Service:
     artifacts_downloads: str | None = None
     # /healthz (health.py): the problems of the parts of the service, each a callable.
     problems: tuple = ()
+    # /healthz's and /metrics' tokens to replace, as last read (None: none watched).
+    tokens: TokenWatch | None = None
     _counted: list = field(default_factory=lambda: [None])  # the current CountedVersion
     _counted_lock: threading.Lock = field(default_factory=threading.Lock)
     _by_url: list = field(default_factory=lambda: [(lambda: None, {})])  # (weakref, index)
