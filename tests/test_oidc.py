@@ -146,7 +146,8 @@ def test_each_required_claim_must_be_there(issuer, verifier, claim):
 
 
 @pytest.mark.parametrize(
-    "claim", ["repository", "repository_id", "repository_owner_id", "job_workflow_ref", "jti"]
+    "claim",
+    ["repository", "repository_id", "repository_owner_id", "job_workflow_ref", "jti", "ref"],
 )
 def test_a_claim_of_another_type_is_refused(issuer, verifier, claim):
     assert claim in refused(verifier.verify, issuer.token(**{claim: ["x"]}))
@@ -448,6 +449,64 @@ def test_any_of_several_publishers_may_match(issuer, creds, state_dir):
         creds.authenticate(bearer(issuer.token()), "alpha")
 
 
+# --- a ref pattern (--ref): the branches or tags a publisher may publish from -------------------
+
+
+@pytest.mark.parametrize(
+    "pattern, ref, matches",
+    [
+        ("refs/heads/main", "refs/heads/main", True),
+        ("refs/heads/main", "refs/heads/main2", False),
+        ("refs/heads/main", "refs/heads/Main", False),  # git's refs are case-sensitive
+        ("refs/heads/main", "refs/pull/3/merge", False),  # a pull request's
+        ("refs/heads/main", None, False),  # a token without the claim
+        ("refs/heads/v1.0", "refs/heads/v1x0", False),  # a dot is a dot
+        ("refs/tags/v*", "refs/tags/v1.21.4", True),
+        ("refs/tags/v*", "refs/tags/v", True),
+        ("refs/tags/v*", "refs/tags/x1", False),
+        ("refs/tags/v*", "refs/tags/v1/x", False),  # * stops at a /
+        ("refs/tags/v*", "refs/heads/v1", False),
+        ("refs/heads/release/*", "refs/heads/release/1.21", True),
+        ("refs/heads/release/*", "refs/heads/release/1.21/x", False),
+        ("refs/heads/release/**", "refs/heads/release/1.21/x", True),  # ** does not
+        ("refs/heads/release/**", "refs/heads/release", False),
+        ("refs/*/main", "refs/tags/main", True),
+    ],
+)
+def test_a_ref_pattern_limits_publishing_to_the_refs_it_matches(
+    issuer, creds, state_dir, pattern, ref, matches
+):
+    trust.add(state_dir, "alpha", REPOSITORY, ref=pattern)
+    token = issuer.token(ref=ref)
+    if matches:
+        creds.authenticate(bearer(token), "alpha")
+    else:
+        with pytest.raises(Forbidden, match="ref"):
+            creds.authenticate(bearer(token), "alpha")
+
+
+def test_a_ref_refused_names_the_ref_presented_and_the_pattern_trusted(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml", ref="refs/tags/v*")
+    with pytest.raises(Forbidden) as refusal:
+        creds.authenticate(bearer(issuer.token(ref="refs/heads/feature\nx")), "alpha")
+    assert str(refusal.value) == (
+        f"{REPOSITORY} is trusted for alpha as workflow release.yml, any environment, "
+        f"ref refs/tags/v*, and this job runs {RELEASE} in no environment on ref "
+        "refs/heads/feature\\nx"
+    )
+    with pytest.raises(Forbidden, match="on no ref$"):
+        creds.authenticate(bearer(issuer.token(ref=None)), "alpha")
+
+
+def test_a_publisher_of_another_ref_may_match(issuer, creds, state_dir):
+    trust.add(state_dir, "alpha", REPOSITORY, ref="refs/heads/main")
+    trust.add(state_dir, "alpha", REPOSITORY, ref="refs/tags/v*")
+    for ref in ("refs/heads/main", "refs/tags/v2"):
+        creds.authenticate(bearer(issuer.token(ref=ref)), "alpha")
+    with pytest.raises(Forbidden, match="ref refs/heads/main; any workflow"):
+        creds.authenticate(bearer(issuer.token(ref="refs/heads/dev")), "alpha")
+
+
 @pytest.mark.parametrize("claim", ["repository_owner_id", "repository_id"])
 def test_the_ids_are_pinned_on_first_use(issuer, creds, state_dir, claim):
     trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")
@@ -601,7 +660,7 @@ def test_trust_adds_lists_and_removes(data_dir, capsys):
     data = ("--data", str(data_dir))
     assert run(capsys, "trust", "alpha", "--github", "o/r", *data) == (
         0,
-        "alpha trusts github o/r, any workflow, any environment (1)\n",
+        "alpha trusts github o/r, any workflow, any environment, any ref (1)\n",
         "",
     )
     status, out, _ = run(
@@ -613,20 +672,20 @@ def test_trust_adds_lists_and_removes(data_dir, capsys):
     run(capsys, "trust", "beta", "--github", "b/b", *data)
     assert run(capsys, "trust", "alpha", "--list", *data) == (
         0,
-        "1. github o/r, any workflow, any environment\n"
-        "2. github o/r, workflow release.yml, environment release\n"
-        "3. github Octo-Org/Octo-Repo, any workflow, any environment\n",
+        "1. github o/r, any workflow, any environment, any ref\n"
+        "2. github o/r, workflow release.yml, environment release, any ref\n"
+        "3. github Octo-Org/Octo-Repo, any workflow, any environment, any ref\n",
         "",
     )
     assert run(capsys, "trust", "alpha", "--remove", "2", *data) == (
         0,
-        "alpha no longer trusts github o/r, workflow release.yml, environment release\n",
+        "alpha no longer trusts github o/r, workflow release.yml, environment release, any ref\n",
         "",
     )
     _, out, _ = run(capsys, "trust", "alpha", "--list", *data)
     assert out.splitlines() == [
-        "1. github o/r, any workflow, any environment",
-        "2. github Octo-Org/Octo-Repo, any workflow, any environment",
+        "1. github o/r, any workflow, any environment, any ref",
+        "2. github Octo-Org/Octo-Repo, any workflow, any environment, any ref",
     ]
 
 
@@ -635,7 +694,8 @@ def test_trust_again_changes_nothing(data_dir, capsys):
     run(capsys, "trust", "alpha", "--github", "o/r", "--workflow", "r.yml", *data)
     assert run(capsys, "trust", "alpha", "--github", "O/R", "--workflow", "r.yml", *data) == (
         0,
-        "alpha trusts github o/r, workflow r.yml, any environment already (1): nothing changed\n",
+        "alpha trusts github o/r, workflow r.yml, any environment, any ref already (1): "
+        "nothing changed\n",
         "",
     )
 
@@ -645,9 +705,39 @@ def test_trust_list_shows_the_pinned_ids(issuer, data_dir, capsys):
     run(capsys, "trust", "alpha", "--github", REPOSITORY, "--data", str(data_dir))
     Credentials(state_dir, issuer.url, AUDIENCE).authenticate(bearer(issuer.token()), "alpha")
     assert run(capsys, "trust", "alpha", "--list", "--data", str(data_dir))[1] == (
-        f"1. github {REPOSITORY}, any workflow, any environment "
+        f"1. github {REPOSITORY}, any workflow, any environment, any ref "
         "(pinned: owner id 65, repository id 74)\n"
     )
+
+
+def test_trust_with_a_ref_pattern_adds_lists_and_matches_it(issuer, data_dir, capsys):
+    data = ("--data", str(data_dir))
+    assert run(
+        capsys, "trust", "alpha", "--github", REPOSITORY, "--ref", "refs/tags/v*", *data
+    ) == (
+        0,
+        f"alpha trusts github {REPOSITORY}, any workflow, any environment, ref refs/tags/v* (1)\n",
+        "",
+    )
+    _, out, _ = run(
+        capsys, "trust", "alpha", "--github", REPOSITORY, "--ref", "refs/tags/v*", *data
+    )
+    assert out.endswith("already (1): nothing changed\n")
+    _, out, _ = run(capsys, "trust", "alpha", "--github", REPOSITORY, "--ref", "refs/heads/main",
+                    "--workflow", "release.yml", *data)  # fmt: skip
+    assert out.endswith(", ref refs/heads/main (2)\n")
+    assert run(capsys, "trust", "alpha", "--list", *data)[1] == (
+        f"1. github {REPOSITORY}, any workflow, any environment, ref refs/tags/v*\n"
+        f"2. github {REPOSITORY}, workflow release.yml, any environment, ref refs/heads/main\n"
+    )
+    assert [t.ref for t in trust.listed(str(data_dir / ".buildshelf"), "alpha")] == [
+        "refs/tags/v*",
+        "refs/heads/main",
+    ]
+    creds = Credentials(str(data_dir / ".buildshelf"), issuer.url, AUDIENCE)
+    creds.authenticate(bearer(issuer.token(ref="refs/tags/v1.0")), "alpha")
+    with pytest.raises(Forbidden, match="on ref refs/heads/dev"):
+        creds.authenticate(bearer(issuer.token(ref="refs/heads/dev")), "alpha")
 
 
 def test_trust_follows_the_state_flag(data_dir, tmp_path, capsys):
@@ -691,7 +781,21 @@ def test_trust_refusals_are_one_line_and_exit_1(data_dir, capsys, argv, message)
         (["--github", "o/r", "--workflow", "r.json"], "is not a workflow file"),
         (["--github", "o/r", "--environment", ""], "is not an environment name"),
         (["--github", "o/r", "--environment", "a\nb"], "is not an environment name"),
-        (["--list", "--workflow", "r.yml"], "--workflow and --environment go with --github"),
+        (["--list", "--workflow", "r.yml"], "--workflow, --environment and --ref go with --github"),
+        (["--list", "--ref", "refs/heads/main"], "go with --github"),
+        (
+            ["--github", "o/r", "--ref", "main"],
+            "'main' is not a ref pattern: did you mean refs/heads/main?",
+        ),
+        (
+            ["--github", "o/r", "--ref", "v*"],
+            "'v*' is not a ref pattern: did you mean refs/heads/v* or refs/tags/v*?",
+        ),
+        (["--github", "o/r", "--ref", "refs/heads/a b"], "'refs/heads/a b' is not a ref pattern"),
+        (["--github", "o/r", "--ref", "refs/heads/[ab]"], "is not a ref pattern (refs/heads/NAME"),
+        (["--github", "o/r", "--ref", "refs/heads/a?"], "is not a ref pattern"),
+        (["--github", "o/r", "--ref", "refs/"], "is not a ref pattern"),
+        (["--github", "o/r", "--ref", "refs/heads/a\nb"], "is not a ref pattern"),
         (["--remove", "1", "--environment", "e"], "go with --github"),
         (["--remove", "0"], "is not a number from --list"),
         ([], "one of the arguments --github --list --remove is required"),

@@ -43,6 +43,7 @@ def test_a_state_from_before_versions_opens_migrated_with_all_it_held(before_ver
     assert tokens.authenticate(before_versions, TOKEN, record=False).project == "alpha"
     [trusted] = trust.listed(before_versions, "alpha")
     assert (trusted.repository, trusted.workflow) == ("octo-org/octo-repo", "release.yml")
+    assert trusted.ref is None  # trusted at any ref, as before --ref was there
     assert not trust.spend(before_versions, "jti-of-a-token-spent", 4_000_000_000, now=0)
     counter = counts.Counter(before_versions)
     counter.flush()

@@ -60,6 +60,23 @@ def _environment(value):
     return value
 
 
+def _ref(value):
+    if not trust.REF_PATTERN.match(value):
+        hint = (
+            f": did you mean refs/heads/{value} or refs/tags/{value}?"
+            if "*" in value and trust.REF_PATTERN.match(f"refs/heads/{value}")
+            else f": did you mean refs/heads/{value}?"
+            if trust.REF_PATTERN.match(f"refs/heads/{value}")
+            else ""
+        )
+        raise argparse.ArgumentTypeError(
+            f"{printable(value)!r} is not a ref pattern{hint} (refs/heads/NAME or "
+            "refs/tags/NAME, where * stands for any characters but / and ** for any characters, "
+            "such as refs/tags/v*)"
+        )
+    return value
+
+
 def _listed_number(value, pattern=re.compile(r"[1-9][0-9]{0,8}\Z")):
     if not pattern.match(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not a number from --list (1, 2...)")
@@ -166,11 +183,20 @@ def trust_parser(commands):
         metavar="NAME",
         help="with --github: only the jobs in this deployment environment",
     )
+    sub.add_argument(
+        "--ref",
+        type=_ref,
+        metavar="PATTERN",
+        help="with --github: only the jobs run for a branch or tag this pattern matches (the "
+        "token's ref: refs/heads/main, refs/tags/v*; * stops at a /, ** does not)",
+    )
 
 
 def _trust_usage_problem(args):
-    if args.github is None and (args.workflow is not None or args.environment is not None):
-        return "--workflow and --environment go with --github"
+    if args.github is None and any(
+        given is not None for given in (args.workflow, args.environment, args.ref)
+    ):
+        return "--workflow, --environment and --ref go with --github"
     return None
 
 
@@ -200,7 +226,7 @@ def trusted_publishers(args):
         if not os.path.isfile(rewrite.project_path(args.data, args.slug)):
             raise writer.no_project(args.data, args.slug)
         trusted, added = trust.add(
-            args.state, args.slug, args.github, args.workflow, args.environment
+            args.state, args.slug, args.github, args.workflow, args.environment, args.ref
         )
         already = "" if added else " already"
         done = "" if added else ": nothing changed"

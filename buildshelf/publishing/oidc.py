@@ -47,6 +47,7 @@ REQUIRED_CLAIMS = (
     "job_workflow_ref",
 )
 STRING_CLAIMS = ("jti", "sub", "repository", "job_workflow_ref")
+OPTIONAL_STRING_CLAIMS = ("ref",)  # strings when there: trust.py matches --ref against it
 TIME_CLAIMS = ("exp", "nbf", "iat")
 LATEST_TIME = 253402300799  # 9999-12-31 23:59:59 UTC: a time past it is no NumericDate of ours
 ID_CLAIMS = ("repository_id", "repository_owner_id")  # strings of digits in GitHub's tokens
@@ -178,7 +179,7 @@ class Verifier:
             raise Invalid(f"the token must be signed with {ALGORITHM}") from None
         except jwt.InvalidTokenError as error:  # a claim of the wrong type, a bad segment
             raise Invalid(f"the token is not valid: {error}") from None
-        for claim in STRING_CLAIMS:
+        for claim in STRING_CLAIMS + tuple(c for c in OPTIONAL_STRING_CLAIMS if c in claims):
             if not isinstance(claims[claim], str):
                 raise Invalid(f"the token's claim {claim} is not a string")
             try:  # JSON's \ud800 is a lone surrogate, which SQLite (the jti) cannot store

@@ -1,7 +1,8 @@
-"""Trusted publishers: the GitHub repositories (and maybe one workflow, one environment)
-whose Actions jobs may publish to a project with their OIDC token, kept in the state
-directory's `trust` database; the token claims that match one; the ids of a repository
-pinned on its first accepted token; and the tokens' `jti`s spent, each accepted once.
+"""Trusted publishers: the GitHub repositories (and maybe one workflow, one environment, one
+pattern of refs) whose Actions jobs may publish to a project with their OIDC token, kept in
+the state directory's `trust` database; the token claims that match one; the ids of a
+repository pinned on its first accepted token; and the tokens' `jti`s spent, each accepted
+once.
 """
 
 import re
@@ -18,6 +19,11 @@ REPOSITORY = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-
 WORKFLOW = re.compile(r"[A-Za-z0-9._-]+\.ya?ml\Z")  # a file name in .github/workflows/
 ENVIRONMENT = re.compile(r"(?=.*\S)[^\x00-\x1f\x7f]{1,255}\Z")
 WORKFLOWS = ".github/workflows/"
+# A ref pattern (--ref): a full ref, refs/heads/NAME or refs/tags/NAME, where `*` stands for
+# any characters but '/' and `**` for any characters, as in GitHub's branch and tag filters;
+# every other character stands for itself. Its characters are those git allows in a ref
+# (git check-ref-format), and `*`: no space, control character, ~ ^ : ? [ or backslash.
+REF_PATTERN = re.compile(r"refs/[^\x00-\x20\x7f~^:?\[\\]+\Z")
 
 SCHEMA = state.Schema(
     "trust",
@@ -39,6 +45,8 @@ CREATE TABLE IF NOT EXISTS spent (
 );
 CREATE INDEX IF NOT EXISTS spent_until ON spent (until);
 """,
+        # --ref: the refs (a REF_PATTERN) a publisher's jobs may publish from; NULL: any.
+        "ALTER TABLE publishers ADD COLUMN ref TEXT",
     ),
 )
 
@@ -59,6 +67,7 @@ class Trusted:
     owner_id: str | None
     repository_id: str | None
     id: int  # the row's
+    ref: str | None = None  # a REF_PATTERN
 
     def __str__(self):
         return (
@@ -66,6 +75,8 @@ class Trusted:
             + (f"workflow {self.workflow}" if self.workflow else "any workflow")
             + ", "
             + (f"environment {self.environment}" if self.environment else "any environment")
+            + ", "
+            + (f"ref {self.ref}" if self.ref else "any ref")
         )
 
 
@@ -76,11 +87,18 @@ def _opened(where: state.Where):
 
 def _listed(connection, project):
     rows = connection.execute(
-        "SELECT id, repository, workflow, environment, owner_id, repository_id FROM publishers "
-        "WHERE project = ? ORDER BY id",
+        "SELECT id, repository, workflow, environment, owner_id, repository_id, ref "
+        "FROM publishers WHERE project = ? ORDER BY id",
         (project,),
     )
-    return [Trusted(number, *row[1:], id=row[0]) for number, row in enumerate(rows, 1)]
+    return [Trusted(number, *row[1:6], id=row[0], ref=row[6]) for number, row in enumerate(rows, 1)]
+
+
+def ref_matches(pattern: str, ref: str) -> bool:
+    """Whether the ref `ref` is one that the REF_PATTERN `pattern` stands for."""
+    wildcards = {"**": ".*", "*": "[^/]*"}
+    parts = re.split(r"(\*\*|\*)", pattern)
+    return re.fullmatch("".join(wildcards.get(p) or re.escape(p) for p in parts), ref) is not None
 
 
 def listed(state_dir: str, project: str) -> list[Trusted]:
@@ -95,25 +113,32 @@ def add(
     repository: str,
     workflow: str | None = None,
     environment: str | None = None,
+    ref: str | None = None,
 ) -> tuple[Trusted, bool]:
     """The publisher trusted for `project`, and whether it was added (False: it was there)."""
-    shapes = ((repository, REPOSITORY), (workflow, WORKFLOW), (environment, ENVIRONMENT))
+    shapes = (
+        (repository, REPOSITORY),
+        (workflow, WORKFLOW),
+        (environment, ENVIRONMENT),
+        (ref, REF_PATTERN),
+    )
     for value, pattern in shapes:
         if value is not None and not pattern.match(value):
             raise ValueError(f"{value!r} does not match {pattern.pattern}")
     with _opened(state_dir) as connection, connection:
         connection.execute("BEGIN IMMEDIATE")
         for trusted in _listed(connection, project):
-            if (trusted.repository.lower(), trusted.workflow, trusted.environment) == (
+            if (trusted.repository.lower(), trusted.workflow, trusted.environment, trusted.ref) == (
                 repository.lower(),
                 workflow,
                 environment,
+                ref,
             ):
                 return trusted, False
         connection.execute(
-            "INSERT INTO publishers (project, repository, workflow, environment) "
-            "VALUES (?, ?, ?, ?)",
-            (project, repository, workflow, environment),
+            "INSERT INTO publishers (project, repository, workflow, environment, ref) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (project, repository, workflow, environment, ref),
         )
         return _listed(connection, project)[-1], True
 
@@ -153,7 +178,8 @@ def workflow_of(claims: dict) -> str:
 
 
 def _runs(trusted, claims):
-    """Whether the job of `claims` runs the workflow and environment `trusted` names."""
+    """Whether the job of `claims` runs the workflow and environment, on a ref, that `trusted`
+    names."""
     if trusted.workflow is not None:
         prefix = claims["repository"] + "/"
         ref = claims["job_workflow_ref"]
@@ -165,6 +191,10 @@ def _runs(trusted, claims):
     if trusted.environment is not None:
         # GitHub's environment names are not case-sensitive.
         if str(claims.get("environment") or "").lower() != trusted.environment.lower():
+            return False
+    if trusted.ref is not None:
+        ref = claims.get("ref")  # a string when there: oidc.py checked it
+        if ref is None or not ref_matches(trusted.ref, ref):
             return False
     return True
 
@@ -194,16 +224,17 @@ def match(where: state.Where, project: str, claims: dict) -> Trusted:
                 )
         found = next((t for t in same if _runs(t, claims)), None)
         if found is None:
-            environment = claims.get("environment")
+            environment, ref = claims.get("environment"), claims.get("ref")
             raise NotTrusted(
                 f"{repository} is trusted for {project} as "
-                + "; ".join(str(t).removeprefix("github ") for t in same)
+                + "; ".join(str(t).removeprefix(f"github {t.repository}, ") for t in same)
                 + f", and this job runs {workflow_of(claims)} in "
                 + (
                     f"environment {printable(str(environment))}"
                     if environment
                     else "no environment"
                 )
+                + (f" on ref {printable(ref)}" if ref else " on no ref")
             )
         # One repository, one pair of ids: pinned on every publisher naming it.
         connection.executemany(
