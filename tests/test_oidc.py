@@ -507,6 +507,53 @@ def test_a_publisher_of_another_ref_may_match(issuer, creds, state_dir):
         creds.authenticate(bearer(issuer.token(ref="refs/heads/dev")), "alpha")
 
 
+@pytest.mark.parametrize(
+    "overrides, command",
+    [
+        ({}, f"buildshelf trust alpha --github {REPOSITORY} --workflow release.yml"),
+        (
+            {"environment": "release"},
+            f"buildshelf trust alpha --github {REPOSITORY} --workflow release.yml "
+            "--environment release",
+        ),
+        (
+            {"environment": "pre release"},
+            f"buildshelf trust alpha --github {REPOSITORY} --workflow release.yml "
+            "--environment 'pre release'",
+        ),
+        (  # a reusable workflow of another repository: no --workflow says it
+            {"job_workflow_ref": "octo-org/shared/.github/workflows/publish.yml@refs/heads/main"},
+            f"buildshelf trust alpha --github {REPOSITORY}",
+        ),
+        (  # a workflow name --workflow refuses: none said
+            {"job_workflow_ref": f"{REPOSITORY}/.github/workflows/a b.yml@refs/heads/main"},
+            f"buildshelf trust alpha --github {REPOSITORY}",
+        ),
+    ],
+)
+def test_a_repository_not_trusted_is_told_the_command_that_would_trust_it(
+    issuer, creds, state_dir, overrides, command
+):
+    trust.add(state_dir, "alpha", "octo-org/other")
+    with pytest.raises(Forbidden) as refusal:
+        creds.authenticate(bearer(issuer.token(**overrides)), "alpha")
+    assert str(refusal.value) == (
+        f"{REPOSITORY} is not a trusted publisher of alpha (on the server, this would trust "
+        f"it: {command})"
+    )
+
+
+def test_a_slug_in_another_case_finds_its_publishers_and_names_the_project(
+    issuer, creds, state_dir
+):
+    trust.add(state_dir, "alpha", REPOSITORY, environment="release")
+    creds.authenticate(bearer(issuer.token(environment="release")), "Alpha")
+    with pytest.raises(Forbidden, match="trusted for alpha as"):
+        creds.authenticate(bearer(issuer.token()), "ALPHA")
+    with pytest.raises(Forbidden, match="it: buildshelf trust beta --github"):
+        creds.authenticate(bearer(issuer.token()), "Beta")
+
+
 @pytest.mark.parametrize("claim", ["repository_owner_id", "repository_id"])
 def test_the_ids_are_pinned_on_first_use(issuer, creds, state_dir, claim):
     trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml")

@@ -141,7 +141,8 @@ class Credentials:
         try:
             if not trust.spend(self.databases, claims["jti"], claims["exp"] + oidc.LEEWAY):
                 raise Unauthorized("this token was used already: request a fresh one")
-            trust.match(self.databases, slug, claims)
+            # Slugs are lower case; the API finds a project whatever the case of its URL.
+            trust.match(self.databases, slug.lower(), claims)
         except trust.NotTrusted as not_trusted:
             raise Forbidden(str(not_trusted)) from None
         return Publisher(f"github {claims['repository']} ({trust.workflow_of(claims)})")

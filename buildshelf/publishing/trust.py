@@ -6,6 +6,7 @@ once.
 """
 
 import re
+import shlex
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -199,6 +200,20 @@ def _runs(trusted, claims):
     return True
 
 
+def trust_command(project: str, claims: dict) -> str:
+    """The `buildshelf trust` command that would trust the job of `claims` for `project`: its
+    repository, and its workflow file and environment where the command can say them."""
+    words = ["buildshelf", "trust", project, "--github", claims["repository"]]
+    prefix = f"{claims['repository']}/{WORKFLOWS}".lower()
+    path = claims["job_workflow_ref"].rpartition("@")[0]
+    if path.lower().startswith(prefix) and WORKFLOW.match(path[len(prefix) :]):
+        words += ["--workflow", path[len(prefix) :]]
+    environment = claims.get("environment")
+    if isinstance(environment, str) and ENVIRONMENT.match(environment):
+        words += ["--environment", environment]
+    return shlex.join(words)
+
+
 def match(where: state.Where, project: str, claims: dict) -> Trusted:
     """The trusted publisher of `project` in the state of `where` that the verified token
     `claims` matches, with the repository's ids pinned if they were not; NotTrusted if none
@@ -212,7 +227,10 @@ def match(where: state.Where, project: str, claims: dict) -> Trusted:
         listed = _listed(connection, project)
         same = [t for t in listed if t.repository.lower() == repository.lower()]
         if not same:
-            raise NotTrusted(f"{repository} is not a trusted publisher of {project}")
+            raise NotTrusted(
+                f"{repository} is not a trusted publisher of {project} (on the server, this "
+                f"would trust it: {trust_command(project, claims)})"
+            )
         for trusted in same:
             if trusted.owner_id is not None and (trusted.owner_id, trusted.repository_id) != ids:
                 raise NotTrusted(
