@@ -7,7 +7,6 @@ back where the service reads."""
 
 import hashlib
 import http.client
-import http.server
 import json
 import os
 import random
@@ -18,13 +17,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from contextlib import contextmanager
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from buildshelf import store as store_module
+from github_actions import LOST, expanded, front, github_token_endpoint, run_action
 from helpers import free_port, wait_for_port
 
 # Each test here starts a process (tests/conftest.py): none is in the fast lane.
@@ -410,83 +410,6 @@ def service(box, port, public_url, *flags, **environment):
             proc.wait()
 
 
-@contextmanager
-def http_thread(handler):
-    """An HTTP/1.1 server on 127.0.0.1 with `handler`, in a thread: yields its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class Quiet(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def answer(self, status, body, headers=()):
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-@contextmanager
-def github_token_endpoint(issuer, request_token, repository):
-    """A fake of the endpoint ACTIONS_ID_TOKEN_REQUEST_URL names: for the job's request token
-    (bearer), an OIDC token of `repository`'s release.yml minted by `issuer` for the audience
-    asked. Yields (its ACTIONS_ID_TOKEN_REQUEST_URL, the audiences asked, the tokens given)."""
-    audiences, tokens = [], []
-
-    class Endpoint(Quiet):
-        def do_GET(self):
-            query = parse_qs(urlsplit(self.path).query)
-            if self.headers.get("Authorization", "").lower() != f"bearer {request_token}":
-                return self.answer(401, b'{"message": "Unauthorized"}')
-            assert query["api-version"] == ["2.0"]
-            [audience] = query["audience"]
-            audiences.append(audience)
-            tokens.append(issuer.token(aud=audience, repository=repository, workflow="release.yml"))
-            body = json.dumps({"count": 1734, "value": tokens[-1]}).encode()
-            self.answer(200, body, [("Content-Type", "application/json")])
-
-    with http_thread(Endpoint) as url:
-        yield url + "/idtoken/f00?api-version=2.0", audiences, tokens
-
-
-@contextmanager
-def answer_lost_once(upstream_port):
-    """A proxy in front of Buildshelf that passes every request on, but answers the first
-    PUT with a 502, as a proxy whose connection to the client broke after Buildshelf had
-    published: the job must retry, and Buildshelf must have spent that attempt's token."""
-    lost = []
-
-    class Front(Quiet):
-        def do_PUT(self):
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("expect", "host")}
-            upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
-            upstream.request(self.command, self.path, body, headers)
-            answer = upstream.getresponse()
-            data, status = answer.read(), answer.status
-            upstream.close()
-            if not lost:
-                lost.append(status)
-                return self.answer(502, b"<html>502 Bad Gateway</html>")
-            self.answer(status, data, [("Content-Type", answer.getheader("Content-Type"))])
-
-    with http_thread(Front) as url:
-        yield url, lost
-
-
 @pytest.fixture
 def ci_checkout(ci_side):
     """The CI side with the jar built, 3 MiB of it, in the checkout: (ci_side, its bytes)."""
@@ -507,18 +430,26 @@ def assert_kept(box, number, content):
     return build
 
 
-def test_the_github_actions_recipe_publishes_with_trusted_publishing_alone(box, ci_checkout):
+def github_workflow():
+    """The workflow of docs/publishing.md's trusted publishing, read: (its job, the step that
+    publishes)."""
+    workflow = yaml.safe_load(
+        code_block(section("### GitHub Actions: trusted publishing"), "```yaml", "yaml")
+    )
+    [job] = workflow["jobs"].values()
+    [step] = [s for s in job["steps"] if s.get("name") == "Publish to Buildshelf"]
+    return job, step
+
+
+@contextmanager
+def github_actions_box(box, ci_checkout, **failures):
+    """The box serving behind a front, trusting the publisher the docs' `buildshelf trust`
+    names, and a GitHub job of run 154 (id 9001, its first attempt) of that repository:
+    yields (the front, the token endpoint, the job's environment, the sleeps file), then
+    checks that no token was shown."""
     from oidc_issuer import OidcIssuer  # tests/oidc_issuer.py: a GitHub-like issuer
 
-    ci_side, content = ci_checkout
-    workflow = code_block(section("### GitHub Actions: trusted publishing"), "```yaml", "yaml")
-    assert re.search(r"^( *)permissions:\n(\1  .*\n)*\1  id-token: write\b", workflow, re.M)
-    assert re.findall(r"uses: (\S+)", workflow) == ["actions/checkout@v4"]  # GitHub's own
-    assert "secrets." not in workflow  # no secret stored anywhere
-    [step] = [s for s in workflow.split("- name: ")[1:] if s.startswith("Publish to Buildshelf")]
-    step_env = dict(re.findall(r"^ {10}(\w+): (\S+)", step.split("run: |\n")[0], re.M))
-    assert step_env["BUILDSHELF_URL"] == PUBLIC_URL
-    run = textwrap.dedent(step.split("run: |\n", 1)[1])
+    ci_side, _ = ci_checkout
     trust = code_block(section("### GitHub Actions: trusted publishing"), "", "sh")
     as_root_on_the_box(box, *trust.split()[1:])  # buildshelf trust tinplate --github ...
     repository = re.search(r"--github (\S+)", trust)[1]
@@ -530,44 +461,85 @@ def test_the_github_actions_recipe_publishes_with_trusted_publishing_alone(box, 
         f.write(f'#!/bin/sh\necho "$@" >> {sleeps}\n')
     os.chmod(os.path.join(bin_dir, "sleep"), 0o755)
     port = free_port()
-    with OidcIssuer() as issuer, answer_lost_once(port) as (front, lost):
-        with service(box, port, front, BUILDSHELF_GITHUB_OIDC_ISSUER=issuer.url) as log:
-            with github_token_endpoint(issuer, "request-token", repository) as (
-                request_url, audiences, tokens
-            ):  # fmt: skip
+    with OidcIssuer() as issuer, front(port) as proxy:
+        proxy.failures = [LOST]  # the first publish goes through, its answer is lost
+        with service(box, port, proxy.url, BUILDSHELF_GITHUB_OIDC_ISSUER=issuer.url) as log:
+            with github_token_endpoint(issuer, "request-token", repository) as endpoint:
                 environment = dict(
-                    PATH=f"{bin_dir}:/usr/bin:/bin", HOME=ci_side["home"], BEFORE=first,
-                    BUILDSHELF_URL=front,  # the public URL, in front of Buildshelf as nginx is
-                    ACTIONS_ID_TOKEN_REQUEST_URL=request_url,
+                    PATH=f"{bin_dir}:/usr/bin:/bin", HOME=ci_side["home"],
+                    ACTIONS_ID_TOKEN_REQUEST_URL=endpoint.url,
                     ACTIONS_ID_TOKEN_REQUEST_TOKEN="request-token",
                     GITHUB_SERVER_URL="https://github.com", GITHUB_REPOSITORY=repository,
-                    GITHUB_RUN_ID="9001", GITHUB_RUN_NUMBER="154", GITHUB_SHA=head,
+                    GITHUB_RUN_ID="9001", GITHUB_RUN_NUMBER="154", GITHUB_RUN_ATTEMPT="1",
+                    GITHUB_SHA=head, RUNNER_TEMP=ci_side["home"],
                 )  # fmt: skip
-                # As GitHub runs a `shell: bash` step.
-                result = subprocess.run(
-                    ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run],
-                    cwd=ci_side["checkout"], env=environment, capture_output=True, text=True,
-                    timeout=120,
-                )  # fmt: skip
+                yield proxy, endpoint, environment, sleeps
             with open(log) as f:
                 logged = f.read()
+    for token in endpoint.tokens:
+        assert token.rsplit(".", 1)[1] not in logged
+
+
+def assert_published_by_github(box, ci_checkout, result, proxy, endpoint, sleeps):
+    """The job published build 154 with its commits since the push's before, on its second
+    attempt, the first's answer lost; each with a fresh token for the public URL."""
+    ci_side, content = ci_checkout
     assert result.returncode == 0, (result.stdout, result.stderr)
-    assert lost == [201]  # the first attempt published; its answer was lost
-    lines = result.stdout.splitlines()
-    assert [line.split()[:3] for line in lines] == [
-        ["attempt", "1:", "502"],
-        ["attempt", "2:", "200"],
+    assert proxy.passed == [201, 200]  # the first attempt published; its answer was lost
+    lines = [line for line in result.stdout.splitlines() if line.startswith("attempt ")]
+    assert [line.split(":")[1] for line in lines] == [
+        " Buildshelf answered 502",
+        " Buildshelf answered 200",
     ]
-    assert audiences == [front, front]  # a fresh token for the retry, for the public URL
-    assert len(set(tokens)) == 2
+    assert endpoint.audiences == [proxy.url, proxy.url]  # a fresh token, for the public URL
+    assert len(set(endpoint.tokens)) == 2
     with open(sleeps) as f:
         assert f.read() == "10\n"
     build = assert_kept(box, 154, content)
-    assert build.url == f"https://github.com/{repository}/actions/runs/9001/"
+    assert build.url == "https://github.com/acme/tinplate/actions/runs/9001"
     assert [c.message for c in build.commits] == ["Fix the spawn chunk", "Update upstream"]
     assert [c.hash for c in build.commits] == ci_side["commits"][:2]
-    for token in tokens:
-        assert token.rsplit(".", 1)[1] not in logged + result.stdout + result.stderr
+    for token in endpoint.tokens:
+        assert token.rsplit(".", 1)[1] not in result.stdout + result.stderr
+
+
+def test_the_github_actions_recipe_publishes_with_the_action_and_no_secret(box, ci_checkout):
+    ci_side, _ = ci_checkout
+    job, step = github_workflow()
+    assert job["permissions"]["id-token"] == "write"
+    uses = [s["uses"] for s in job["steps"] if "uses" in s]
+    assert uses == ["actions/checkout@v4", step["uses"]]  # GitHub's own, and this repository's
+    assert re.fullmatch(r"OWNER/buildshelf@v1", step["uses"])
+    assert "secrets." not in json.dumps(job)  # no secret stored anywhere
+    assert step["with"]["url"] == PUBLIC_URL and step["with"]["file"] == JAR
+    with github_actions_box(box, ci_checkout) as (proxy, endpoint, environment, sleeps):
+        github = {"run_number": "154", "event.before": ci_side["commits"][2]}
+        inputs = dict(step["with"], url=proxy.url)  # the public URL, in front as nginx is
+        result = run_action(inputs, github, environment, cwd=ci_side["checkout"])
+    assert_published_by_github(box, ci_checkout, result, proxy, endpoint, sleeps)
+    assert served(box)["tinplate"].build(154).channel == step["with"]["channel"]
+
+
+def test_the_github_actions_recipe_without_the_action_runs_its_script(box, ci_checkout):
+    ci_side, _ = ci_checkout
+    text = section("### GitHub Actions: trusted publishing")
+    block = code_block(text, ("**Without the action.**", "```yaml"), "yaml")
+    [step] = yaml.safe_load(block)
+    [script] = re.fullmatch(r"bash (\S+)", step["run"]).groups()
+    os.makedirs(os.path.join(ci_side["checkout"], os.path.dirname(script)))
+    shutil.copy(
+        os.path.join(REPO, "action", "publish.sh"), os.path.join(ci_side["checkout"], script)
+    )
+    assert step["env"]["BUILDSHELF_URL"] == PUBLIC_URL
+    with github_actions_box(box, ci_checkout) as (proxy, endpoint, environment, sleeps):
+        github = {"event.before": ci_side["commits"][2]}
+        env = {k: expanded(v, {"github": github}) for k, v in step["env"].items()}
+        result = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=ci_side["checkout"], env={**environment, **env, "BUILDSHELF_URL": proxy.url},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert_published_by_github(box, ci_checkout, result, proxy, endpoint, sleeps)
 
 
 def test_the_jenkins_recipe_publishes_with_a_token_it_never_shows(box, ci_checkout):
