@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from buildshelf import server, settings
+from buildshelf import server, settings, state
 from buildshelf.commands import (
     add_project_parser,
     check_parser,
@@ -172,6 +172,7 @@ def main(argv=None):
         objects.Refused,
         remote_api.JenkinsError,
         tokens.TokenError,
+        state.Unusable,
     ) as refused:
         print(f"buildshelf {args.command}: {refused}", file=sys.stderr)
         return 1

@@ -75,27 +75,46 @@ class Schema:
         return len(self.migrations)
 
 
-class NewerDatabase(sqlite3.DatabaseError):
+class Unusable(sqlite3.DatabaseError):
+    """A database that could not be opened and migrated, said in one line that names it: a
+    command prints it as it is."""
+
+
+class NewerDatabase(Unusable):
     """A database at a version this release does not know: a later release wrote it."""
 
 
 def open_database(state_dir: str, schema: Schema) -> sqlite3.Connection:
     """The database `schema` of `state_dir`, opened (connect), its pragmas set and migrated
-    to `schema.version`; the caller closes it."""
-    connection = connect(state_dir, schema.name)
+    to `schema.version`; the caller closes it. Unusable when it cannot be."""
+    named = f"the {schema.name} database {database_path(state_dir, schema.name)}"
+    try:
+        connection = connect(state_dir, schema.name)
+    except sqlite3.Error as error:
+        raise _unusable(named, error) from error
     try:
         for pragma in schema.pragmas:
             connection.execute(f"PRAGMA {pragma}")
-        migrate(connection, schema)
+        migrate(connection, schema, named)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
-def migrate(connection: sqlite3.Connection, schema: Schema) -> None:
+def _unusable(named, error):
+    if isinstance(error, sqlite3.OperationalError):  # locked, unreadable: may pass
+        return Unusable(f"{named} cannot be opened: {error}")
+    return Unusable(  # "file is not a database", "database disk image is malformed"
+        f"{named} is damaged ({error}): restore it from a backup (docs/running.md, "
+        '"Backing up and restoring")'
+    )
+
+
+def migrate(connection: sqlite3.Connection, schema: Schema, named: str) -> None:
     """Apply the migrations `connection`'s database has not had, in one transaction (another
-    process that migrates it meanwhile waits, then finds nothing left to do)."""
+    process that migrates it meanwhile waits, then finds nothing left to do). `named` says
+    which database it is in a refusal."""
     if _version(connection) == schema.version:
         return
     with connection:
@@ -103,7 +122,7 @@ def migrate(connection: sqlite3.Connection, schema: Schema) -> None:
         version = _version(connection)
         if version > schema.version:
             raise NewerDatabase(
-                f"the {schema.name} database is at version {version}, and this release knows "
+                f"{named} is at version {version}, and this release knows "
                 f"{schema.version} at most: a later release wrote it (run that one, or restore "
                 "a backup made by this one)"
             )

@@ -13,6 +13,7 @@ from buildshelf import counts, state
 from buildshelf.publishing import tokens, trust
 from buildshelf.webhooks import outbox
 from helpers import ROOT
+from test_tokens import run
 
 BEFORE_VERSIONS = f"{ROOT}/tests/state_before_versions"
 # The fixture's token, for alpha, made with no expiry.
@@ -105,3 +106,28 @@ def test_a_server_keeps_each_database_open_and_migrates_it_once(before_versions,
         assert tokens.authenticate(databases, TOKEN, record=False) is not None
         assert trust.listed(before_versions, "alpha")
     assert [name for _, name in opened] == ["tokens", "trust", "trust", "trust"]
+
+
+@pytest.mark.parametrize("damage", ["not a database", "a later release's"])
+@pytest.mark.parametrize(
+    "command", [["token", "list"], ["token", "create", "alpha"], ["trust", "alpha", "--list"]]
+)
+def test_a_command_over_a_database_it_cannot_use_says_so_in_one_line(
+    before_versions, data_dir, command, damage
+):
+    """No traceback: the database named, and what to do."""
+    schema = trust.SCHEMA if command[0] == "trust" else tokens.SCHEMA
+    path = f"{before_versions}/{schema.name}.sqlite3"
+    if damage == "not a database":
+        with open(path, "wb") as damaged:
+            damaged.write(b"garbage " * 512)
+    else:
+        with sqlite3.connect(path) as connection:
+            connection.execute(f"PRAGMA user_version = {schema.version + 1}")
+    status, out, err = run([*command, "--data", str(data_dir), "--state", before_versions])
+    assert status == 1
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"buildshelf {command[0]}")
+    assert f": the {schema.name} database {path} " in err
+    assert ("restore" in err) and ("backup" in err)
