@@ -8,11 +8,13 @@ which in-process mocks do not.
         s3_server.environ                # the AWS_* variables that reach it as the tester
         s3_server.bucket()               # a new empty bucket's name
         s3_server.client()               # a boto3 client of it (secret="..." for a wrong one)
+        s3_server.public_prefix()        # s3://PUBLIC_BUCKET/<new prefix>: anyone may read it
 
 Every port is a free one, and so is its gRPC twin (+10000, which SeaweedFS takes without
 being asked); telemetry is off (else it reports to its makers over the network), and the
 admin UI has a port of its own (else it takes a fixed one). The credentials are an `-s3.config`
-identities file, written for the session (docs/storage.md shows its shape).
+identities file, written for the session (docs/storage.md shows its shape); it lets anyone
+read one bucket, PUBLIC_BUCKET, as a public bucket (or a CDN in front) would be read.
 """
 
 import json
@@ -32,6 +34,8 @@ START_SECONDS = 30
 # the gRPC one taken at +10000.
 COMPONENTS = ("master", "volume", "filer", "s3", "admin")
 GRPC_OFFSET = 10000
+# A bucket anyone may read, without credentials, as --artifacts-downloads public needs one.
+PUBLIC_BUCKET = "public-downloads"
 
 
 def weed():
@@ -101,7 +105,7 @@ class SeaweedFS:
             if self.process.poll() is not None:
                 raise AssertionError(f"weed mini exited: see {self.log.name}")
             try:
-                self.client().list_buckets()
+                self.client().create_bucket(Bucket=PUBLIC_BUCKET)
                 return self
             except Exception:
                 time.sleep(0.2)
@@ -133,16 +137,22 @@ class SeaweedFS:
         self.client().create_bucket(Bucket=name)
         return name
 
+    def public_prefix(self):
+        """A new prefix in PUBLIC_BUCKET, as s3://PUBLIC_BUCKET/PREFIX."""
+        return f"s3://{PUBLIC_BUCKET}/p-{uuid.uuid4().hex[:16]}"
+
 
 def identities(access_key, secret_key):
-    """The -s3.config file of SeaweedFS: one identity, allowed everything."""
+    """The -s3.config file of SeaweedFS: one identity, allowed everything; and anyone
+    (SeaweedFS's `anonymous`) allowed to read PUBLIC_BUCKET."""
     return {
         "identities": [
             {
                 "name": "buildshelf",
                 "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                 "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-            }
+            },
+            {"name": "anonymous", "actions": [f"Read:{PUBLIC_BUCKET}"]},
         ]
     }
 
