@@ -29,7 +29,8 @@ from buildshelf.kept.objects import (
     Removed,
     Staged,
     Stored,
-    TooLarge,
+    check_expected,
+    too_large,
 )
 from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build, Kept
@@ -106,7 +107,7 @@ def store_stream(
     """
     expected = _expected(expected_sha256)
     if size is not None and size > max_bytes:
-        raise _too_large(source, max_bytes)
+        raise too_large(source, max_bytes)
     return _store(store, source, _told(read, progress, size), max_bytes, expected)
 
 
@@ -233,7 +234,7 @@ def _open_source(source, max_bytes):
         raise Refused(f"cannot read {source}: {error.strerror}") from None
     if st.st_size > max_bytes:
         os.close(fd)
-        raise _too_large(source, max_bytes)
+        raise too_large(source, max_bytes)
     return fd, st.st_size
 
 
@@ -253,13 +254,6 @@ def _told(read, progress, size):
     return reading
 
 
-def _too_large(source, max_bytes):
-    return TooLarge(
-        f"{source} is larger than {max_bytes / (1 << 20):g} MiB: give --max-file-mb "
-        "to raise the limit (nothing was stored)"
-    )
-
-
 def _file_reader(fd, source):
     def read():
         try:
@@ -276,10 +270,7 @@ def _store(store, source, read, max_bytes, expected):
         while chunk := read():
             staging.write(chunk)
         staged = staging.finish()
-        if expected is not None and staged.sha256 != expected:
-            raise Refused(
-                f"sha256 mismatch: the file hashes to {staged.sha256}, --sha256 says {expected}"
-            )
+        check_expected(staged.sha256, expected)
         return place(store, staged, source)
     finally:
         staging.discard()
@@ -309,7 +300,7 @@ class Staging:
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
         if self.size > self.max_bytes:  # a file may grow after its fstat, a download not say
-            raise _too_large(self.source, self.max_bytes)
+            raise too_large(self.source, self.max_bytes)
         self.digest.update(chunk)
         try:
             files.write_all(self.fd, chunk)

@@ -1,6 +1,7 @@
 """What every artifact store is: the interface the local directory (artifacts.py) and S3
 (s3.py) both give (`ArtifactStore`), and the values and refusals that cross it (`Stored`,
-`Staged`, `Removed`; `Refused` and its kinds). An object is named by its sha256, so that the
+`Staged`, `Removed`; `Refused` and its kinds, and the refusals every store words alike:
+`too_large`, `check_expected`). An object is named by its sha256, so that the
 same bytes are stored once and an object, once written, never changes.
 """
 
@@ -36,6 +37,21 @@ class Unavailable(Refused):
     def __init__(self, message: str, reason: str = ""):
         super().__init__(message)
         self.reason = reason or message
+
+
+def too_large(source: str, max_bytes: int) -> TooLarge:
+    """The refusal of `source`, a file over `max_bytes`."""
+    return TooLarge(
+        f"{source} is larger than {max_bytes / (1 << 20):g} MiB: give --max-file-mb "
+        "to raise the limit (nothing was stored)"
+    )
+
+
+def check_expected(sha256: str, expected: str | None) -> None:
+    """Refused unless a file that hashes to `sha256` is the one --sha256 `expected` (None:
+    no --sha256) names."""
+    if expected is not None and sha256 != expected:
+        raise Refused(f"sha256 mismatch: the file hashes to {sha256}, --sha256 says {expected}")
 
 
 @dataclass(frozen=True)

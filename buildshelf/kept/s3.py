@@ -28,8 +28,9 @@ from buildshelf.kept.objects import (
     Removed,
     Staged,
     Stored,
-    TooLarge,
     Unavailable,
+    check_expected,
+    too_large,
 )
 from buildshelf.model import SHA256_PATTERN, Build, Kept
 from buildshelf.text import printable, sizes
@@ -274,15 +275,12 @@ class S3Store:
             raise Refused(f"cannot read {source}: {error.strerror}") from None
         with os.fdopen(fd, "rb") as file:
             if st.st_size > max_bytes:
-                raise _too_large(source, max_bytes)
+                raise too_large(source, max_bytes)
             try:
                 sha256 = hashlib.file_digest(file, "sha256").hexdigest()
             except OSError as error:
                 raise Refused(f"cannot read {source}: {error.strerror}") from None
-            if expected is not None and sha256 != expected:
-                raise Refused(
-                    f"sha256 mismatch: the file hashes to {sha256}, --sha256 says {expected}"
-                )
+            check_expected(sha256, expected)
             return self.send(file, sha256, st.st_size, source, progress)
 
     def store_stream(
@@ -292,7 +290,7 @@ class S3Store:
         """As artifacts.store_stream: received into a staging file, then sent."""
         expected = _expected(expected_sha256)
         if size is not None and size > max_bytes:
-            raise _too_large(source, max_bytes)
+            raise too_large(source, max_bytes)
         staging = self.staging(source, max_bytes)
         try:
             done = 0
@@ -302,10 +300,7 @@ class S3Store:
                 if progress is not None:
                     progress(done, size)
             staged = staging.finish()
-            if expected is not None and staged.sha256 != expected:
-                raise Refused(
-                    f"sha256 mismatch: the file hashes to {staged.sha256}, --sha256 says {expected}"
-                )
+            check_expected(staged.sha256, expected)
             return self.place(staged, source)
         finally:
             staging.discard()
@@ -376,7 +371,7 @@ class AnonymousStaging:
     def write(self, chunk: bytes) -> None:
         self.size += len(chunk)
         if self.size > self.max_bytes:
-            raise _too_large(self.source, self.max_bytes)
+            raise too_large(self.source, self.max_bytes)
         self.digest.update(chunk)
         try:
             self.file.write(chunk)
@@ -435,10 +430,3 @@ def _expected(sha256):
     if sha256 is not None and not SHA256_PATTERN.match(sha256.lower()):
         raise Refused(f"--sha256 {sha256!r} is not a sha256: give 64 hex digits")
     return None if sha256 is None else sha256.lower()
-
-
-def _too_large(source, max_bytes):
-    return TooLarge(
-        f"{source} is larger than {max_bytes / (1 << 20):g} MiB: give --max-file-mb "
-        "to raise the limit (nothing was stored)"
-    )
