@@ -234,6 +234,8 @@ def check(args):
     if args.prune:
         say = kept_files.would_delete if args.dry_run else kept_files.deleted
         writer.prune(args.data, args.artifacts, args.dry_run, say)
+        for what in stores.opened(args.artifacts).remove_stale(args.dry_run):
+            kept_files.left_behind(what, args.dry_run)
     return status
 
 

@@ -16,7 +16,7 @@ import bottle
 from buildshelf import counts, settings, text
 from buildshelf import metrics as prometheus
 from buildshelf.datafiles.checking import check
-from buildshelf.kept import stores, temp_files
+from buildshelf.kept import stores
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.publishing.expiry import TokenWatch
 from buildshelf.serving import accesslog
@@ -172,8 +172,9 @@ def serve(args: argparse.Namespace) -> int:
     public_url = args.public_url or serving.base_url(args.host, args.port)
     notifier = _notifier(data, args, public_url)
     data.start()
-    # What a server killed mid-upload was copying into the store: no writer holds it now.
-    temp_files.remove_stale_temp_files(args.artifacts)
+    # What a server killed mid-upload was copying into the store (temporary files, multipart
+    # uploads): no writer holds it now.
+    stores.opened(args.artifacts).remove_stale()
     counter = None
     if args.count_downloads == "on":
         counter = counts.Counter(args.state)

@@ -6,12 +6,14 @@ import io
 import json
 import os
 import threading
+import time
 
 import pytest
 import webtest
 
 from buildshelf import cli, server, text
 from buildshelf import store as store_module
+from buildshelf.kept import artifacts
 from helpers import build_in_file, bump_mtime, objects, write_file
 
 API = "/api/v2"
@@ -331,6 +333,24 @@ def test_check_prune_deletes_each_object_no_build_names(data_dir, jar, capsys):
     ]
     assert objects(data_dir) == [hashlib.sha256(jar.read_bytes()).hexdigest()]
     assert cli.main(check) == 0 and capsys.readouterr().out == ""
+
+
+def test_check_prune_deletes_the_temporary_files_of_writers_gone(data_dir, jar, capsys):
+    assert publish(data_dir, 9, "--file", str(jar)) == 0
+    store = data_dir / "artifacts"
+    alive = artifacts.Staging(str(store), "alive.jar")  # its writer holds it locked
+    killed = store / ".incoming-killed.tmp"  # no lock held: its writer was killed
+    killed.write_bytes(b"half a jar")
+    os.utime(killed, (time.time() - 10, time.time() - 10))
+    check = ["check", "--data", str(data_dir), "--prune"]
+    capsys.readouterr()
+    said = f"the temporary file {killed}, left by a writer that is gone\n"
+    assert cli.main([*check, "--dry-run"]) == 0
+    assert capsys.readouterr().out == "would delete " + said and killed.exists()
+    assert cli.main(check) == 0
+    assert capsys.readouterr().out == "deleted " + said
+    assert not killed.exists() and os.path.exists(alive.path)
+    alive.discard()
 
 
 def test_check_prune_deletes_nothing_while_a_project_file_cannot_be_read(data_dir, capsys):

@@ -1,12 +1,17 @@
 """The artifact store in S3 (kept/s3.py) against a real S3 server, SeaweedFS (seaweedfs.py):
 the bytes checked by the store itself, nothing overwritten, large files in parts, damage
-found and repaired; the commands that write (publish, yank, purge, check) with
---artifacts s3://...; a store out of reach or refusing the credentials; downloads in the three
-ways; and without boto3, one line saying how to install it."""
+found and repaired, the incomplete uploads of writers killed mid-upload aborted; the
+commands that write (publish, yank, purge, check) with --artifacts s3://...; a store out of
+reach or refusing the credentials; downloads in the three ways; and without boto3, one line
+saying how to install it."""
 
 import hashlib
 import os
+import signal
+import subprocess
+import sys
 import time
+import types
 import urllib.error
 import urllib.request
 
@@ -17,7 +22,7 @@ import seaweedfs
 from buildshelf import cli, server
 from buildshelf import store as store_module
 from buildshelf.kept import objects, s3, s3_parts, stores
-from helpers import build_in_file
+from helpers import build_in_file, eventually
 
 pytestmark = pytest.mark.system
 s3_server, s3_env = seaweedfs.s3_server, seaweedfs.s3_env  # the fixtures
@@ -104,6 +109,96 @@ def test_the_store_itself_refuses_bytes_changed_on_the_way(s3_env, size, tmp_pat
     assert "do not hash to" in str(refused.value) and "nothing was stored" in str(refused.value)
     assert stores.opened(where).objects() == {}
     assert s3_env.client().list_multipart_uploads(Bucket=where[5:]).get("Uploads") is None
+
+
+# A publish that sends the first part of its file, then waits to be killed.
+KILLED_MID_UPLOAD = """
+import signal, sys
+from buildshelf import cli
+from buildshelf.kept import s3_parts
+every_part = s3_parts._parts
+def first_part_then_stop(file, size, whole):
+    yield next(every_part(file, size, whole))
+    signal.pause()
+s3_parts._parts = first_part_then_stop
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def killed_mid_upload(data_dir, bucket, path):
+    """A publish of `path` into `bucket` killed once the store has its first part: its
+    incomplete upload's (key, upload id)."""
+    store = stores.opened(bucket)
+    argv = [sys.executable, "-c", KILLED_MID_UPLOAD, "publish", "alpha", "--data", str(data_dir),
+            "--artifacts", bucket, "--build", "9", "--channel", "1.21", "--file", str(path)]  # fmt: skip
+    proc = subprocess.Popen(argv)
+
+    def a_part_sent():
+        assert proc.poll() is None, "the publish ended before it was killed"
+        for upload in uploads(store):
+            parts = store.client.list_parts(Bucket=store.bucket, **dict(upload))
+            if parts.get("Parts"):
+                return upload
+        return None
+
+    try:
+        return eventually(a_part_sent, seconds=60)
+    finally:
+        proc.kill()
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+
+
+def uploads(store, prefix=""):
+    """(("Key", key), ("UploadId", id)) of each incomplete multipart upload of `store`'s bucket."""
+    listed = store.client.list_multipart_uploads(Bucket=store.bucket, Prefix=prefix)
+    return [(("Key", u["Key"]), ("UploadId", u["UploadId"])) for u in listed.get("Uploads", ())]
+
+
+def an_hour_later(monkeypatch):
+    """s3.py's clock an hour ahead (and only its: botocore signs with the real one)."""
+    later = types.SimpleNamespace(time=lambda: time.time() + 3601, monotonic=time.monotonic)
+    monkeypatch.setattr(s3, "time", later)
+
+
+def test_an_upload_a_killed_publish_left_is_aborted_an_hour_later(
+    data_dir, bucket, tmp_path, monkeypatch
+):
+    big = tmp_path / "big.jar"
+    big.write_bytes(os.urandom(s3_parts.PART_BYTES * 2 + 1))
+    digest = sha(big.read_bytes())
+    left = killed_mid_upload(data_dir, bucket, big)
+    store = stores.opened(bucket)
+    assert dict(left)["Key"] == store.key(digest) and store.objects() == {}
+    # Not its writer's for an hour yet: it may be alive, sending slowly.
+    assert store.remove_stale() == [] and uploads(store) == [left]
+    # Not ours: another prefix's, and a key under ours that is no object's.
+    others = [store.client.create_multipart_upload(Bucket=store.bucket, Key=key)["Key"]
+              for key in ("elsewhere/ab/" + digest, "kept/notes.txt")]  # fmt: skip
+    # An hour later, the next large publish aborts it before it begins its own.
+    an_hour_later(monkeypatch)
+    stored = store.store_file(str(big))
+    assert stored.created and store.objects() == {digest: big.stat().st_size}
+    assert sorted(dict(u)["Key"] for u in uploads(store)) == sorted(others)
+
+
+def test_check_prune_aborts_the_uploads_of_writers_gone(
+    data_dir, bucket, tmp_path, monkeypatch, capsys
+):
+    big = tmp_path / "big.jar"
+    big.write_bytes(os.urandom(s3_parts.PART_BYTES + 1))
+    left = killed_mid_upload(data_dir, bucket, big)
+    store = stores.opened(bucket)
+    name = f"{bucket}/{dict(left)['Key'].removeprefix('kept/')}"
+    data = ["--data", str(data_dir), "--artifacts", bucket]
+    capsys.readouterr()
+    assert cli.main(["check", *data, "--prune"]) == 0
+    assert name not in capsys.readouterr().out and uploads(store) == [left]
+    an_hour_later(monkeypatch)
+    assert cli.main(["check", *data, "--prune", "--dry-run"]) == 0
+    said = f"the incomplete upload {name}, left by a writer that is gone\n"
+    assert capsys.readouterr().out == "would delete " + said and uploads(store) == [left]
+    assert cli.main(["check", *data, "--prune"]) == 0
+    assert capsys.readouterr().out == "deleted " + said and uploads(store) == []
 
 
 def test_if_none_match_keeps_an_object_from_being_overwritten(bucket, jar):

@@ -34,7 +34,7 @@ from buildshelf.kept.objects import (
 )
 from buildshelf.kept.temp_files import TEMP_PREFIX, TEMP_SUFFIX, remove_stale_temp_files
 from buildshelf.model import FILE_NAME_PATTERN, FILE_NAME_RULE, SHA256_PATTERN, Build, Kept
-from buildshelf.text import sizes
+from buildshelf.text import printable, sizes
 
 IN_DATA_DIRECTORY = "artifacts"  # the store's default place: one directory to back up
 NAME_RULE = "a file name " + FILE_NAME_RULE
@@ -420,6 +420,10 @@ class LocalStore:
 
     def remove(self, sha256s, dry_run=False) -> list[Removed]:
         return remove(self.where, sha256s, dry_run)
+
+    def remove_stale(self, dry_run=False) -> list[str]:
+        removed = remove_stale_temp_files(self.where, dry_run)
+        return [f"the temporary file {printable(path)}" for path in removed]
 
     def exists(self) -> bool:
         return os.path.isdir(self.where)

@@ -1,6 +1,7 @@
 """Kept files as the commands put them: the --max-file-mb option of those that keep one
 (publish --file, import-jenkins --mirror), and the line that says one was deleted, or would
-be (check --prune; a publish or an import that left one unused).
+be (check --prune; a publish or an import that left one unused), and what a writer gone left
+(check --prune).
 """
 
 from buildshelf import settings
@@ -23,3 +24,9 @@ def deleted(removed):
 
 def would_delete(removed):
     print(f"would delete {printable(removed.path)} ({size(removed.size)}), no build uses it")
+
+
+def left_behind(what, dry_run):
+    """The line of what a writer gone left in the store (`what`, as ArtifactStore.remove_stale
+    says it), deleted by check --prune, or that would be."""
+    print(f"{'would delete' if dry_run else 'deleted'} {what}, left by a writer that is gone")

@@ -139,5 +139,10 @@ class ArtifactStore(Protocol):
 
     def remove(self, sha256s: Iterable[str], dry_run: bool = False) -> list[Removed]: ...
 
+    def remove_stale(self, dry_run: bool = False) -> list[str]:
+        """Remove what writers that are gone (killed mid-write) left in the store, and say
+        each, as "the temporary file PATH" or "the incomplete upload s3://..." (with
+        `dry_run`, what it would remove); never Refused (what is left costs only space)."""
+
     def exists(self) -> bool:
         """Whether the store is there to list (a directory made by the first file kept)."""

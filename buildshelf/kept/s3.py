@@ -32,6 +32,7 @@ from buildshelf.kept.objects import (
     check_expected,
     too_large,
 )
+from buildshelf.kept.temp_files import STALE_TEMP_SECONDS
 from buildshelf.model import SHA256_PATTERN, Build, Kept
 from buildshelf.text import printable, sizes
 
@@ -195,17 +196,29 @@ class S3Store:
             )
             for page in pages:
                 for item in page.get("Contents", ()):
-                    match = _KEY.fullmatch(item["Key"])
-                    if (
-                        match
-                        and match["sha256"].startswith(match["prefix"])
-                        and item["Key"] == self.key(match["sha256"])
-                    ):
-                        found[match["sha256"]] = item["Size"]
+                    if sha256 := self._sha256_of(item["Key"]):
+                        found[sha256] = item["Size"]
         except Exception as error:
             raise self.unavailable(error, f"list {self.where}") from None
         self._listed = time.monotonic(), found
         return found
+
+    def _sha256_of(self, key: str) -> str | None:
+        """The sha256 whose object `key` is in this store, None if it is no object's."""
+        match = _KEY.fullmatch(key)
+        sha256 = match and match["sha256"]
+        if sha256 and sha256.startswith(match["prefix"]) and key == self.key(sha256):
+            return sha256
+        return None
+
+    def remove_stale(self, dry_run: bool = False) -> list[str]:
+        """As objects.ArtifactStore says: the incomplete multipart uploads of this store's
+        objects that writers gone left (s3_parts.abort_abandoned), with nothing written for
+        STALE_TEMP_SECONDS, the rule of a directory's temp files where locks fail."""
+        where = f"{self.prefix}/" if self.prefix else ""
+        keys = s3_parts.abort_abandoned(self.client, self.bucket, where, self._sha256_of,
+                                        STALE_TEMP_SECONDS, time.time(), dry_run)  # fmt: skip
+        return [f"the incomplete upload {SCHEME}{self.bucket}/{key}" for key in keys]
 
     def remove(self, sha256s: Iterable[str], dry_run: bool = False) -> list[Removed]:
         """As artifacts.remove: one not there, or that cannot be deleted, is left out (an
@@ -329,6 +342,8 @@ class S3Store:
                 self.client.delete_object(Bucket=self.bucket, Key=self.key(sha256))
             except Exception as error:
                 raise self.unavailable(error, f"replace the damaged {self.name(sha256)}") from None
+        if size > s3_parts.PART_BYTES:  # an upload in parts begins: first those of writers gone
+            self.remove_stale()
         try:
             made = s3_parts.send(
                 self.client, self.bucket, self.key(sha256), file, sha256, size, progress

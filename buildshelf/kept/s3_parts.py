@@ -1,7 +1,8 @@
 """A file sent to S3 as one object that the store checks (`send`): in one PUT up to a part,
 else in parts, each with its own sha256, in bounded memory (one part held at a time); always
 with `If-None-Match: *`, so that an object is never overwritten. How S3 sums up the parts'
-checksums (`composite`) and the size of the parts (`part_bytes`) are written here once.
+checksums (`composite`) and the size of the parts (`part_bytes`) are written here once; and
+the incomplete uploads of dead writers aborted (`abort_abandoned`).
 """
 
 import base64
@@ -105,6 +106,40 @@ def _in_parts(client, bucket, key, file, sha256, size, progress):
         except Exception:
             pass
         raise
+
+
+def abort_abandoned(client, bucket, prefix, ours, idle_seconds, now, dry_run=False) -> list:
+    """Abort each incomplete multipart upload of `bucket` under `prefix` whose key is `ours`
+    (a function of it, true for an object's) that nothing was written to (neither begun nor a
+    part sent) for `idle_seconds` before `now`: its writer is gone (killed mid-upload), and
+    the store would keep its parts, and charge for them, for ever. Their keys, aborted (with
+    `dry_run`, to be). One that cannot be listed or aborted is left, as all are while the
+    store cannot be asked: what is left costs only space."""
+    aborted = []
+    try:
+        pages = client.get_paginator("list_multipart_uploads").paginate(
+            Bucket=bucket, Prefix=prefix
+        )
+        uploads = [upload for page in pages for upload in page.get("Uploads", ())]
+    except Exception:
+        return aborted
+    for upload in uploads:
+        key, upload_id = upload["Key"], upload["UploadId"]
+        written = upload["Initiated"].timestamp()
+        if now - written < idle_seconds or not ours(key):
+            continue
+        try:  # its last part may be recent: a writer alive, sending a large file slowly
+            named = {"Bucket": bucket, "Key": key, "UploadId": upload_id}
+            for page in client.get_paginator("list_parts").paginate(**named):
+                for part in page.get("Parts", ()):
+                    written = max(written, part["LastModified"].timestamp())
+            if now - written >= idle_seconds:
+                if not dry_run:
+                    client.abort_multipart_upload(**named)
+                aborted.append(key)
+        except Exception:
+            continue
+    return aborted
 
 
 def _parts(file, size, whole):

@@ -2,7 +2,9 @@
 store (`.incoming-<random>.tmp`, made by artifacts.Staging) and holds it locked until it is
 placed or discarded, the mark of a live writer that the kernel drops when its process dies.
 Those of writers that are gone (killed before their rename) are removed: those no process
-holds locked, or, where files cannot be locked, those an hour old.
+holds locked, or, where files cannot be locked, those an hour old. (An S3 store keeps no temp
+files, but the incomplete multipart uploads of its writers gone, which s3.py aborts after
+the same hour, STALE_TEMP_SECONDS, without a part written.)
 """
 
 import fcntl
@@ -18,22 +20,25 @@ STALE_TEMP_SECONDS = 3600  # a temp file this old goes where files cannot be loc
 LOCKING_SECONDS = 2  # a temp file younger may be its writer's before it has its lock
 
 
-def remove_stale_temp_files(store: str) -> None:
+def remove_stale_temp_files(store: str, dry_run: bool = False) -> list[str]:
     """Remove the temporary files of writers that are gone (killed before their rename): those
     that no process holds locked (see artifacts.Staging); where files cannot be locked, those
-    an hour old."""
-    now = time.time()
+    an hour old. Their paths, removed (with `dry_run`, that would be)."""
+    now, removed = time.time(), []
     try:
         entries = list(os.scandir(store))
     except OSError:  # no store yet: nothing to remove
-        return
+        return removed
     for entry in entries:
         if entry.name.startswith(TEMP_PREFIX) and entry.name.endswith(TEMP_SUFFIX):
             # A read-only store, or another writer removing it first, is no reason to refuse.
             with suppress(OSError):
                 age = now - entry.stat(follow_symlinks=False).st_mtime
                 if age >= LOCKING_SECONDS and _unheld(entry.path, age):
-                    os.unlink(entry.path)
+                    if not dry_run:
+                        os.unlink(entry.path)
+                    removed.append(entry.path)
+    return removed
 
 
 def _unheld(path, age):
