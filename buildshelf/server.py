@@ -81,11 +81,7 @@ def make_app(
         raise ValueError(f"unknown compat mode {compat!r}")
     app = bottle.Bottle()
     cache = RepresentationCache(cache_mb << 20)
-    object_url = None
-    if artifacts_downloads == stores.PUBLIC:  # the builds name the bucket's public copy
-        key = stores.opened(store.artifacts).key
-        object_url = lambda sha256: f"{artifacts_public_url}/{key(sha256)}"  # noqa: E731
-    shapes = Shapes(compat, public_url, object_url)
+    shapes = served_shapes(store, compat, public_url, artifacts_downloads, artifacts_public_url)
     document = Representation.of(encode(openapi.document(compat)), time.time())
     problems = [notifier.problems] if notifier else []
     if counter is not None:
@@ -134,6 +130,23 @@ def make_app(
         max_body_bytes=publish.max_body_bytes(service.max_file_bytes),
         router=app,
     )
+
+
+def served_shapes(
+    store: Store,
+    compat: str | None,
+    public_url: str,
+    artifacts_downloads: str | None = None,
+    artifacts_public_url: str | None = None,
+) -> Shapes:
+    """The builds' JSON as a server of `store` shows them, in its routes and its webhooks
+    alike: a kept file's URL on `public_url`, or, with `artifacts_downloads` public, the
+    bucket's public copy's (`artifacts_public_url` and the object's key)."""
+    object_url = None
+    if artifacts_downloads == stores.PUBLIC:
+        key = stores.opened(store.artifacts).key
+        object_url = lambda sha256: f"{artifacts_public_url}/{key(sha256)}"  # noqa: E731
+    return Shapes(compat, public_url, object_url)
 
 
 def _refuse_malformed():
@@ -238,7 +251,9 @@ def _notifier(data: Store, args: argparse.Namespace, public_url: str) -> deliver
         data,
         args.state,
         args.webhooks,
-        build_json=Shapes(args.compat, public_url).build_json,
+        build_json=served_shapes(
+            data, args.compat, public_url, args.artifacts_downloads, args.artifacts_public_url
+        ).build_json,
         public_url=public_url,
     )
     notifier.start()

@@ -2,13 +2,15 @@
 S3 server, SeaweedFS (seaweedfs.py): an HTTP publish lands in the bucket, checked, and is
 downloaded in each of the three ways; a store that is down or refuses the credentials
 answers an HTTP publish and a download with a JSON 503 while the JSON reads go on;
-`import-jenkins --mirror` keeps its downloads in the bucket; and no credential shows in
-anything the commands or the server say."""
+`import-jenkins --mirror` keeps its downloads in the bucket; no credential shows in
+anything the commands or the server say; and with public downloads, every place that names a
+kept file names the same public URL."""
 
 import hashlib
 import http.client
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from buildshelf.publishing import tokens
 from buildshelf.publishing.credentials import Credentials
 from buildshelf.writing import writer
 from helpers import FREESTYLE, build_in_file, eventually, free_port, server_argv, wait_for_port
+from webhook_receiver import Receiver
 
 pytestmark = pytest.mark.system
 s3_server, s3_env = seaweedfs.s3_server, seaweedfs.s3_env  # the fixtures
@@ -277,3 +280,67 @@ def test_no_credential_shows_in_what_the_commands_and_the_server_say(
     for credential in (s3_env.access_key, s3_env.secret_key, ACCESS_KEY_SEEN, SECRET_SEEN):
         assert credential not in everything
     assert os.environ["AWS_SECRET_ACCESS_KEY"] not in everything
+
+
+def test_public_downloads_are_named_alike_wherever_a_build_is_shown(
+    data_dir, s3_env, state, tmp_path
+):
+    """With --artifacts-downloads public, the webhooks (json, Discord, Slack), Fill's v3 API,
+    the pages and the feed name a kept file by the URL the API's build JSON names; and the
+    pages' checksum links lead to the checksum lines Buildshelf serves."""
+    where, public = s3_env.public_prefix(), f"{s3_env.endpoint}/{seaweedfs.PUBLIC_BUCKET}"
+    jar, extra = tmp_path / "alpha-9.jar", tmp_path / "alpha-9-mojmap.jar"
+    jar.write_bytes(JAR)
+    extra.write_bytes(b"the mojmap jar")
+    receiver = Receiver()
+    os.makedirs(state, mode=0o700)
+    targets = os.path.join(state, "webhooks.json")
+    with open(targets, "w") as f:
+        json.dump({"targets": [
+            {"url": receiver.url("/json"), "format": "json", "secret": "whsec_" + "A" * 32},
+            {"url": receiver.url("/discord"), "format": "discord"},
+            {"url": receiver.url("/slack"), "format": "slack"},
+        ]}, f)  # fmt: skip
+    os.chmod(targets, 0o600)
+    flags = ("--artifacts-downloads", "public", "--artifacts-public-url", public)
+    try:
+        with serving(data_dir, tmp_path / "server.log", "--state", state, "--artifacts", where,
+                     *flags) as port:  # fmt: skip
+            assert cli.main(["publish", "alpha", "--data", str(data_dir), "--artifacts", where,
+                             "--build", "9", "--channel", "1.21", "--file", str(jar),
+                             "--extra-file", f"server:mojmap={extra}"]) == 0  # fmt: skip
+            sent = {got.path: got.json for got in receiver.wait_for(3)}
+
+            def get(path):
+                status, _, body = request(port, "GET", path)
+                assert status == 200, (path, body)
+                return body
+
+            api = json.loads(get(f"{API}/builds/latest?project=alpha&channel=1.21"))
+            url = api["downloadUrl"]
+            assert url == f"{public}/{where.split('/', 3)[3]}/{JAR_SHA[:2]}/{JAR_SHA}"
+            urls = {key: file["url"] for key, file in api["downloads"].items()}
+            assert urls["server:default"] == url
+            payload = sent["/json"]["data"]["build"]
+            assert payload["downloadUrl"] == url
+            assert {k: f["url"] for k, f in payload["downloads"].items()} == urls
+            [embed] = sent["/discord"]["embeds"]
+            [link] = [f["value"] for f in embed["fields"] if f["name"] == "Download"]
+            assert link.endswith(f"({url})")
+            slack = json.dumps(sent["/slack"]["blocks"])
+            assert f"<{url}|" in slack
+            fill = json.loads(get("/v3/projects/alpha/versions/1.21/builds/9"))
+            assert {k: f["url"] for k, f in fill["downloads"].items()} == urls
+            page = get("/projects/alpha").decode()
+            assert all(f'href="{u}"' in page for u in urls.values())
+            feed = get(f"{API}/feed?project=alpha").decode()
+            assert f'href="{url}"' in feed
+            # The checksum lines are Buildshelf's own: a bucket keeps no FILE.sha256.
+            checksums = sorted(set(re.findall(r'href="([^"]+\.sha256)"', page)))
+            assert [urlsplit(c).path for c in checksums] == [
+                f"/downloads/alpha/9/{sha(extra.read_bytes())}/alpha-9-mojmap.jar.sha256",
+                f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar.sha256",
+            ]
+            assert get(urlsplit(checksums[1]).path) == f"{JAR_SHA}  alpha-9.jar\n".encode()
+    finally:
+        receiver.close()

@@ -20,7 +20,7 @@ from buildshelf.text import counted
 from buildshelf.web.answers import ISO_TIME
 from buildshelf.web.openapi_view import api_view
 from buildshelf.web.query import API
-from buildshelf.web.shapes import DOWNLOADS, SIDECAR
+from buildshelf.web.shapes import DOWNLOADS
 
 PAGE_SIZE = 50
 FEED_SIZE = 50
@@ -90,8 +90,7 @@ def build_view(project, build, shapes, downloads=None):
         download_url=download_url,
         button_url=counting_link(project, download_url) if counted_here else download_url,
         downloads=counted(downloads.get(build.number, 0), "download") if counts_shown else None,
-        # A kept file's sha256sum -c line is served beside it (hosted.py).
-        checksum_url=download_url + SIDECAR if build.hosted else None,
+        checksum_url=shapes.checksum_url(project, build, build),
         file=build.file_name or UNNAMED_FILE,
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
@@ -112,7 +111,7 @@ def _extra_view(project, build, key, file, shapes):
         key=key,
         file=file.file_name or UNNAMED_FILE,
         url=url,
-        checksum_url=url + SIDECAR if file.hosted else None,
+        checksum_url=shapes.checksum_url(project, build, file),
         sha256=file.sha256 or None,
         size_text=size_text(file.size) if file.sha256 else None,
     )

@@ -139,6 +139,14 @@ class Shapes:
             return self.object_url(file.sha256)
         return self.public_url + hosted_path(project, build, file)
 
+    def checksum_url(self, project: Project, build: Build, file) -> str | None:
+        """Where the `sha256sum -c` line of a file of `build` (as file_url's) is served: beside
+        its download on this server (web/hosted.py), wherever the bytes are; None for a
+        file not kept."""
+        return (
+            self.public_url + hosted_path(project, build, file) + SIDECAR if file.hosted else None
+        )
+
     def build(self, project: Project, build: Build) -> bytes:
         return encode(self._build_json(project, build, self._encodable))
 
