@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 import types
 import urllib.error
 import urllib.request
@@ -76,6 +77,42 @@ def test_a_large_file_goes_up_in_parts_and_is_verified_by_reading(bucket, tmp_pa
         assert head["ChecksumSHA256"] == s3_parts.parts_checksum(f, stored.size)
     assert store.rehash(stored.sha256) is None
     assert store.store_file(str(big)).created is False
+
+
+class Parts:
+    """A client that takes a multipart upload's parts and keeps none: the most memory
+    Python held while each was sent, in `peaks`."""
+
+    def __init__(self):
+        self.peaks = []
+
+    def create_multipart_upload(self, **params):
+        return {"UploadId": "u"}
+
+    def upload_part(self, Body, PartNumber, **params):
+        self.peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.reset_peak()
+        return {"ETag": f'"{PartNumber}"'}
+
+    def complete_multipart_upload(self, **params):
+        pass
+
+
+def test_a_large_file_is_sent_holding_one_part_at_a_time(tmp_path):
+    path = tmp_path / "big.jar"
+    path.write_bytes(os.urandom(s3_parts.PART_BYTES * 3 + 1))
+    data = path.read_bytes()
+    client = Parts()
+    tracemalloc.start()
+    try:
+        with open(path, "rb") as f:
+            assert s3_parts.send(client, "b", "k", f, sha(data), len(data)) is True
+    finally:
+        tracemalloc.stop()
+    del data
+    # Each part read (into one buffer), then sent; the one before it let go by then.
+    assert len(client.peaks) == 4
+    assert max(client.peaks) < s3_parts.PART_BYTES * 1.25, client.peaks
 
 
 class Damaging:

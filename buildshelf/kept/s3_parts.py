@@ -12,7 +12,6 @@ import hashlib
 # would have over MAX_PARTS of them, S3's limit). 8 MiB is boto3's own default chunk size.
 PART_BYTES = 8 << 20
 MAX_PARTS = 10_000
-READ_BYTES = 1 << 20
 # What a store answers a write that If-None-Match: * stops (another writer made the object
 # first), and what it answers bytes that do not hash to the sha256 sent.
 CONFLICT = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
@@ -81,7 +80,10 @@ def _in_parts(client, bucket, key, file, sha256, size, progress):
     started = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")
     upload_id, sent, whole, done = started["UploadId"], [], hashlib.sha256(), 0
     try:
-        for number, part in enumerate(_parts(file, size, whole), 1):
+        # Not enumerate(): its result, kept for reuse, would hold each part while the next
+        # is read.
+        for part in _parts(file, size, whole):
+            number = len(sent) + 1
             answer = client.upload_part(
                 Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=part,
                 ChecksumSHA256=b64(hashlib.sha256(part).digest()),
@@ -91,6 +93,7 @@ def _in_parts(client, bucket, key, file, sha256, size, progress):
                  "ChecksumSHA256": answer.get("ChecksumSHA256")}
             )  # fmt: skip
             done += len(part)
+            del part  # let go before the next part is read (see _parts)
             if progress is not None:
                 progress(done, size)
         if whole.hexdigest() != sha256:  # the file changed since it was hashed
@@ -143,18 +146,16 @@ def abort_abandoned(client, bucket, prefix, ours, idle_seconds, now, dry_run=Fal
 
 
 def _parts(file, size, whole):
-    """The file's parts as bytes, one at a time, each also added to the digest `whole`."""
+    """The file's parts as bytes, one at a time, each also added to the digest `whole`. Each
+    is read whole into one buffer (a buffered file's read fills it in place: no chunks to
+    join, which held the part twice), and let go before the next is read."""
     step, left = part_bytes(size), size
     while left > 0:
-        chunks, want = [], min(step, left)
-        while want and (chunk := file.read(min(READ_BYTES, want))):
-            chunks.append(chunk)
-            want -= len(chunk)
-        if want:
+        part = file.read(min(step, left))
+        if len(part) != min(step, left):
             raise Changed  # the file is shorter than it was
-        part = b"".join(chunks)
-        del chunks  # one copy of the part held, not two
         left -= len(part)
         if whole is not None:
             whole.update(part)
         yield part
+        del part  # else held while the next is read: two parts in memory, not one
