@@ -1,14 +1,18 @@
 """A file to keep in the artifact store for a build published (`Keep`): a file copied in,
 standard input streamed in, or a file already received into the store (an HTTP upload)
 renamed into place; what `writer.publish` stores, under the data directory's lock, before it
-writes the data file that names it.
+writes the data file that names it. A publish's extra files checked before a byte is stored
+(`extra_files_problem`).
 """
 
+import json
 import os
 import sys
 from dataclasses import KW_ONLY, dataclass
 
+from buildshelf.datafiles import dataformat
 from buildshelf.kept import artifacts, objects, stores
+from buildshelf.model import MAX_PUBLISHED_EXTRAS, file_name_in_url
 
 STDIN = "-"  # Keep's source, publish --file's PATH: standard input
 
@@ -61,3 +65,29 @@ def _read_stdin() -> bytes:
         raise objects.Refused(
             f"cannot read standard input: {error.strerror} (nothing was stored)"
         ) from None
+
+
+def extra_files_problem(build: dict, keep: Keep | None, extras: dict[str, Keep]) -> str | None:
+    """Why a publish's extra files, elsewhere (the build's `downloads`) and to keep (`extras`),
+    are refused, checked before a byte is stored: a data files' rule broken (keys, names),
+    more than MAX_PUBLISHED_EXTRAS, a key given twice; or None."""
+    files = build.get("downloads", {})
+    if not (files or extras):
+        return None
+    if type(files) is dict:  # else the rule says what it must be
+        if twice := sorted(files.keys() & extras.keys()):
+            return f"downloads[{json.dumps(twice[0])}] is given twice"
+        if len(files) + len(extras) > MAX_PUBLISHED_EXTRAS:
+            return (
+                f"it has {len(files) + len(extras)} extra files: a publish takes "
+                f"{MAX_PUBLISHED_EXTRAS} at most"
+            )
+        # As they will be once stored: the bytes, which no rule looks at, are not known yet.
+        unstored = objects.Stored("0" * 64, 0, "", False)
+        files = files | {key: kept.fields(unstored) for key, kept in extras.items()}
+    primary = keep.file_name if keep else file_name_in_url(build.get("downloadUrl") or "")
+    try:
+        dataformat.valid_downloads(files, primary)
+    except dataformat.RuleBroken as problem:
+        return str(problem)
+    return None

@@ -5,7 +5,6 @@ a change made unused deleted, as are those of builds yanked long ago (`purge`) a
 `check --prune`, every object no build uses.
 """
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -17,8 +16,8 @@ from urllib.parse import urlsplit
 from buildshelf import store
 from buildshelf.datafiles import datafile, dataformat
 from buildshelf.kept import objects, stores
-from buildshelf.kept.keeping import Keep
-from buildshelf.model import MAX_PUBLISHED_EXTRAS, PRIMARY_KEY, file_name_in_url
+from buildshelf.kept.keeping import Keep, extra_files_problem
+from buildshelf.model import PRIMARY_KEY
 from buildshelf.text import closest, printable
 from buildshelf.writing.objects_in_use import (
     distinct_objects,
@@ -228,32 +227,6 @@ def _stored(keep, store_dir):
         raise StoreUnavailable(str(refused)) from None
     except objects.Refused as refused:
         raise Invalid(str(refused)) from None
-
-
-def extra_files_problem(build: dict, keep: Keep | None, extras: dict[str, Keep]) -> str | None:
-    """Why a publish's extra files, elsewhere (the build's `downloads`) and to keep (`extras`),
-    are refused, checked before a byte is stored: a data files' rule broken (keys, names),
-    more than MAX_PUBLISHED_EXTRAS, a key given twice; or None."""
-    files = build.get("downloads", {})
-    if not (files or extras):
-        return None
-    if type(files) is dict:  # else the rule says what it must be
-        if twice := sorted(files.keys() & extras.keys()):
-            return f"downloads[{json.dumps(twice[0])}] is given twice"
-        if len(files) + len(extras) > MAX_PUBLISHED_EXTRAS:
-            return (
-                f"it has {len(files) + len(extras)} extra files: a publish takes "
-                f"{MAX_PUBLISHED_EXTRAS} at most"
-            )
-        # As they will be once stored: the bytes, which no rule looks at, are not known yet.
-        unstored = objects.Stored("0" * 64, 0, "", False)
-        files = files | {key: kept.fields(unstored) for key, kept in extras.items()}
-    primary = keep.file_name if keep else file_name_in_url(build.get("downloadUrl") or "")
-    try:
-        dataformat.valid_downloads(files, primary)
-    except dataformat.RuleBroken as problem:
-        return str(problem)
-    return None
 
 
 def yank(
