@@ -533,7 +533,9 @@ def every_key_projects(draw):
         if draw(st.booleans()):  # yanked, maybe with a reason
             build["yankedAt"] = draw(timestamps)
             if draw(st.booleans()):
-                build["yankReason"] = draw(tricky_text.filter(bool))
+                # Text by the rule: a valid file (the rule's own tests are test_yank.py's).
+                reasons = tricky_text.filter(lambda t: t and not dataformat.yank_reason_problem(t))
+                build["yankReason"] = draw(reasons)
         builds.append(build)
     doc = {
         "ciJob": draw(tricky_text.filter(bool)),

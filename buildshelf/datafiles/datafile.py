@@ -16,7 +16,7 @@ from operator import attrgetter, eq, is_, lt, not_
 
 import msgspec
 
-from buildshelf.datafiles import strictjson
+from buildshelf.datafiles import dataformat, strictjson
 from buildshelf.datafiles.dataformat import (
     COMMIT_KEYS,
     PLAIN_BUILD_KEYS,
@@ -406,7 +406,7 @@ def _fast_project(slug, text):
         and (not yanked_ats or (min(yanked_ats) >= 0 and max(yanked_ats) in TIMESTAMPS))
         # a reason only beside a yankedAt
         and (not reasons_given or not any(compress(reasons, map(not_, given(marks)))))
-        and (all_reasons.isascii() or not SURROGATE.search(all_reasons))
+        and not dataformat.YANK_REASON_REFUSED.search(all_reasons)
     ):
         return None
     # Duplicate keys without a hook: outside strings, JSON has one ':' per key written, so more

@@ -66,6 +66,10 @@ _VERSION_KEYS = set(VERSION_KEYS)
 _DOWNLOAD_KEYS, _NO_KEYS = set(DOWNLOAD_KEYS), set()
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
+# A yank's reason is one line of text, shown in a log line, a chat message and a page: no
+# control character (C0, DEL, C1), and no lone surrogate. The fast path checks both at once.
+YANK_REASON_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+YANK_REASON_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _unicode_problem(name, text):
@@ -269,11 +273,24 @@ def _yank_mark(value):
     at, reason = value["yankedAt"], value.get("yankReason", "")
     if not (type(at) is int and at in TIMESTAMPS):
         raise RuleBroken(YANKED_AT_RULE)
-    if type(reason) is not str:
-        raise RuleBroken("'yankReason' must be a string")
-    if SURROGATE.search(reason):
-        raise RuleBroken(_unicode_problem("yankReason", reason))
+    if problem := yank_reason_problem(reason):
+        raise RuleBroken(problem)
     return {"yanked_at": at, "yank_reason": reason}
+
+
+def yank_reason_problem(reason, name: str = "yankReason") -> str | None:
+    """What is wrong with a yank's reason, given as `name` (the data files' key, or a
+    request's), or None: a string of one line of valid Unicode."""
+    if type(reason) is not str:
+        return f"{name!r} must be a string"
+    if found := YANK_REASON_CONTROL.search(reason):
+        return (
+            f"{name!r} holds a control character ({found[0].encode('unicode_escape').decode()} "
+            f"at character {found.start() + 1}): a reason is one line of text"
+        )
+    if SURROGATE.search(reason):
+        return _unicode_problem(name, reason)
+    return None
 
 
 def project_problem(doc, slug):

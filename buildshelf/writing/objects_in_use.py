@@ -8,7 +8,7 @@ from itertools import chain
 from buildshelf import store
 from buildshelf.datafiles import datafile
 from buildshelf.model import PRIMARY_KEY
-from buildshelf.writing.refusals import Refused
+from buildshelf.writing.refusals import FileInvalid
 
 
 def kept_file_documents(build: dict) -> list[tuple[str, dict]]:
@@ -25,12 +25,12 @@ def kept_objects(builds):
 
 
 def readable_projects(directory):
-    """(path, Project) of every data file; Refused while one cannot be read, since it may
-    use any object."""
+    """(path, Project) of every data file; FileInvalid while one cannot be read, since it
+    may use any object."""
     read = list(store.read_projects(directory))
     for path, project in read:
         if isinstance(project, datafile.DataError):
-            raise Refused(
+            raise FileInvalid(
                 f"{path} cannot be read as a project file: it may use objects, so none was deleted"
             )
     return read

@@ -28,6 +28,14 @@ class Exists(Refused):
         self.fields = fields
 
 
+class NotYanked(Refused):
+    """The build is served, not yanked: there is nothing to restore, and nothing to purge."""
+
+
+class FilesPurged(Refused):
+    """A yanked build's kept file was purged: it cannot be served again, only published."""
+
+
 class FileInvalid(Refused):
     """The project's file, as it is on disk, is no valid project file (a hand-edit error):
     nothing is written until it is fixed by hand."""
