@@ -115,13 +115,26 @@ def test_the_signature_is_made_at_each_attempt_with_the_same_id():
     assert verify(SECRET, later[1], later[0], now=NOW + 3600)
 
 
-def test_json_says_a_replaced_build_and_a_yank():
+def test_json_says_a_replaced_build_and_a_yank_with_its_reason():
     replaced = dataclasses.replace(event(), replaced=True)
     assert json.loads(render(target("json", KEY), replaced, now=NOW)[0])["data"]["replaced"]
-    yanked = dataclasses.replace(event(yankedAt=1_700_000_100_000), type="build.yanked")
+    yanked = dataclasses.replace(event(), type="build.yanked", reason="wrong jar")
     sent = json.loads(render(target("json", KEY), yanked, now=NOW)[0])
-    assert sent["type"] == "build.yanked"
-    assert sent["data"]["build"]["yankedAt"] == 1_700_000_100_000
+    assert sent == {
+        "type": "build.yanked",
+        "timestamp": "2026-05-28T20:26:35.000Z",
+        "data": {"project": "alpha", "build": event().build, "replaced": False,
+                 "reason": "wrong jar"},
+    }  # fmt: skip
+    unexplained = dataclasses.replace(event(), type="build.yanked")
+    assert json.loads(render(target("json", KEY), unexplained)[0])["data"]["reason"] == ""
+
+
+def test_json_says_an_unyank_as_such_with_no_reason():
+    unyanked = dataclasses.replace(event(), type="build.unyanked")
+    sent = json.loads(render(target("json", KEY), unyanked, now=NOW)[0])
+    assert sent["type"] == "build.unyanked"
+    assert sent["data"] == {"project": "alpha", "build": event().build, "replaced": False}
 
 
 def test_what_cannot_be_rendered_is_refused():
@@ -237,12 +250,22 @@ def test_discord_tells_an_experimental_a_replaced_and_a_yanked_build_apart():
     assert experimental["color"] != plain["color"]
     replaced = discord(dataclasses.replace(event(), replaced=True))["embeds"][0]
     assert replaced["title"] == "alpha #7 replaced"
-    yanked = discord(dataclasses.replace(event(yankReason="broken"), type="build.yanked"))[
-        "embeds"
-    ][0]
+    yanked = discord(dataclasses.replace(event(), type="build.yanked", reason="broken"))["embeds"][
+        0
+    ]
     assert yanked["title"] == "alpha #7 yanked"
     assert yanked["description"].startswith("**Yanked**: broken\n")
     assert "Download" not in [field["name"] for field in yanked["fields"]]
+    unexplained = discord(dataclasses.replace(event(), type="build.yanked"))["embeds"][0]
+    assert unexplained["description"].startswith("**Yanked**\n")
+
+
+def test_discord_says_an_unyank_as_a_restore_not_a_release():
+    embed = discord(dataclasses.replace(event(), type="build.unyanked"))["embeds"][0]
+    assert embed["title"] == "alpha #7 unyanked"
+    assert embed["description"].startswith("**Unyanked**: served again\n")
+    assert embed["color"] not in (discord(event())["embeds"][0]["color"], 0xE74C3C)
+    assert "Download" in [field["name"] for field in embed["fields"]]  # served again
 
 
 def test_no_commit_message_can_mention_or_format_in_discord():
@@ -326,10 +349,9 @@ def huge_events(draw):
     if draw(st.booleans()):
         build["sha256"], build["size"] = "0" * 64, 1
     kind = draw(st.sampled_from(EVENTS))
-    if kind == "build.yanked" and draw(st.booleans()):
-        build["yankReason"] = draw(huge_text())
+    reason = draw(huge_text()) if kind == "build.yanked" and draw(st.booleans()) else ""
     return Event("msg_x", kind, NOW, slug, f"https://b.example/projects/{slug}", build,
-                 draw(st.booleans()))  # fmt: skip
+                 draw(st.booleans()), reason)  # fmt: skip
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
@@ -359,10 +381,10 @@ def test_the_limits_hold_at_their_edges(kind, url_length):
             channelVersion="_" * 5000,
             downloadUrl="https://x.org/" + "a" * (url_length - 20) + "/f.jar",
             sha256="0" * 64,
-            yankReason="<@1>" * 5000,
         ),
         type=kind,
         project="p" * 5000,
+        reason="<@1>" * 5000 if kind == "build.yanked" else "",
     )
     embed = discord(huge)["embeds"][0]
     fields = sum(js_length(f["name"]) + js_length(f["value"]) for f in embed["fields"])
@@ -451,12 +473,24 @@ def test_slack_says_the_build():
     )
 
 
-def test_slack_tells_a_yanked_build():
-    payload = slack(dataclasses.replace(event(yankReason="<!channel> bad"), type="build.yanked"))
+def test_slack_tells_a_yanked_build_and_why():
+    payload = slack(
+        dataclasses.replace(event(), type="build.yanked", reason="<!channel> bad\nworse")
+    )
     assert payload["text"] == "alpha #7 yanked"
     assert payload["blocks"][1]["text"]["text"] == (
-        "*<https://b.example/projects/alpha|alpha #7 yanked>* was yanked: &lt;!channel&gt; bad"
+        "*<https://b.example/projects/alpha|alpha #7 yanked>* was yanked: &lt;!channel&gt; bad "
+        "worse"
     )
+
+
+def test_slack_says_an_unyank_as_a_restore_not_a_release():
+    payload = slack(dataclasses.replace(event(), type="build.unyanked"))
+    assert payload["text"] == "alpha #7 unyanked"
+    assert payload["blocks"][1]["text"]["text"] == (
+        "*<https://b.example/projects/alpha|alpha #7 unyanked>* was unyanked: it is served again"
+    )
+    assert payload["blocks"][1]["fields"][2]["text"].startswith("*Download*\n")
 
 
 def test_no_commit_message_can_mention_in_slack():

@@ -64,6 +64,15 @@ def test_the_issue_example_is_read(tmp_path):
     )
 
 
+def test_a_target_may_ask_for_unyanks_and_gets_them_by_default(tmp_path):
+    path = write(tmp_path, {"targets": [{"url": SLACK, "format": "slack",
+                                         "events": ["build.unyanked", "build.yanked"]},
+                                        {"url": DISCORD, "format": "discord"}]})  # fmt: skip
+    chosen, default = read_targets(path)
+    assert chosen.events == frozenset({"build.unyanked", "build.yanked"})
+    assert default.events == frozenset({"build.published", "build.yanked", "build.unyanked"})
+
+
 def test_a_target_shows_neither_its_url_nor_its_secret(tmp_path):
     target = Target(2, HOOK, "json", None, frozenset(EVENTS), KEY)
     assert repr(target) == (
@@ -207,8 +216,8 @@ PROJECTS_RULE = (
     "'projects' must be a non-empty array of project slugs (leave it out for every project)"
 )
 EVENTS_RULE = (
-    "'events' must be a non-empty array of 'build.published' and 'build.yanked' (leave it out "
-    "for both)"
+    "'events' must be a non-empty array of 'build.published', 'build.yanked', 'build.unyanked' "
+    "(leave it out for every event)"
 )
 
 

@@ -168,6 +168,67 @@ def test_events_published_replaced_yanked_in_number_order(data_dir, make_notifie
     assert notifier.announce() == 0  # each change once
 
 
+def test_a_yank_carries_its_reason_and_an_unyank_is_announced_as_such(
+    data_dir, make_notifier, receiver
+):
+    """A yank keeps the build in its file, marked: the event says why (issue 38); its
+    unyank is `build.unyanked`, never a new release."""
+    store, notifier = make_notifier(json_target(receiver), start=False)
+    assert (
+        cli.main(["yank", "alpha", "5", "--reason", "crashes <@here>", "--data", str(data_dir)])
+        == 0
+    )
+    assert cli.main(["yank", "alpha", "7", "--data", str(data_dir)]) == 0
+    store.refresh()
+    assert notifier.announce() == 2
+    assert cli.main(["unyank", "alpha", "5", "--data", str(data_dir)]) == 0
+    store.refresh()
+    assert notifier.announce() == 1
+    rows = notifier.outbox.pending(outbox.target_key(receiver.url(), "json"))
+    assert [(r.type, r.number) for r in rows] == [
+        ("build.yanked", 5),
+        ("build.yanked", 7),
+        ("build.unyanked", 5),
+    ]
+    yanked, unexplained, unyanked = [json.loads(r.body) for r in rows]
+    assert yanked["data"]["reason"] == "crashes <@here>"
+    assert yanked["data"]["build"]["buildNumber"] == 5
+    assert "yankReason" not in yanked["data"]["build"]  # the build as the API serves it
+    assert unexplained["data"]["reason"] == ""
+    assert "reason" not in unyanked["data"] and unyanked["data"]["replaced"] is False
+    assert unyanked["data"]["build"] == yanked["data"]["build"]
+    # A yanked number published again with other content is a release, not an unyank.
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    doc["builds"] = [b for b in doc["builds"] if b["buildNumber"] != 7] + [make_build(7, "1.22")]
+    write_file(data_dir / "alpha.json", doc)
+    bump_mtime(data_dir / "alpha.json")
+    store.refresh()
+    assert notifier.announce() == 1
+    last = notifier.outbox.pending(outbox.target_key(receiver.url(), "json"))[-1]
+    assert (last.type, json.loads(last.body)["data"]["build"]["channelVersion"]) == (
+        "build.published",
+        "1.22",
+    )
+
+
+@pytest.mark.parametrize("kind", ["discord", "slack"])
+def test_the_chat_formats_say_a_real_yank_s_reason_and_unyank(
+    data_dir, make_notifier, receiver, kind
+):
+    store, notifier = make_notifier({"url": receiver.url(), "format": kind}, start=False)
+    assert cli.main(["yank", "alpha", "5", "--reason", "wrong jar", "--data", str(data_dir)]) == 0
+    store.refresh()
+    assert notifier.announce() == 1
+    assert cli.main(["unyank", "alpha", "5", "--data", str(data_dir)]) == 0
+    store.refresh()
+    assert notifier.announce() == 1
+    yanked, unyanked = [
+        r.body.decode() for r in notifier.outbox.pending(outbox.target_key(receiver.url(), kind))
+    ]
+    assert "wrong jar" in yanked and "unyanked" not in yanked
+    assert "unyanked" in unyanked and "wrong jar" not in unyanked
+
+
 def test_the_json_payload_carries_a_build_s_extra_files(data_dir, make_notifier, receiver):
     store, notifier = make_notifier(json_target(receiver), start=False)
     extra = {"downloadUrl": "https://cdn.example.org/alpha-20-mojmap.jar"}

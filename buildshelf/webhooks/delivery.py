@@ -4,7 +4,8 @@ sent to each target on threads of their own, with retries.
 The store tells the `Notifier` of each new snapshot on whatever thread made it; the notifier
 only notes it and wakes its own thread, which compares the last snapshot it saw with the
 newest (events.py: a build new to a project is `build.published`, one whose content changed
-too, with `replaced`, one gone from a project still served `build.yanked`), renders each
+too, with `replaced`, one gone from a project still served `build.yanked`, a yanked one
+served again `build.unyanked`), renders each
 event for each target that wants it, and writes them to the outbox before any is sent. Each
 target has one delivery thread (sending.py's Sender, which the notifier starts and stops as
 webhooks.json names the targets), which sends its deliveries one at a time in the order they

@@ -44,14 +44,21 @@ SLACK_TEXT = 3000  # the notification's fallback: Slack takes 40,000, no one rea
 
 COMMIT_LINE = 300  # a commit's subject line, shown at most this long, so that several show
 SHORT_HASH = 7
-COLORS = {"published": 0x2ECC71, "experimental": 0xE67E22, "yanked": 0xE74C3C}
+COLORS = {
+    "published": 0x2ECC71,
+    "experimental": 0xE67E22,
+    "yanked": 0xE74C3C,
+    "unyanked": 0x3498DB,
+}
+YANKED, UNYANKED = "build.yanked", "build.unyanked"
 
 
 @dataclass(frozen=True)
 class Event:
     """Something that happened to one build: `type` is one of EVENTS; `timestamp` when it
     happened (epoch seconds); `build` the build as the API serves it (shapes.build_json);
-    `replaced` for a build published again over one of the same number."""
+    `replaced` for a build published again over one of the same number; `reason` a yank's
+    (its mark's yankReason, which the API does not serve: "" for none)."""
 
     id: str  # webhook-id: the same on every attempt to deliver this event
     type: str
@@ -60,6 +67,7 @@ class Event:
     project_url: str  # the project's page
     build: dict
     replaced: bool = False
+    reason: str = ""
 
 
 def render(target, event: Event, now: float | None = None) -> tuple[bytes, dict[str, str]]:
@@ -73,17 +81,10 @@ def render(target, event: Event, now: float | None = None) -> tuple[bytes, dict[
     if target.format == "slack":
         return _json_body(slack_payload(event)), {"Content-Type": JSON_TYPE}
     if target.format == "json":
-        body = _json_body(
-            {
-                "type": event.type,
-                "timestamp": _iso(event.timestamp),
-                "data": {
-                    "project": event.project,
-                    "build": event.build,
-                    "replaced": event.replaced,
-                },
-            }
-        )
+        data = {"project": event.project, "build": event.build, "replaced": event.replaced}
+        if event.type == YANKED:
+            data["reason"] = event.reason
+        body = _json_body({"type": event.type, "timestamp": _iso(event.timestamp), "data": data})
         stamp = str(int(time.time() if now is None else now))
         return body, {
             "Content-Type": JSON_TYPE,
@@ -189,14 +190,14 @@ def _link_target(url: str) -> str:
 def _title(event) -> str:
     number = event.build.get("buildNumber")
     title = f"{event.project} #{number}"
-    if event.type == "build.yanked":
-        return title + " yanked"
+    if event.type in (YANKED, UNYANKED):
+        return f"{title} {event.type.removeprefix('build.')}"
     return title + " replaced" if event.replaced else title
 
 
 def _color(event) -> int:
-    if event.type == "build.yanked":
-        return COLORS["yanked"]
+    if event.type in (YANKED, UNYANKED):
+        return COLORS[event.type.removeprefix("build.")]
     return COLORS["experimental" if event.build.get("isExperimental") else "published"]
 
 
@@ -264,7 +265,7 @@ def discord_payload(event: Event) -> dict:
         },
     ]
     download = build.get("downloadUrl")
-    if download and event.type != "build.yanked":
+    if download and event.type != YANKED:
         name = cut(file_name_in_url(download) or "download", 200, discord_escape)
         # A link cut short leads nowhere: too long, it is the project page's, or none.
         for url in (download, event.project_url):
@@ -286,9 +287,11 @@ def discord_payload(event: Event) -> dict:
     said += sum(units(f["name"]) + units(f["value"]) for f in fields)
     budget = min(DISCORD_DESCRIPTION, DISCORD_TOTAL - said)
     header = ""
-    if event.type == "build.yanked":
-        reason = build.get("yankReason")
+    if event.type == YANKED:
+        reason = event.reason
         header = "**Yanked**" + (": " + cut(reason, 500, discord_escape) if reason else "") + "\n"
+    elif event.type == UNYANKED:
+        header = "**Unyanked**: served again\n"
     embed["description"] = header + _commit_lines(build, discord_escape, budget - units(header))
     return {"embeds": [embed], "allowed_mentions": {"parse": []}}
 
@@ -308,7 +311,7 @@ def slack_payload(event: Event) -> dict:
         _mrkdwn("*Experimental*\n" + ("yes" if build.get("isExperimental") else "no")),
     ]
     download = build.get("downloadUrl")
-    if download and event.type != "build.yanked":
+    if download and event.type != YANKED:
         name = cut(file_name_in_url(download) or "download", 200, slack_escape)
         link = f"*Download*\n<{slack_escape(_link_target(download))}|{name}>"
         if units(link) <= SLACK_SECTION_FIELD:  # a link cut short leads nowhere
@@ -319,11 +322,11 @@ def slack_payload(event: Event) -> dict:
     page = f"<{slack_escape(_link_target(event.project_url))}|{shown_title}>"
     if units(page) > SLACK_SECTION_TEXT // 2:  # a link cut short leads nowhere
         page = shown_title
-    yanked = event.type == "build.yanked"
-    summary = f"*{page}* was " + ("yanked" if yanked else "published")
-    if yanked and build.get("yankReason"):
+    said = {YANKED: "yanked", UNYANKED: "unyanked: it is served again"}
+    summary = f"*{page}* was " + said.get(event.type, "published")
+    if event.type == YANKED and event.reason:
         room = SLACK_SECTION_TEXT - units(summary) - 2
-        summary += ": " + cut(build["yankReason"], room, slack_escape)
+        summary += ": " + cut(event.reason, room, slack_escape)
     blocks = [
         {"type": "header", "text": {"type": "plain_text", "text": cut(title, SLACK_HEADER)}},
         {"type": "section", "text": _mrkdwn(summary), "fields": fields},

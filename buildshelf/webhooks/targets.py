@@ -23,7 +23,7 @@ from buildshelf.model import SLUG_PATTERN, URL_PATTERN
 from buildshelf.text import closest
 
 FORMATS = ("discord", "slack", "json")
-EVENTS = ("build.published", "build.yanked")
+EVENTS = ("build.published", "build.yanked", "build.unyanked")
 KEYS = ("url", "format", "projects", "events", "secret")
 SECRET_PREFIX = "whsec_"
 # Standard Webhooks: keys SHOULD be 24 to 64 bytes. Fewer is refused: an HMAC key that short
@@ -208,8 +208,8 @@ def _target(index, value) -> Target:
     events = value.get("events", list(EVENTS))
     if not (type(events) is list and events and all(e in EVENTS for e in events)):
         raise _Invalid(
-            f"'events' must be a non-empty array of {' and '.join(map(repr, EVENTS))} (leave "
-            "it out for both)",
+            f"'events' must be a non-empty array of {', '.join(map(repr, EVENTS))} (leave it "
+            "out for every event)",
             "events",
         )
     secret = None
