@@ -886,6 +886,29 @@ def test_check_answers_every_status(client, data_dir, query, status, behind):
 
 
 @pytest.mark.parametrize(
+    ("query", "reason"),
+    [("build=12", "bad"), ("build=15", ""), ("sha256=" + "c" * 64, "")],
+)
+def test_check_of_a_yanked_build_says_why(client, data_dir, query, reason):
+    """The reason of the yank goes with `yanked` (issue 38); a build served has none."""
+    write_checked(data_dir)
+    got = check(client, query)
+    assert (got["status"], got["reason"]) == ("yanked", reason)
+    assert list(got) == ["status", "reason", "behind", "latest"]
+    assert "reason" not in check(client, "build=14") and "reason" not in check(client, "build=99")
+
+
+def test_check_by_a_hash_several_yanked_builds_share_gives_the_newest_s_reason(client, data_dir):
+    builds = [
+        make_build(n, sha256="d" * 64, size=1, yankedAt=1700000500000, yankReason=why)
+        for n, why in ((20, "old"), (22, "newest"), (21, "middle"))
+    ] + [make_build(23)]
+    write_file(data_dir / "alpha.json", make_project(builds))
+    got = check(client, "sha256=" + "d" * 64)
+    assert (got["status"], got["reason"]) == ("yanked", "newest")
+
+
+@pytest.mark.parametrize(
     ("query", "code"),
     [
         ("build=9", "unknown_build"),

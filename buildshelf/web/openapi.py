@@ -73,6 +73,10 @@ SCHEMAS = {
                                       "above the latest that no build has (a local or "
                                       "unpublished build). A build never there is `404` with "
                                       "the status `unknown`."},
+            "reason": {"type": "string",
+                       "description": "With `yanked` only: why the build was yanked (`\"\"` "
+                                      "when no reason was given; for a hash several yanked "
+                                      "builds share, the newest's)."},
             "behind": {"type": "integer", "minimum": 0,
                        "description": "How many builds passing the filters are numbered above "
                                       "the highest build served with the same bytes as the one "

@@ -7,6 +7,7 @@ that both refuse and accept the same queries.
 """
 
 import calendar
+from operator import attrgetter
 from urllib.parse import unquote_to_bytes
 
 import bottle
@@ -258,17 +259,20 @@ def asked_build(params: dict[str, str]) -> tuple[str, int | str]:
     return "sha256", digest
 
 
-def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tuple[str, int]:
-    """What an update check names, as (status, number): "served" and the number of the
-    highest build served with the same bytes (several builds may share one file), "yanked"
-    and the same (or its own number, when no build served has its bytes), or "ahead" for a
-    number above `latest` that no build has. ApiError 404 (with "status": "unknown") for a
-    number or a hash never there."""
+def checked(
+    project: Project, asked: tuple[str, int | str], latest: Build
+) -> tuple[str, int, str | None]:
+    """What an update check names, as (status, number, the yank's reason): "served" and the
+    number of the highest build served with the same bytes (several builds may share one
+    file), "yanked" and the same (or its own number, when no build served has its bytes)
+    with the reason of the highest yanked build named ("" for none), or "ahead" for a number
+    above `latest` that no build has; the reason None but for "yanked". ApiError 404 (with
+    "status": "unknown") for a number or a hash never there."""
     kind, value = asked
     if kind == "build":
         found = project.build(value) or project.yanked_build(value)
         if found is None and value > latest.number:
-            return "ahead", value
+            return "ahead", value, None
         named = [found] if found is not None else []
     else:  # any file's hash counts, kept or not: a build's primary's, or an extra's
         named = [b for b in (*project.builds, *project.yanked) if value in _hashes(b)]
@@ -284,8 +288,10 @@ def checked(project: Project, asked: tuple[str, int | str], latest: Build) -> tu
     # The bytes asked about: a build's primary file's, or the file whose hash was given.
     sha256s = {value} if kind == "sha256" else {b.sha256 for b in named} - {msgspec.UNSET}
     same = [b.number for b in project.builds if b in named or b.sha256 in sha256s]
-    status = "served" if any(not b.yanked for b in named) else "yanked"
-    return status, max(same, default=max(b.number for b in named))
+    number = max(same, default=max(b.number for b in named))
+    if any(not b.yanked for b in named):
+        return "served", number, None
+    return "yanked", number, max(named, key=attrgetter("number")).yank_reason
 
 
 def _hashes(build: Build) -> tuple | set:

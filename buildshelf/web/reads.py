@@ -75,7 +75,7 @@ def update_check(service: Service):
     project, channel, experimental, latest = query.latest(snapshot, params)
     build_json = service.shapes.build_json
     try:
-        status, number = query.checked(project, asked, latest)
+        status, number, reason = query.checked(project, asked, latest)
     except ApiError as unknown:
         unknown.fields["latest"] = build_json(project, latest)
         raise
@@ -85,7 +85,8 @@ def update_check(service: Service):
         status = "outdated" if behind else "up_to_date"
 
     def body():
-        return encode({"status": status, "behind": behind, "latest": build_json(project, latest)})
+        said = {"status": status} if reason is None else {"status": status, "reason": reason}
+        return encode({**said, "behind": behind, "latest": build_json(project, latest)})
 
     return service.send_json(project, ("check", id(selected), asked), body, snapshot)
 
