@@ -295,6 +295,7 @@ LONG_AGO = (("If-Modified-Since", "Fri, 01 Jan 2100 00:00:00 GMT"),)
 WRITE = "/api/v2/projects/alpha/builds/9"
 BOUNDARY = "b0undary"
 AUTHORIZED = (("Authorization", f"Bearer {ALPHA_TOKEN}"),)
+UNYANK, PURGE = "/api/v2/projects/alpha/builds/1/unyank", "/api/v2/projects/alpha/builds/1/purge"
 AS_FORM = AUTHORIZED + (("Content-Type", f"multipart/form-data; boundary={BOUNDARY}"),)
 AS_JSON = AUTHORIZED + (("Content-Type", "application/json"),)
 
@@ -568,6 +569,46 @@ CASES = [
     Case("DELETE", "/api/v2/projects/alpha/builds/1", 507, "insufficient_storage",
          headers=AUTHORIZED, server="full"),
     Case("GET", WRITE, 405, "method_not_allowed"),
+    # a yank's reason, an unyank and a purge (issue 38)
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 204, headers=AS_JSON,
+         body=b'{"reason": "crashes on start"}'),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 400, "invalid_reason", headers=AS_JSON,
+         body=b'{"reason": "two\\nlines"}'),
+    Case("DELETE", "/api/v2/projects/alpha/builds/1", 415, "unsupported_media_type",
+         headers=AUTHORIZED + (("Content-Type", "text/plain"),), body=b"crashes"),
+    Case("POST", UNYANK, 204, headers=AUTHORIZED),
+    Case("POST", UNYANK + "?x=%FF", 400, "invalid_query", headers=AUTHORIZED),
+    Case("POST", "/api/v2/projects/alpha/builds/99/unyank", 404, "unknown_build",
+         headers=AUTHORIZED),
+    Case("POST", "/api/v2/projects/gamma/builds/1/unyank", 404, "unknown_project",
+         headers=AUTHORIZED),
+    Case("POST", "/api/v2/projects/alpha/builds/5/unyank", 409, "build_purged",
+         headers=AUTHORIZED, server="kept_writable"),
+    Case("POST", UNYANK, 409, "project_file_invalid", headers=AUTHORIZED, server="hand_broken"),
+    Case("POST", UNYANK, 401, "unauthorized"),
+    Case("POST", "/api/v2/projects/beta/builds/10/unyank", 403, "forbidden", headers=AUTHORIZED),
+    Case("POST", UNYANK, 413, "too_large", headers=AUTHORIZED, body=b"x" * 2000),
+    Case("POST", UNYANK, 429, "too_many_requests", headers=AUTHORIZED, server="limited"),
+    Case("POST", UNYANK, 500, "internal_error", headers=AUTHORIZED, server="failing"),
+    Case("POST", UNYANK, 503, "credentials_unavailable", headers=(("Authorization", "Bearer down"),)),
+    Case("POST", "/api/v2/projects/alpha/builds/5/unyank", 507, "insufficient_storage",
+         headers=AUTHORIZED, server="full_with_a_yank"),
+    Case("GET", UNYANK, 405, "method_not_allowed"),
+    Case("POST", PURGE.replace("/1/", "/5/"), 200, headers=AUTHORIZED, server="kept_writable"),
+    Case("POST", PURGE + "?x=%FF", 400, "invalid_query", headers=AUTHORIZED),
+    Case("POST", "/api/v2/projects/alpha/builds/99/purge", 404, "unknown_build",
+         headers=AUTHORIZED),
+    Case("POST", "/api/v2/projects/gamma/builds/1/purge", 404, "unknown_project",
+         headers=AUTHORIZED),
+    Case("POST", PURGE, 409, "build_not_yanked", headers=AUTHORIZED),
+    Case("POST", PURGE, 409, "project_file_invalid", headers=AUTHORIZED, server="hand_broken"),
+    Case("POST", PURGE, 401, "unauthorized"),
+    Case("POST", "/api/v2/projects/beta/builds/10/purge", 403, "forbidden", headers=AUTHORIZED),
+    Case("POST", PURGE, 413, "too_large", headers=AUTHORIZED, body=b"x" * 2000),
+    Case("POST", PURGE, 429, "too_many_requests", headers=AUTHORIZED, server="limited"),
+    Case("POST", PURGE, 500, "internal_error", headers=AUTHORIZED, server="failing"),
+    Case("POST", PURGE, 503, "credentials_unavailable", headers=(("Authorization", "Bearer down"),)),
+    Case("DELETE", PURGE, 405, "method_not_allowed"),
 ]  # fmt: skip
 
 V3 = "/v3/projects/alpha/versions"
@@ -641,7 +682,10 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
         if kind == "hand_broken":  # alpha's file has a hand-edit error
             write_file(data_dir / "alpha.json", '{"ciJob": ')
             return webtest.TestApp(publishing)
-        if kind == "full":
+        if kind in ("full", "full_with_a_yank"):
+            if kind == "full_with_a_yank":  # build 5 yanked: its unyank writes the file
+                write_file(data_dir / "alpha.json",
+                           make_project([make_build(5, yankedAt=1700000500000)]))  # fmt: skip
             monkeypatch.setattr(rewrite, "replace_file", full_disk)
             return webtest.TestApp(publishing)
         if kind == "aged":  # the data loaded an hour ago, so Last-Modified is sent
@@ -652,8 +696,8 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
                 data_dir / "big.json",
                 make_project([make_build(n, commit_count=3) for n in range(40)]),
             )
-        elif kind == "kept":  # build 3's file is in the artifact store, build 4's is missing,
-            # build 5 is yanked and its file purged
+        elif kind in ("kept", "kept_writable"):  # build 3's file is in the artifact store,
+            # build 4's is missing, build 5 is yanked and its file purged
             kept = [make_build(3, sha256=KEPT_SHA, size=len(KEPT_BYTES), file="alpha-3.jar"),
                     make_build(4, sha256="1" * 64, size=9, file="alpha-4.jar"),
                     make_build(5, sha256="5" * 64, size=9, file="alpha-5.jar",
@@ -663,6 +707,8 @@ def answering(client, store, data_dir, tmp_path, monkeypatch):
             write_file(data_dir / "alpha.json", make_project(kept))
             (data_dir / "artifacts" / KEPT_SHA[:2]).mkdir(parents=True)
             (data_dir / "artifacts" / KEPT_SHA[:2] / KEPT_SHA).write_bytes(KEPT_BYTES)
+            if kind == "kept_writable":  # and writes take a credential
+                return webtest.TestApp(publishing)
         elif kind == "no_javadoc":  # gamma publishes no javadoc
             doc = make_project([make_build(1)])
             del doc["javadocBaseUrl"]

@@ -623,6 +623,203 @@ def test_delete_yanks_204_marks_the_build_and_keeps_its_file(web, data_dir):
     assert latest(web)["buildNumber"] == 9
 
 
+def yank(web, number=9, body=None, slug="alpha", query="", content_type="application/json"):
+    """A DELETE of build `number`, with `body` (a value to send as JSON, or bytes as they
+    are)."""
+    headers = auth()
+    if body is not None:
+        body = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode()
+        headers["Content-Type"] = content_type
+    return web.delete(f"{API}/projects/{slug}/builds/{number}{query}", body or "",
+                      headers=headers, expect_errors=True)  # fmt: skip
+
+
+def in_file(data_dir, number):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    return next(b for b in doc["builds"] if b["buildNumber"] == number)
+
+
+def test_delete_takes_a_reason_in_a_json_body(web, data_dir, caplog):
+    caplog.set_level(logging.INFO)
+    assert put(web, 9, *kept()).status_int == 201
+    resp = yank(web, 9, {"reason": "crashes on start — see #12"})
+    assert resp.status_int == 204 and resp.body == b""
+    assert in_file(data_dir, 9)["yankReason"] == "crashes on start — see #12"
+    gone = web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=410)
+    assert gone.json["reason"] == "crashes on start — see #12"
+    said = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    assert said[-1] == (
+        f"yanked build 9 of alpha (sha256 {JAR_SHA}, reason: crashes on start — see #12) by "
+        "token alpha1 from 192.0.2.1"
+    )
+    # Already yanked: the mark stays as it was, reason and all.
+    assert yank(web, 9, {"reason": "another"}).status_int == 204
+    assert in_file(data_dir, 9)["yankReason"] == "crashes on start — see #12"
+    for number, none in ((5, {}), (7, {"reason": ""}), (8, b"")):  # no reason
+        assert yank(web, number, none).status_int == 204
+        assert "yankedAt" in in_file(data_dir, number)
+        assert "yankReason" not in in_file(data_dir, number)
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b"wrong jar", "the body is not JSON: "),
+        (b'{"reason": "a", "reason": "b"}', "the body is not JSON: "),
+        (b"\xff\xfe", "the body is not JSON: "),
+        (["wrong jar"], 'the body must be a JSON object: {"reason": "..."}'),
+        ("wrong jar", 'the body must be a JSON object: {"reason": "..."}'),
+        ({"reason": "x", "purge": True}, "the body has 'purge': it takes 'reason' only"),
+        ({"why": "x"}, "the body has 'why': it takes 'reason' only"),
+        ({"reason": 3}, "'reason' must be a string"),
+        ({"reason": None}, "'reason' must be a string"),
+        ({"reason": "wrong\njar"},
+         "'reason' holds a control character (\\n at character 6): a reason is one line of text"),
+        ({"reason": "\x1b[2J"}, "'reason' holds a control character (\\x1b at character 1)"),
+        (b'{"reason": "x\\ud800"}', "'reason' holds a lone surrogate"),
+    ],
+)  # fmt: skip
+def test_a_bad_reason_is_400_and_yanks_nothing(web, data_dir, body, said):
+    before = (data_dir / "alpha.json").read_bytes()
+    message = error(yank(web, 5, body), 400, "invalid_reason")
+    assert said in message
+    assert (data_dir / "alpha.json").read_bytes() == before
+
+
+def test_a_reason_in_the_query_is_400_never_dropped(web, data_dir):
+    before = (data_dir / "alpha.json").read_bytes()
+    message = error(yank(web, 5, query="?reason=wrong%20jar"), 400, "invalid_reason")
+    assert 'give the reason in a JSON body: {"reason": "..."}' in message
+    assert (data_dir / "alpha.json").read_bytes() == before
+
+
+def test_a_reason_of_another_type_or_too_big_is_refused_on_its_head(web, data_dir):
+    resp = yank(web, 5, b"reason=wrong+jar", content_type="application/x-www-form-urlencoded")
+    message = error(resp, 415, "unsupported_media_type")
+    assert "Content-Type: application/json" in message  # what curl -d alone misses
+    resp = yank(web, 5, {"reason": "x" * 1100})
+    assert "1024 bytes at most" in error(resp, 413, "too_large")
+    assert "yankedAt" not in in_file(data_dir, 5)
+    assert yank(web, 5, {"reason": "é" * 400}).status_int == 204  # 800 bytes of UTF-8
+
+
+# --- unyank and purge over HTTP -----------------------------------------------------------------
+
+
+def unyank(web, number=9, slug="alpha", token=ALPHA_TOKEN, **kw):
+    return web.post(f"{API}/projects/{slug}/builds/{number}/unyank", headers=auth(token),
+                    expect_errors=True, **kw)  # fmt: skip
+
+
+def purge(web, number=9, slug="alpha", token=ALPHA_TOKEN, **kw):
+    return web.post(f"{API}/projects/{slug}/builds/{number}/purge", headers=auth(token),
+                    expect_errors=True, **kw)  # fmt: skip
+
+
+def test_unyank_serves_the_build_again_204_and_a_retry_changes_nothing(web, data_dir, caplog):
+    caplog.set_level(logging.INFO)
+    published = put(web, 9, *kept()).json
+    before = in_file(data_dir, 9)
+    assert yank(web, 9, {"reason": "oops"}).status_int == 204
+    resp = unyank(web)
+    assert resp.status_int == 204 and resp.body == b""
+    assert in_file(data_dir, 9) == before
+    assert latest(web)["buildNumber"] == 9  # read back: the next GET shows it
+    web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=200)
+    assert latest(web) == published
+    again = unyank(web)  # a retry (its answer lost): the build is served, as asked
+    assert again.status_int == 204
+    said = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    assert said[-2:] == [
+        "unyanked build 9 of alpha by token alpha1 from 192.0.2.1",
+        "unyanked build 9 of alpha (served already) by token alpha1 from 192.0.2.1",
+    ]
+
+
+def test_unyank_of_a_purged_build_is_409_and_of_none_404(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    assert yank(web, 9).status_int == 204 and purge(web).status_int == 200
+    message = error(unyank(web), 409, "build_purged")
+    assert "alpha-9.jar" in message and "PUT it again" in message
+    assert "yankedAt" in in_file(data_dir, 9)
+    error(unyank(web, 99), 404, "unknown_build")
+    error(unyank(web, "x"), 404, "unknown_build")
+
+
+def test_purge_deletes_a_yanked_build_s_file_once_and_says_so(web, data_dir, caplog):
+    caplog.set_level(logging.INFO)
+    assert put(web, 9, *kept()).status_int == 201
+    assert yank(web, 9).status_int == 204
+    resp = purge(web)
+    assert resp.status_int == 200 and resp.headers["Cache-Control"] == "no-store"
+    file = {"key": "server:default", "file": "alpha-9.jar", "sha256": JAR_SHA}
+    assert resp.json == {"files": [{**file, "status": "deleted"}]}
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+    assert "yankedAt" in in_file(data_dir, 9)  # still yanked: its URL answers 410
+    web.get(f"/downloads/alpha/9/{JAR_SHA}/alpha-9.jar", status=410)
+    assert purge(web).json == {"files": [{**file, "status": "gone"}]}  # a retry
+    said = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    assert said[-2:] == [
+        "purged build 9 of alpha (1 file deleted) by token alpha1 from 192.0.2.1",
+        "purged build 9 of alpha (0 files deleted) by token alpha1 from 192.0.2.1",
+    ]
+
+
+def test_purge_keeps_a_file_another_build_uses_and_only_this_build_s(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    assert put(web, 10, *kept(build={**KEPT[0], "timestamp": 1700000010000})).status_int == 201
+    other = b"other bytes"
+    assert put(web, 11, *kept(data=other, name="alpha-11.jar")).status_int == 201
+    for number in (9, 11):
+        assert yank(web, number).status_int == 204
+    resp = purge(web, 9)
+    assert resp.json["files"] == [
+        {"key": "server:default", "file": "alpha-9.jar", "sha256": JAR_SHA, "status": "kept"}
+    ]
+    assert set(artifacts.objects(str(data_dir / "artifacts"))) == {
+        JAR_SHA,
+        hashlib.sha256(other).hexdigest(),  # 11 is yanked, but not purged: not asked
+    }
+
+
+def test_purge_of_a_build_served_is_409_of_one_elsewhere_empty(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201
+    message = error(purge(web), 409, "build_not_yanked")
+    assert "yank it first" in message
+    assert list(artifacts.objects(str(data_dir / "artifacts"))) == [JAR_SHA]
+    assert yank(web, 5).status_int == 204
+    assert purge(web, 5).json == {"files": []}  # its file is elsewhere: nothing kept here
+    error(purge(web, 99), 404, "unknown_build")
+
+
+def test_purge_while_a_data_file_cannot_be_read_is_409_and_deletes_nothing(web, data_dir):
+    assert put(web, 9, *kept()).status_int == 201 and yank(web, 9).status_int == 204
+    (data_dir / "beta.json").write_text('{"ciJob": ')
+    message = error(purge(web), 409, "project_file_invalid")
+    assert "beta.json cannot be read as a project file" in message
+    assert list(artifacts.objects(str(data_dir / "artifacts"))) == [JAR_SHA]
+
+
+@pytest.mark.parametrize("action", [unyank, purge])
+def test_unyank_and_purge_need_the_same_credential(web, data_dir, action):
+    resp = web.post(f"{API}/projects/alpha/builds/1/{action.__name__}", expect_errors=True)
+    error(resp, 401, "unauthorized")
+    error(action(web, 10, slug="beta"), 403, "forbidden")
+    message = error(action(web, 1, slug="alpah"), 404, "unknown_project")
+    assert "did you mean alpha?" in message
+    assert action(web, 1, slug="ALPHA").status_int in (204, 409)  # any letter case
+    assert action(web, 10, slug="beta", token=ANY_TOKEN).status_int in (204, 409)
+
+
+@pytest.mark.parametrize("action", ["unyank", "purge"])
+def test_other_methods_on_unyank_and_purge_are_405(web, action):
+    for method in ("GET", "PUT", "DELETE"):
+        resp = web.request(f"{API}/projects/alpha/builds/1/{action}", method=method,
+                           headers=auth(), expect_errors=True)  # fmt: skip
+        error(resp, 405, "method_not_allowed")
+        assert resp.headers["Allow"] == "POST"
+
+
 def test_delete_of_a_build_that_is_not_there_is_404(web):
     resp = web.delete(f"{API}/projects/alpha/builds/99", headers=auth(), expect_errors=True)
     error(resp, 404, "unknown_build")
@@ -906,7 +1103,8 @@ def test_writes_let_through_at_once_are_decided_one_by_one_by_the_limit(store, t
     let through by their heads, get ten 401s and then 429s, as writes sent one by one do."""
     creds = Credentials(str(tmp_path / "state"), "https://issuer.invalid", AUDIENCE)
     app = server.make_app(store, credentials=creds)
-    bad = dict(HTTP_AUTHORIZATION="Bearer bs_000000000000_" + "A" * 43, CONTENT_LENGTH="10")
+    bad = dict(HTTP_AUTHORIZATION="Bearer bs_000000000000_" + "A" * 43, CONTENT_LENGTH="10",
+               CONTENT_TYPE="application/json")  # fmt: skip
     verdicts = [app.screen(environ("DELETE", WRITE, **bad)) for _ in range(15)]
     statuses = []
     for verdict in verdicts:
@@ -914,6 +1112,32 @@ def test_writes_let_through_at_once_are_decided_one_by_one_by_the_limit(store, t
             proven(verdict)
         statuses.append(refused.value.status_code)
     assert statuses == [401] * 10 + [429] * 5
+
+
+@pytest.mark.parametrize("action", ["unyank", "purge"])
+def test_screen_of_an_unyank_and_a_purge(app, action):
+    path = f"{WRITE}/{action}"
+    ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}")
+    assert proven(app.screen(environ("POST", path, **ok))).who == "token alpha1"
+    refused = app.screen(environ("POST", path))
+    assert (refused.status_code, refused.code) == (401, "unauthorized")
+    refused = app.screen(environ("POST", path, CONTENT_LENGTH="2000", **ok))
+    assert (refused.status_code, refused.code) == (413, "too_large")
+    refused = app.screen(environ("PUT", path, CONTENT_LENGTH="10", **ok))  # not a write
+    assert (refused.status_code, refused.code) == (405, "method_not_allowed")
+    assert refused.headers["Allow"] == "POST"
+    assert app.screen(environ("GET", path)) is None  # the route answers 405
+
+
+def test_screen_of_a_delete_with_a_reason(app):
+    ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}", CONTENT_LENGTH="30")
+    json_ok = dict(ok, CONTENT_TYPE="application/json; charset=utf-8")
+    assert proven(app.screen(environ("DELETE", WRITE, **json_ok)))
+    refused = app.screen(environ("DELETE", WRITE, **dict(ok, CONTENT_TYPE="text/plain")))
+    assert (refused.status_code, refused.code) == (415, "unsupported_media_type")
+    refused = app.screen(environ("DELETE", WRITE, **ok))  # a body of no Content-Type
+    assert (refused.status_code, refused.code) == (415, "unsupported_media_type")
+    assert proven(app.screen(environ("DELETE", WRITE, **dict(ok, CONTENT_LENGTH="0"))))
 
 
 def test_a_chunked_delete_is_refused_on_its_head(app):
@@ -946,8 +1170,10 @@ def test_each_write_is_one_log_line_and_no_secret_is_anywhere(web, data_dir, cap
 # --- CORS ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [WRITE, f"{API}/builds/latest", f"{API}/projects"])
-@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+@pytest.mark.parametrize(
+    "path", [WRITE, f"{WRITE}/unyank", f"{WRITE}/purge", f"{API}/builds/latest", f"{API}/projects"]
+)
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "POST"])
 def test_the_preflight_never_allows_writes_or_authorization(web, path, method):
     resp = web.options(
         path,
@@ -1120,6 +1346,44 @@ def test_a_publish_through_a_real_server(running, data_dir, state, tmp_path):
     for path in [*data_dir.rglob("*"), *Path(state).rglob("*")]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+@pytest.mark.system
+def test_a_yank_with_its_reason_an_unyank_and_a_purge_through_a_real_server(
+    running, data_dir, tmp_path
+):
+    """The recipes of publishing.md, with curl against `python server.py`: the credential
+    proven before the body, as for a publish (issue 38)."""
+    jar = tmp_path / "alpha-9.jar"
+    jar.write_bytes(JAR)
+    base = f"http://127.0.0.1:{running.port}"
+    url = f"{base}{API}/projects/alpha/builds/9"
+    bearer = ("-H", f"Authorization: Bearer {running.text}")
+    published = curl("-X", "PUT", *bearer, "-F", 'build={"channelVersion": "1.21"}',
+                     "-F", f"file=@{jar}", url)  # fmt: skip
+    assert published.splitlines()[-1] == "201", published
+    assert curl("-X", "DELETE", *bearer, "--json", '{"reason": "wrong jar"}', url) == "\n204"
+    checked = curl(f"{base}{API}/builds/check?project=alpha&build=9").splitlines()
+    assert json.loads(checked[0])["reason"] == "wrong jar"
+    refused = curl("-X", "DELETE", *bearer, "-d", '{"reason": "x"}', url).splitlines()
+    assert refused[-1] == "415" and "curl --json" in json.loads(refused[0])["error"]
+    assert curl("-X", "POST", *bearer, url + "/unyank") == "\n204"
+    assert curl(f"{base}{API}/builds/latest?project=alpha").startswith('{"buildNumber":9,')
+    assert curl("-X", "DELETE", *bearer, url) == "\n204"
+    purged = curl("-X", "POST", *bearer, url + "/purge").splitlines()
+    assert purged[-1] == "200" and json.loads(purged[0])["files"][0]["status"] == "deleted"
+    assert curl("-X", "POST", url + "/purge").splitlines()[-1] == "401"
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+    time.sleep(0.5)  # the log's lines, written by a thread of their own
+    lines = [line for line in running.log.read_text().splitlines() if "web.publish" in line]
+    who = f"by token {running.token.id} from 127.0.0.1"
+    assert [line.partition("buildshelf.web.publish: ")[2] for line in lines] == [
+        f"added build 9 of alpha (sha256 {JAR_SHA}) {who}",
+        f"yanked build 9 of alpha (sha256 {JAR_SHA}, reason: wrong jar) {who}",
+        f"unyanked build 9 of alpha {who}",
+        f"yanked build 9 of alpha (sha256 {JAR_SHA}) {who}",
+        f"purged build 9 of alpha (1 file deleted) {who}",
+    ]
 
 
 @pytest.mark.system

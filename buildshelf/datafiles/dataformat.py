@@ -68,8 +68,9 @@ _DOWNLOAD_KEYS, _NO_KEYS = set(DOWNLOAD_KEYS), set()
 SURROGATE = re.compile("[\ud800-\udfff]")
 # A yank's reason is one line of text, shown in a log line, a chat message and a page: no
 # control character (C0, DEL, C1), and no lone surrogate. The fast path checks both at once.
-YANK_REASON_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
-YANK_REASON_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f"  # a character class's, in Python and JSON Schema
+YANK_REASON_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
+YANK_REASON_REFUSED = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
 
 
 def _unicode_problem(name, text):

@@ -16,6 +16,7 @@ import json
 import msgspec
 
 from buildshelf.counts import Tally
+from buildshelf.datafiles.dataformat import CONTROL_CHARACTERS
 from buildshelf.model import (
     DOWNLOAD_KEY_PATTERN,
     MAX_PUBLISHED_EXTRAS,
@@ -31,6 +32,7 @@ from buildshelf.web.openapi_operations import PATHS
 from buildshelf.web.openapi_parameters import HEADERS, PARAMETERS, ref
 from buildshelf.web.openapi_responses import LOADED, RESPONSES, cacheable
 from buildshelf.web.query import API
+from buildshelf.web.yank_requests import FATES
 
 
 def _error_codes(responses):
@@ -135,6 +137,31 @@ SCHEMAS = {
                       "commits": [{"message": "Update upstream (bb441a3)",
                                    "hash": "4c7b68ce5c0be31b0767eb687d1cbee97723d7b7"}]}],
     },
+    "YankReason": {
+        "description": "Why a build is yanked: kept in its mark (`yankReason`), said by the "
+                       "`410` of its URLs, the update check and the `build.yanked` webhooks.",
+        "type": "object",
+        "properties": {"reason": {"type": "string", "pattern": f"^[^{CONTROL_CHARACTERS}]*$",
+                                  "description": "One line of text (no control character); "
+                                                 "`\"\"` or none: no reason."}},
+        "additionalProperties": False, "examples": [{"reason": "crashes on start: see #12"}],
+    },
+    "PurgedFiles": {
+        "description": "Each kept file of the yanked build, by key, and what became of it.",
+        "type": "object",
+        "properties": {"files": {"type": "array", "items": {
+            "type": "object", "required": ["key", "file", "sha256", "status"],
+            "additionalProperties": False,
+            "properties": {
+                "key": {"type": "string", "description": "`server:default` for the primary."},
+                "file": {"type": "string", "description": "The kept file's name."},
+                "sha256": {"$ref": "#/components/schemas/Build/properties/sha256"},
+                "status": {"enum": list(FATES), "type": "string",
+                           "description": "`deleted` by this purge; `kept`: another build "
+                                          "uses the same bytes, which stay; `gone`: deleted "
+                                          "before (a retry)."}}}}},
+        "required": ["files"], "additionalProperties": False,
+    },
     "Error": {
         "description": "What every error response holds.", "type": "object",
         "properties": {
@@ -163,8 +190,9 @@ SCHEMAS = {
 
 DESCRIPTION = """\
 A self-hosted build-distribution API: it lists projects, lists and selects their builds, and \
-redirects to the javadoc of a channel. Two operations write, with a bearer credential (the \
-`bearer` security scheme): `PUT` publishes a build and `DELETE` yanks one. Every other \
+redirects to the javadoc of a channel. Four operations write, with a bearer credential (the \
+`bearer` security scheme): `PUT` publishes a build, `DELETE` yanks one, and a `POST` to its \
+`/unyank` or `/purge` serves a yanked build again or deletes its files. Every other \
 operation is a read, and needs no credential.
 
 Bodies are compact UTF-8 JSON (`application/json`), except the redirects of `/jd` and \
@@ -181,7 +209,8 @@ went wrong and what to do, `code` is a stable snake_case name. Errors are `Cache
 no-store`, except `410`. Two errors can come from anywhere and are described once, under \
 `components/responses`: `NotFound` (`404 not_found`) for a path not listed here, and \
 `MethodNotAllowed` (`405 method_not_allowed`, with `Allow: GET, HEAD, OPTIONS`, or `PUT, \
-DELETE` on a build's path) for any other method on a listed path outside `/api/v1`. A body of \
+DELETE` on a build's path, `POST` on its `/unyank` and `/purge`) for any other method on a \
+listed path outside `/api/v1`. A body of \
 more than 1 KiB on any route but the writes is `413 too_large`.
 
 `OPTIONS` is a CORS preflight that allows `GET` and `HEAD` from any origin, never `PUT`, \

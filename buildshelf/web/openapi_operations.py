@@ -285,12 +285,29 @@ PATHS = {
                 "application/json": {"schema": ref("schemas", "PublishedBuild")}}}),
         **_operation(
             "publishing", "yankBuild", "Yank a build", WRITE_PARAMETERS,
-            {"204": "Yanked", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
-             "409": "ProjectFileInvalid", **WRITE_REFUSED},
+            {"204": "Yanked", "400": "InvalidReason", "404": "UnknownProjectOrBuild",
+             "409": "ProjectFileInvalid", "415": "UnsupportedMediaType", **WRITE_REFUSED},
             "As `buildshelf yank`: the build is served no more, but stays in its file, marked "
-            "yanked, and its kept file stays (`buildshelf unyank` restores it); its number may be "
-            "published again.", method="delete", security=BEARER),
+            "yanked, with the body's `reason`, and its kept file stays (`.../unyank` restores "
+            "it); its number may be published again.", method="delete", security=BEARER,
+            requestBody={"required": False, "content": {
+                "application/json": {"schema": ref("schemas", "YankReason")}}}),
     },
+    f"{API}/projects/{{slug}}/builds/{{number}}/unyank": _operation(
+        "publishing", "unyankBuild", "Unyank a build", WRITE_PARAMETERS,
+        {"204": "Unyanked", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
+         "409": "UnyankConflict", **WRITE_REFUSED},
+        "As `buildshelf unyank`: a yanked build is served again, as it was. No body.",
+        method="post", security=BEARER),
+    f"{API}/projects/{{slug}}/builds/{{number}}/purge": _operation(
+        "publishing", "purgeBuild", "Purge a yanked build's files", WRITE_PARAMETERS,
+        {"200": "Purged", "400": "InvalidQuery", "404": "UnknownProjectOrBuild",
+         "409": "PurgeConflict",
+         **{status: name for status, name in WRITE_REFUSED.items() if status != "507"}},
+        "As `buildshelf purge` of this build alone, whenever it was yanked: each object of its "
+        "kept files (primary and extra) is deleted unless another build uses the same bytes. "
+        "Only a yanked build's: the build stays yanked. No body.", method="post",
+        security=BEARER),
     "/api/v1": _operation(
         "removed", "removedVersion1", "API version 1: removed", (), {"410": "Gone"}, REMOVED,
         deprecated=True),

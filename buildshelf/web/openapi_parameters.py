@@ -123,8 +123,9 @@ HEADERS = {
     "Location": _header("The target, made from the data's validated values.",
                         ref("schemas", "HttpUrl")),
     "Allow": _header("The methods the path answers: `PUT, DELETE` for a build's path "
-                     "(`/api/v2/projects/{slug}/builds/{number}`), else `GET, HEAD, OPTIONS`.",
-                     {"enum": ["GET, HEAD, OPTIONS", "PUT, DELETE"]}),
+                     "(`/api/v2/projects/{slug}/builds/{number}`), `POST` for its `/unyank` "
+                     "and `/purge`, else `GET, HEAD, OPTIONS`.",
+                     {"enum": ["GET, HEAD, OPTIONS", "PUT, DELETE", "POST"]}),
     "WWWAuthenticate": _header("The scheme a write takes.", {"const": "Bearer"}),
     "RetryAfter": _header("Seconds until this address may try again.",
                           {"type": "string", "pattern": "^[0-9]+$"}),

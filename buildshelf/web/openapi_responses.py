@@ -219,9 +219,33 @@ RESPONSES = {
         "headers": {"Cache-Control": ref("headers", "CacheControlNoStore")},
         "content": {"application/json": {"schema": ref("schemas", "Build")}},
     },
-    "Yanked": {"description": "The build is yanked (or was already): it stays in its project "
-                              "file, marked, and its kept file stays until `buildshelf purge`. "
-                              "A `GET` that follows no longer shows it. No body."},
+    "Yanked": {"description": "The build is yanked (or was already, and keeps its mark and "
+                              "reason): it stays in its project file, marked with the body's "
+                              "`reason`, and its kept file stays until purged. A `GET` that "
+                              "follows no longer shows it. No body."},
+    "Unyanked": {"description": "The build is served again as it was before its yank (or was "
+                                "served already: a retry changes nothing); a `GET` that follows "
+                                "shows it. No body."},
+    "Purged": {
+        "description": "What became of each kept file of the yanked build: deleted, or kept "
+                       "for another build; the build stays yanked, its URLs `410`.",
+        "headers": {"Cache-Control": ref("headers", "CacheControlNoStore")},
+        "content": {"application/json": {"schema": ref("schemas", "PurgedFiles")}},
+    },
+    "InvalidReason": _error(
+        "The body is not a JSON object with at most `reason`, a string of one line: the "
+        "message names the problem (`invalid_reason`), by the data files' rule of a "
+        "`yankReason`; or a `reason` given in the query; or the query refused "
+        f"({QUERY_REFUSED}).", "invalid_reason", "invalid_query"),
+    "UnyankConflict": _error(
+        "A file of the yanked build was purged (`build_purged`): only a `PUT` (with "
+        "`?replace=true`) serves it again; or the project's file has a hand-edit error "
+        "(`project_file_invalid`), which no retry fixes.", "build_purged",
+        "project_file_invalid"),
+    "PurgeConflict": _error(
+        "The build is served, not yanked (`build_not_yanked`): yank it first; or a data file "
+        "has a hand-edit error (`project_file_invalid`): it may use any file, so none is "
+        "deleted until it is fixed.", "build_not_yanked", "project_file_invalid"),
     "InvalidBuild": _error(
         "The build or the body is refused, the message naming the problem by the data files' "
         "and `buildshelf publish`'s rules (`invalid_build`): a key missing or of the wrong type, "
@@ -261,8 +285,9 @@ RESPONSES = {
         "JSON build; 1 KiB for any other request. Or the part `file` or a part `download:KEY` "
         "itself is over `--max-file-mb` (`too_large`).", "too_large"),
     "UnsupportedMediaType": _error(
-        "A body that is neither `multipart/form-data` nor `application/json` "
-        "(`unsupported_media_type`).", "unsupported_media_type"),
+        "A body of a type the operation does not take (`unsupported_media_type`): a publish's "
+        "is `multipart/form-data` or `application/json`, a yank's `application/json`.",
+        "unsupported_media_type"),
     "TooManyRequests": _error(
         "Ten failed authentications (`401`) came from this address in a minute: every write "
         "from it is refused until the minute has passed, even with a valid credential "

@@ -1,10 +1,12 @@
-"""The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build and
-`DELETE` of the same yanks it, for a bearer credential of the project (credentials.py), each
-a function of the Service (service.py) listed in ROUTES; `screen`, which refuses a request on
-its headers alone, before its body is read, and defers a write's credential to `prove`,
-which the server runs off its loop thread before it reads the body; and `consume`, which
-gives the server the Upload that takes a publish's body as it arrives. make_app hands the
-server the last two, bound to its Service.
+"""The write routes: `PUT /api/v2/projects/{slug}/builds/{number}` publishes a build,
+`DELETE` of the same yanks it (for the reason its JSON body may give), and a `POST` to its
+`/unyank` and `/purge` serves a yanked build again or deletes its kept files (yank_requests.py
+reads and answers what is theirs), for a bearer credential of the project (credentials.py),
+each a function of the Service (service.py) listed in ROUTES; `screen`, which refuses a
+request on its headers alone, before its body is read, and defers a write's credential to
+`prove`, which the server runs off its loop thread before it reads the body; and `consume`,
+which gives the server the Upload that takes a publish's body as it arrives. make_app hands
+the server the last two, bound to its Service.
 
 A publish goes through writer.publish, as `buildshelf publish` does: the same lock, rules and
 messages. The body is a build's JSON, or multipart/form-data with a part `build` (that JSON),
@@ -24,6 +26,7 @@ from contextlib import contextmanager
 import bottle
 
 from buildshelf.datafiles import datafile
+from buildshelf.kept import stores
 from buildshelf.model import whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
@@ -32,7 +35,8 @@ from buildshelf.publishing.credentials import (
     Unauthorized,
     Unavailable,
 )
-from buildshelf.text import closest, printable
+from buildshelf.text import closest, counted, printable
+from buildshelf.web import yank_requests
 from buildshelf.web.answers import JSON, encode
 from buildshelf.web.contract import PROVEN, Deferred
 from buildshelf.web.given_build import build_of
@@ -76,12 +80,14 @@ def screen(service: Service, environ) -> ApiError | Deferred | None:
     credential proven, by prove()); a body sent to a build's URL with another method, 405;
     for every other route 413 for a body of more than BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
     file or network is touched here."""
-    if environ["REQUEST_METHOD"] not in METHODS or not PATH.match(environ["PATH_INFO"]):
+    if not _written_path(environ):
         # Most requests have no body: let through here, without the call (every request).
         if environ.get("CONTENT_LENGTH", "0") == "0" and "HTTP_TRANSFER_ENCODING" not in environ:
             return None
         if PATH.match(environ["PATH_INFO"]):  # a body sent to a build with another method
             return _not_a_write(environ["REQUEST_METHOD"])
+        if yank_requests.ACTION_PATH.match(environ["PATH_INFO"]):
+            return yank_requests.not_an_action()
         return _over_the_body_limit(environ, BODY_BYTES, service.max_file_bytes)
     address = environ.get("REMOTE_ADDR", "")
     refused = _limited(service, address)
@@ -106,6 +112,10 @@ def screen(service: Service, environ) -> ApiError | Deferred | None:
                 f"elsewhere), not {printable(kind) or 'a body of no Content-Type'}",
             )
         most = max_body_bytes(service.max_file_bytes) if kind == MULTIPART else BUILD_BYTES
+    elif environ["REQUEST_METHOD"] == "DELETE" and environ.get("CONTENT_LENGTH", "0") != "0":
+        if (kind := _media_type(environ)) != JSON:  # its size first, as before the reason
+            too_big = _over_the_body_limit(environ, BODY_BYTES, service.max_file_bytes)
+            return too_big or yank_requests.not_json(kind)
     # No upload is held, and no byte of it read past the server's first read, before its
     # credential is proven: an attacker with no secret cannot fill the disk.
     return _over_the_body_limit(environ, most, service.max_file_bytes) or Deferred(
@@ -239,48 +249,95 @@ def put_build(service: Service, slug, number):
         shown, served = _read_back(service, found, number, lambda served: served is not None)
     else:
         shown, served = _read_back(service, found, number, lambda served: served == written)
-    log.info(
-        "%s build %d of %s (sha256 %s) by %s from %s",
-        published.outcome,
-        number,
-        slug,
-        build.get("sha256", "-"),
-        publisher.who,
-        environ.get("REMOTE_ADDR", "-"),
-    )
+    _logged(published.outcome, number, slug, f" (sha256 {build.get('sha256', '-')})", publisher)
     bottle.response.status = 201 if published.outcome == "added" else 200
     bottle.response.content_type = JSON
     return encode(service.shapes.build_json(shown, served or written))
 
 
 def delete_build(service: Service, slug, number):
-    """Yank a build: 204."""
+    """Yank a build, for the reason its body may give: 204."""
     environ = bottle.request.environ
     publisher, found = _authorized(service, environ, slug)
     slug = found.slug
-    parse()
-    given, number = number, whole_number(number)
-    if number is None:
-        raise ApiError(404, "unknown_build", f"project {slug!r} has no build {printable(given)!r}")
+    reason = yank_requests.reason_given(_body(environ, BODY_BYTES, "a yank's body"), parse())
+    number = yank_requests.build_number(slug, number)
     try:
-        yanked = writer.yank(service.store.directory, slug, number, service.store.artifacts)
+        yanked = writer.yank(
+            service.store.directory, slug, number, service.store.artifacts, reason=reason
+        )
     except refusals.Refused as refused:
         raise _answer(refused, slug, number) from None
     _read_back(service, found, number, lambda build: build is None)
-    log.info(
-        "yanked build %d of %s (sha256 %s) by %s from %s",
-        number,
-        slug,
-        yanked.get("sha256", "-"),
-        publisher.who,
-        environ.get("REMOTE_ADDR", "-"),
-    )
+    why = f", reason: {printable(reason)}" if reason else ""
+    _logged("yanked", number, slug, f" (sha256 {yanked.get('sha256', '-')}{why})", publisher)
     bottle.response.status = 204
     return b""
 
 
+def unyank_build(service: Service, slug, number):
+    """Serve a yanked build again (or one served already): 204."""
+    environ = bottle.request.environ
+    publisher, found = _authorized(service, environ, slug)
+    slug = found.slug
+    parse()
+    number = yank_requests.build_number(slug, number)
+    already = ""
+    try:
+        writer.unyank(service.store.directory, slug, number, service.store.artifacts)
+    except refusals.NotYanked:  # a retry whose answer was lost: served, as it asks
+        already = " (served already)"
+    except refusals.Refused as refused:
+        raise _answer(refused, slug, number) from None
+    _read_back(service, found, number, lambda build: build is not None)
+    _logged("unyanked", number, slug, already, publisher)
+    bottle.response.status = 204
+    return b""
+
+
+def purge_build(service: Service, slug, number):
+    """Delete a yanked build's kept files no other build uses: 200, what became of each."""
+    environ = bottle.request.environ
+    publisher, found = _authorized(service, environ, slug)
+    slug = found.slug
+    parse()
+    number = yank_requests.build_number(slug, number)
+    store_dir = service.store.artifacts
+    try:
+        purged = writer.purge(service.store.directory, store_dir, slug, 0, number=number)
+    except refusals.Refused as refused:
+        raise _answer(refused, slug, number) from None
+    build = service.store.refreshed().project(slug).yanked_build(number)
+    answer = yank_requests.purge_answer(purged, build, stores.opened(store_dir))
+    deleted = counted(sum(1 for each in purged if each.removed is not None), "file")
+    _logged("purged", number, slug, f" ({deleted} deleted)", publisher)
+    bottle.response.content_type = JSON
+    return encode(answer)
+
+
+def _logged(done, number, slug, detail, publisher):
+    """The one log line of a write: what was done, by whom, from where; never a secret."""
+    address = bottle.request.environ.get("REMOTE_ADDR", "-")
+    log.info(
+        "%s build %d of %s%s by %s from %s", done, number, slug, detail, publisher.who, address
+    )
+
+
 def other_method(service: Service, slug, number):
     raise _not_a_write(bottle.request.method)
+
+
+def not_an_action(service: Service, slug, number):
+    raise yank_requests.not_an_action()
+
+
+def _written_path(environ) -> bool:
+    """Whether a request is one of the writes: PUT or DELETE on a build's URL, POST on its
+    /unyank or /purge."""
+    method, path = environ["REQUEST_METHOD"], environ["PATH_INFO"]
+    if method == "POST":
+        return yank_requests.ACTION_PATH.match(path) is not None
+    return method in METHODS and PATH.match(path) is not None
 
 
 def _not_a_write(method):
@@ -318,6 +375,9 @@ ROUTES = (
     (RULE, "PUT", put_build),
     (RULE, "DELETE", delete_build),
     (RULE, "ANY", other_method),
+    (RULE + "/unyank", "POST", unyank_build),
+    (RULE + "/purge", "POST", purge_build),
+    *((RULE + f"/{action}", "ANY", not_an_action) for action in yank_requests.ACTIONS),
 )
 
 
@@ -326,7 +386,7 @@ NO_WRITES = "this server takes no credential: it takes no writes"
 
 def _slug(path_info):
     """The slug of a write's PATH_INFO, as bottle reads it: WSGI's latin-1 string as UTF-8."""
-    raw = PATH.match(path_info).group(1)
+    raw = (PATH.match(path_info) or yank_requests.ACTION_PATH.match(path_info)).group(1)
     return raw.encode("latin-1", "replace").decode("utf-8", "replace")
 
 
@@ -345,6 +405,8 @@ def _answer(refused, slug, number):
         return ApiError(404, "unknown_project", f"no project {slug!r}")
     if isinstance(refused, refusals.NoBuild):
         return ApiError(404, "unknown_build", f"project {slug!r} has no build {number}")
+    if isinstance(refused, refusals.NotYanked | refusals.FilesPurged):
+        return yank_requests.not_undone(refused, slug, number)
     if isinstance(refused, refusals.Exists):
         return ApiError(
             409,
@@ -371,16 +433,16 @@ def _received(environ, store_dir, max_file_bytes):
             upload = fed_whole(environ, store_dir, max_file_bytes)
             yield upload.result()
         else:
-            yield parse_build(_body(environ, BUILD_BYTES), "the body"), None, {}
+            yield parse_build(_body(environ, BUILD_BYTES, "a build's JSON"), "the body"), None, {}
     finally:
         if upload is not None:
             upload.discard()
 
 
-def _body(environ, most):
+def _body(environ, most, what):
     data = bytearray()
     for chunk in chunks(environ):
         data += chunk
         if len(data) > most:
-            raise too_large(f"a build's JSON may have {most} bytes at most")
+            raise too_large(f"{what} may have {most} bytes at most")
     return bytes(data)

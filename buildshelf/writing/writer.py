@@ -28,10 +28,12 @@ from buildshelf.writing.objects_in_use import (
 )
 from buildshelf.writing.refusals import (
     Exists,
+    FilesPurged,
     Invalid,
     NoBuild,
     NoProject,
     NoSpace,
+    NotYanked,
     Refused,
     StoreUnavailable,
 )
@@ -277,14 +279,14 @@ YANK_KEYS = ("yankedAt", "yankReason")
 
 
 def unyank(directory: str, slug: str, number: int, store_dir: str | None = None) -> dict:
-    """Serve yanked build `number` of project `slug` again; Refused when it is not yanked, or
-    when a file it keeps (its primary, an extra) is no longer in `store_dir` (purged): it
+    """Serve yanked build `number` of project `slug` again; NotYanked when it is served, or
+    FilesPurged when a file it keeps (its primary, an extra) is no longer in `store_dir`: it
     must be published again."""
 
     def change(doc):
         build = _the_build(doc, directory, slug, number, "nothing unyanked")
         if "yankedAt" not in build:
-            raise Refused(f"build {number} of {slug} is not yanked: nothing to restore")
+            raise NotYanked(f"build {number} of {slug} is not yanked: nothing to restore")
         store = None if store_dir is None else stores.opened(store_dir)
         purged = [
             file["file"]
@@ -292,7 +294,7 @@ def unyank(directory: str, slug: str, number: int, store_dir: str | None = None)
             if store.verify(file["sha256"], file["size"]) is not None
         ]
         if purged:
-            raise Refused(
+            raise FilesPurged(
                 f"build {number} of {slug} cannot be served again: its "
                 f"{'file' if len(purged) == 1 else 'files'} {', '.join(purged)} "
                 f"{'was' if len(purged) == 1 else 'were'} purged from {printable(store_dir)}. "
@@ -335,23 +337,29 @@ def purge(
     slug: str | None = None,
     older_than_days: float = 30,
     dry_run: bool = False,
+    number: int | None = None,
 ) -> list[Purged]:
     """Delete the objects of the files (primary and extra) of the builds yanked at least
-    `older_than_days` ago (of project `slug`, else of every project) that no other build
-    uses; with `dry_run`, delete nothing and say what would go. Refused while a data file
-    cannot be read."""
+    `older_than_days` ago (of project `slug`, else of every project; with `number`, of its
+    build of that number only, NoBuild if it has none and NotYanked if it is served) that no
+    other build uses; with `dry_run`, delete nothing and say what would go. FileInvalid
+    while a data file cannot be read."""
     if slug is not None:
         project_path(directory, slug)
         if not os.path.exists(project_path(directory, slug)):
             raise no_project(directory, slug)
     before = time.time_ns() // 1_000_000 - older_than_days * 86_400_000
     with nullcontext() if dry_run else locked(directory):
+        projects = [p for _, p in readable_projects(directory) if slug in (None, p.slug)]
+        if number is not None and projects[0].yanked_build(number) is None:
+            if projects[0].build(number) is None:
+                raise NoBuild(f"project {slug!r} has no build {number}: nothing purged")
+            raise NotYanked(f"build {number} of {slug} is served: yank it first (nothing purged)")
         due = [
             (project.slug, build.number, key, file)
-            for _, project in readable_projects(directory)
-            if slug is None or project.slug == slug
+            for project in projects
             for build in project.yanked
-            if build.yanked_at <= before
+            if build.yanked_at <= before and number in (None, build.number)
             for key, file in distinct_objects(build)
         ]
         ignoring = {(name, number) for name, number, _, _ in due}
