@@ -573,7 +573,7 @@ CASES = [
     Case("DELETE", "/api/v2/projects/alpha/builds/1", 204, headers=AS_JSON,
          body=b'{"reason": "crashes on start"}'),
     Case("DELETE", "/api/v2/projects/alpha/builds/1", 400, "invalid_reason", headers=AS_JSON,
-         body=b'{"reason": "two\\nlines"}'),
+         body=b'{"reason": "an escape \\u001b[2J"}'),
     Case("DELETE", "/api/v2/projects/alpha/builds/1", 415, "unsupported_media_type",
          headers=AUTHORIZED + (("Content-Type", "text/plain"),), body=b"crashes"),
     Case("POST", UNYANK, 204, headers=AUTHORIZED),

@@ -652,6 +652,10 @@ def test_delete_takes_a_reason_in_a_json_body(web, data_dir, caplog):
         f"yanked build 9 of alpha (sha256 {JAR_SHA}, reason: crashes on start — see #12) by "
         "token alpha1 from 192.0.2.1"
     )
+    assert yank(web, 1, {"reason": "two\nlines,\ta tab"}).status_int == 204  # kept as text
+    assert in_file(data_dir, 1)["yankReason"] == "two\nlines,\ta tab"
+    said = [r.getMessage() for r in caplog.records if r.name == publish.log.name]
+    assert said[-1].endswith("reason: two\\nlines,\\ta tab) by token alpha1 from 192.0.2.1")
     # Already yanked: the mark stays as it was, reason and all.
     assert yank(web, 9, {"reason": "another"}).status_int == 204
     assert in_file(data_dir, 9)["yankReason"] == "crashes on start — see #12"
@@ -673,9 +677,10 @@ def test_delete_takes_a_reason_in_a_json_body(web, data_dir, caplog):
         ({"why": "x"}, "the body has 'why': it takes 'reason' only"),
         ({"reason": 3}, "'reason' must be a string"),
         ({"reason": None}, "'reason' must be a string"),
-        ({"reason": "wrong\njar"},
-         "'reason' holds a control character (\\n at character 6): a reason is one line of text"),
-        ({"reason": "\x1b[2J"}, "'reason' holds a control character (\\x1b at character 1)"),
+        ({"reason": "wrong\x1b[2Jjar"},
+         "'reason' holds a control character (\\x1b at character 6): a reason is text, tabs and "
+         "line breaks its only control characters"),
+        ({"reason": "\x00"}, "'reason' holds a control character (\\x00 at character 1)"),
         (b'{"reason": "x\\ud800"}', "'reason' holds a lone surrogate"),
     ],
 )  # fmt: skip

@@ -66,9 +66,10 @@ _VERSION_KEYS = set(VERSION_KEYS)
 _DOWNLOAD_KEYS, _NO_KEYS = set(DOWNLOAD_KEYS), set()
 # JSON's \ud800 escape decodes to a lone surrogate, which has no UTF-8: it could not be served.
 SURROGATE = re.compile("[\ud800-\udfff]")
-# A yank's reason is one line of text, shown in a log line, a chat message and a page: no
-# control character (C0, DEL, C1), and no lone surrogate. The fast path checks both at once.
-CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f"  # a character class's, in Python and JSON Schema
+# A yank's reason is text, shown in a log line, a chat message and a page (in its lines): no
+# control character (C0, DEL, C1) but tab and line breaks, no lone surrogate. The fast path
+# checks both at once.
+CONTROL_CHARACTERS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # a class's, in Python and JSON Schema
 YANK_REASON_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 YANK_REASON_REFUSED = re.compile(f"[{CONTROL_CHARACTERS}\ud800-\udfff]")
 
@@ -281,13 +282,14 @@ def _yank_mark(value):
 
 def yank_reason_problem(reason, name: str = "yankReason") -> str | None:
     """What is wrong with a yank's reason, given as `name` (the data files' key, or a
-    request's), or None: a string of one line of valid Unicode."""
+    request's), or None: a string of valid Unicode, its lines and tabs its only controls."""
     if type(reason) is not str:
         return f"{name!r} must be a string"
     if found := YANK_REASON_CONTROL.search(reason):
         return (
             f"{name!r} holds a control character ({found[0].encode('unicode_escape').decode()} "
-            f"at character {found.start() + 1}): a reason is one line of text"
+            f"at character {found.start() + 1}): a reason is text, tabs and line breaks its only "
+            "control characters"
         )
     if SURROGATE.search(reason):
         return _unicode_problem(name, reason)

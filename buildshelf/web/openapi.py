@@ -142,7 +142,8 @@ SCHEMAS = {
                        "`410` of its URLs, the update check and the `build.yanked` webhooks.",
         "type": "object",
         "properties": {"reason": {"type": "string", "pattern": f"^[^{CONTROL_CHARACTERS}]*$",
-                                  "description": "One line of text (no control character); "
+                                  "description": "Text: tabs and line breaks its only control "
+                                                 "characters; "
                                                  "`\"\"` or none: no reason."}},
         "additionalProperties": False, "examples": [{"reason": "crashes on start: see #12"}],
     },

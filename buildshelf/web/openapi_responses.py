@@ -233,7 +233,7 @@ RESPONSES = {
         "content": {"application/json": {"schema": ref("schemas", "PurgedFiles")}},
     },
     "InvalidReason": _error(
-        "The body is not a JSON object with at most `reason`, a string of one line: the "
+        "The body is not a JSON object with at most `reason`, a string of text: the "
         "message names the problem (`invalid_reason`), by the data files' rule of a "
         "`yankReason`; or a `reason` given in the query; or the query refused "
         f"({QUERY_REFUSED}).", "invalid_reason", "invalid_query"),
