@@ -21,7 +21,7 @@ from buildshelf.publishing.commands import check_tokens
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
 from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
-from buildshelf.writing import refusals, rewrite, writer
+from buildshelf.writing import purging, refusals, rewrite, writer
 from buildshelf.writing.objects_in_use import kept_file_documents
 
 GIT_TIMEOUT = 60
@@ -384,15 +384,35 @@ def unyank(args):
 
 def purge(args):
     would = args.dry_run
-    for purged in writer.purge(args.data, args.artifacts, args.slug, args.older_than, would):
-        build = f"yanked build {purged.number} of {purged.slug}"
+    purged = purging.purge(args.data, args.artifacts, args.slug, args.older_than, would)
+    for file in purged:
+        build = f"yanked build {file.number} of {file.slug}"
         # the primary's the file of a build, as before it had extras; an extra's by its key
-        whose = "the file" if purged.key == PRIMARY_KEY else f"the {purged.key} file"
-        if purged.removed is not None:
-            print(f"{'would delete' if would else 'deleted'} {printable(purged.removed.path)} "
-                  f"({size(purged.removed.size)}), {whose} of {build}")  # fmt: skip
-        else:
-            path = printable(stores.opened(args.artifacts).name(purged.sha256))
+        whose = "the file" if file.key == PRIMARY_KEY else f"the {file.key} file"
+        path = printable(stores.opened(args.artifacts).name(file.sha256))
+        if file.removed is not None:
+            print(f"{'would delete' if would else 'deleted'} {printable(file.removed.path)} "
+                  f"({size(file.removed.size)}), {whose} of {build}")  # fmt: skip
+        elif file.shared:
             print(f"{'would keep' if would else 'kept'} {path}, {whose} of {build}: another "
                   "build uses it")  # fmt: skip
+        else:  # a store that refused (read-only): `check` lists the object as unused
+            print(f"could not delete {path}, {whose} of {build}")
+    if would and not purged:  # a purge run by cron with nothing due stays quiet
+        print(_nothing_due(args))
     return 0
+
+
+def _nothing_due(args):
+    """What a dry run with nothing due says: the yanked builds not due yet, and when the
+    first is."""
+    waits = purging.time_until_due(args.data, args.artifacts, args.slug, args.older_than)
+    of = f" of {args.slug}" if args.slug else ""
+    if not waits:
+        return f"nothing to purge: no yanked build{of} keeps a file"
+    days = -(-waits[0] // purging.DAY_MILLIS)  # rounded up: not due before then
+    return (
+        f"nothing to purge: {counted(len(waits), 'yanked build')}{of} "
+        f"keep{'s' if len(waits) == 1 else ''} files, yanked less than "
+        f"{counted(args.older_than, 'day')} ago (the first is due in {counted(days, 'day')})"
+    )

@@ -13,6 +13,7 @@ import webtest
 from buildshelf import cli, server
 from buildshelf import store as store_module
 from buildshelf.datafiles import datafile
+from buildshelf.kept import artifacts
 from buildshelf.text import size
 from helpers import both_paths, build_in_file, make_build, make_project, objects, write_file
 
@@ -206,6 +207,77 @@ def test_purge_deletes_the_files_of_builds_yanked_long_enough(data_dir, jar, tmp
     assert objects(data_dir) == [hashlib.sha256(b"other bytes").hexdigest()]
     assert run(data_dir, "purge", "--older-than", "0") == 0
     assert objects(data_dir) == []
+
+
+def _yanked_long_ago(data_dir, *numbers):
+    doc = json.loads((data_dir / "alpha.json").read_text())
+    for build in doc["builds"]:
+        if build["buildNumber"] in numbers:
+            build["yankedAt"] = YANKED_AT  # in 2023: long ago
+    write_file(data_dir / "alpha.json", doc)
+
+
+def test_purge_says_nothing_of_a_build_already_purged(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0
+    assert run(data_dir, "yank", "alpha", "9") == 0
+    _yanked_long_ago(data_dir, 9)
+    assert run(data_dir, "purge") == 0
+    assert capsys.readouterr().out.count("deleted ") == 1
+    assert objects(data_dir) == []
+    assert run(data_dir, "purge") == 0  # its file is gone: neither "kept" nor "deleted"
+    assert capsys.readouterr().out == ""
+
+
+def test_purge_never_says_kept_of_a_shared_file_that_is_gone(data_dir, jar, capsys):
+    assert publish(data_dir, 9, jar) == 0 and publish(data_dir, 10, jar) == 0
+    assert run(data_dir, "yank", "alpha", "9") == 0
+    _yanked_long_ago(data_dir, 9)
+    capsys.readouterr()
+    assert run(data_dir, "purge") == 0  # build 10 is served with the same bytes
+    assert capsys.readouterr().out.endswith(": another build uses it\n")
+    [sha] = objects(data_dir)
+    (data_dir / "artifacts" / sha[:2] / sha).unlink()  # lost: check's problem, not purge's
+    assert run(data_dir, "purge") == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_purge_says_so_of_a_file_the_store_would_not_delete(data_dir, jar, capsys, monkeypatch):
+    assert publish(data_dir, 9, jar) == 0 and run(data_dir, "yank", "alpha", "9") == 0
+    _yanked_long_ago(data_dir, 9)
+    monkeypatch.setattr(artifacts, "remove", lambda *_: [])  # as a read-only store does
+    capsys.readouterr()
+    assert run(data_dir, "purge") == 0
+    [sha] = objects(data_dir)
+    assert capsys.readouterr().out == (
+        f"could not delete {data_dir / 'artifacts' / sha[:2] / sha}, the file of yanked "
+        "build 9 of alpha\n"
+    )
+
+
+def test_purge_dry_run_with_nothing_due_says_how_many_are_not_due_yet(
+    data_dir, jar, tmp_path, capsys
+):
+    other, third = tmp_path / "alpha-10.jar", tmp_path / "alpha-11.jar"
+    other.write_bytes(b"other bytes")
+    third.write_bytes(b"third bytes")
+    assert publish(data_dir, 9, jar) == 0 and publish(data_dir, 10, other) == 0
+    assert publish(data_dir, 11, third) == 0
+    assert run(data_dir, "yank", "alpha", "9") == 0 and run(data_dir, "yank", "alpha", "10") == 0
+    assert run(data_dir, "yank", "alpha", "11", "--purge") == 0  # keeps no file of its own
+    assert run(data_dir, "yank", "alpha", "5") == 0  # a download URL: it keeps no file
+    capsys.readouterr()
+    assert run(data_dir, "purge", "--dry-run") == 0
+    assert capsys.readouterr().out == (
+        "nothing to purge: 2 yanked builds keep files, yanked less than 30 days ago "
+        "(the first is due in 30 days)\n"
+    )
+    assert run(data_dir, "purge", "beta", "--dry-run") == 0
+    assert capsys.readouterr().out == "nothing to purge: no yanked build of beta keeps a file\n"
+    assert run(data_dir, "purge") == 0  # the same, not a dry run: quiet, as cron wants it
+    assert capsys.readouterr().out == ""
+    assert run(data_dir, "purge", "--older-than", "0", "--dry-run") == 0
+    assert capsys.readouterr().out.count("would delete ") == 2
+    assert len(objects(data_dir)) == 2
 
 
 # --- the download URL and the HTTP route ---------------------------------------------------

@@ -160,7 +160,8 @@ SCHEMAS = {
                 "status": {"enum": list(FATES), "type": "string",
                            "description": "`deleted` by this purge; `kept`: another build "
                                           "uses the same bytes, which stay; `gone`: deleted "
-                                          "before (a retry)."}}}}},
+                                          "before (a retry); `refused`: the store would not "
+                                          "delete it."}}}}},
         "required": ["files"], "additionalProperties": False,
     },
     "Error": {

@@ -26,7 +26,6 @@ from contextlib import contextmanager
 import bottle
 
 from buildshelf.datafiles import datafile
-from buildshelf.kept import stores
 from buildshelf.model import whole_number
 from buildshelf.publishing.credentials import (
     Forbidden,
@@ -53,7 +52,8 @@ from buildshelf.web.upload import (
     refused_by_the_store,
     too_large,
 )
-from buildshelf.writing import refusals, writer
+from buildshelf.writing import purging, refusals, writer
+from buildshelf.writing.objects_in_use import distinct_objects
 
 log = logging.getLogger(__name__)
 
@@ -304,11 +304,12 @@ def purge_build(service: Service, slug, number):
     number = yank_requests.build_number(slug, number)
     store_dir = service.store.artifacts
     try:
-        purged = writer.purge(service.store.directory, store_dir, slug, 0, number=number)
+        purged = purging.purge(service.store.directory, store_dir, slug, 0, number=number)
     except refusals.Refused as refused:
         raise _answer(refused, slug, number) from None
-    build = service.store.refreshed().project(slug).yanked_build(number)
-    answer = yank_requests.purge_answer(purged, build, stores.opened(store_dir))
+    project = service.store.refreshed().project(slug)
+    build = project and project.yanked_build(number)  # None: edited away meanwhile
+    answer = yank_requests.purge_answer(purged, distinct_objects(build) if build else [])
     deleted = counted(sum(1 for each in purged if each.removed is not None), "file")
     _logged("purged", number, slug, f" ({deleted} deleted)", publisher)
     bottle.response.content_type = JSON

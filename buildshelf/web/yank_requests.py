@@ -23,8 +23,9 @@ ACTION_PATH = re.compile(
 ALLOWED = "POST"
 REASON_BODY = '{"reason": "..."}'  # a yank's body, as the messages show it
 # What became of a kept file a purge looked at: its object deleted by it; still in the store
-# (another build uses the same bytes); or deleted before (a purge's retry).
-FATES = ("deleted", "kept", "gone")
+# (another build uses the same bytes); deleted before (a purge's retry); or still in the
+# store, which refused to delete it (read-only: `check` lists the object as unused).
+FATES = ("deleted", "kept", "gone", "refused")
 
 
 def reason_given(body: bytes, query: list[tuple[str, str]]) -> str:
@@ -96,20 +97,23 @@ def not_an_action() -> ApiError:
     )
 
 
-def purge_answer(purged: list, build, store) -> dict:
-    """A purge's answer: each kept file it looked at (writer.Purged), by key, with its fate
-    (FATES), the object looked for in `store` by its size in `build` (the yanked build)."""
-    sizes = {file.sha256: file.size for file in build.kept_files} if build else {}
+def purge_answer(purged: list, files: list) -> dict:
+    """A purge's answer: each of the yanked build's kept `files` ((key, file), one for each
+    object: objects_in_use.distinct_objects), with its fate (FATES) as the purge found it
+    (purging.Purged); a file it did not find was deleted before (a retry)."""
+    found = {each.key: each for each in purged}
 
-    def fate(each):
+    def fate(key):
+        each = found.get(key)
+        if each is None:
+            return "gone"
         if each.removed is not None:
             return "deleted"
-        there = store.verify(each.sha256, sizes.get(each.sha256, -1)) is None
-        return "kept" if there else "gone"
+        return "kept" if each.shared else "refused"
 
     return {
         "files": [
-            {"key": each.key, "file": each.file, "sha256": each.sha256, "status": fate(each)}
-            for each in purged
+            {"key": key, "file": file.file, "sha256": file.sha256, "status": fate(key)}
+            for key, file in files
         ]
     }

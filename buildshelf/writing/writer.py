@@ -1,8 +1,8 @@
 """The only code that writes data files: the changes the commands and the HTTP writes make
 (a project added; a build published, yanked, unyanked; builds added), each one project file
 changed whole by `rewrite.update`, under the lock; and the objects of the artifact store that
-a change made unused deleted, as are those of builds yanked long ago (`purge`) and, for
-`check --prune`, every object no build uses.
+a change made unused deleted, and, for `check --prune`, every object no build uses (`purge`,
+the files of builds yanked long ago, is purging.py's).
 """
 
 import os
@@ -20,10 +20,8 @@ from buildshelf.kept.keeping import Keep, extra_files_problem
 from buildshelf.model import PRIMARY_KEY
 from buildshelf.text import closest, printable
 from buildshelf.writing.objects_in_use import (
-    distinct_objects,
     kept_file_documents,
     kept_objects,
-    readable_projects,
     used_objects,
 )
 from buildshelf.writing.refusals import (
@@ -316,60 +314,6 @@ def _files_given(build):
         given = f"--extra-file {key}={extra['file']}" if "file" in extra else None
         flags.append(given or f"--extra-url {key}={extra['downloadUrl']}")
     return " ".join(flags)
-
-
-@dataclass(frozen=True)
-class Purged:
-    """A kept file of a yanked build that a purge looked at (its primary, or an extra: `key`
-    says which): its object deleted, or kept for another build."""
-
-    slug: str
-    number: int
-    key: str
-    file: str
-    sha256: str
-    removed: objects.Removed | None
-
-
-def purge(
-    directory: str,
-    store_dir: str,
-    slug: str | None = None,
-    older_than_days: float = 30,
-    dry_run: bool = False,
-    number: int | None = None,
-) -> list[Purged]:
-    """Delete the objects of the files (primary and extra) of the builds yanked at least
-    `older_than_days` ago (of project `slug`, else of every project; with `number`, of its
-    build of that number only, NoBuild if it has none and NotYanked if it is served) that no
-    other build uses; with `dry_run`, delete nothing and say what would go. FileInvalid
-    while a data file cannot be read."""
-    if slug is not None:
-        project_path(directory, slug)
-        if not os.path.exists(project_path(directory, slug)):
-            raise no_project(directory, slug)
-    before = time.time_ns() // 1_000_000 - older_than_days * 86_400_000
-    with nullcontext() if dry_run else locked(directory):
-        projects = [p for _, p in readable_projects(directory) if slug in (None, p.slug)]
-        if number is not None and projects[0].yanked_build(number) is None:
-            if projects[0].build(number) is None:
-                raise NoBuild(f"project {slug!r} has no build {number}: nothing purged")
-            raise NotYanked(f"build {number} of {slug} is served: yank it first (nothing purged)")
-        due = [
-            (project.slug, build.number, key, file)
-            for project in projects
-            for build in project.yanked
-            if build.yanked_at <= before and number in (None, build.number)
-            for key, file in distinct_objects(build)
-        ]
-        ignoring = {(name, number) for name, number, _, _ in due}
-        unused = {file.sha256 for _, _, _, file in due} - used_objects(directory, ignoring)
-        store = stores.opened(store_dir)
-        removed = {r.path: r for r in store.remove(unused, dry_run)}
-    return [
-        Purged(name, number, key, file.file, file.sha256, removed.get(store.name(file.sha256)))
-        for name, number, key, file in due
-    ]
 
 
 def remove_if_unused(
