@@ -18,9 +18,15 @@ from buildshelf.datafiles.dataformat import published_timestamp_problem
 from buildshelf.kept import kept_files, stores
 from buildshelf.model import PRIMARY_KEY, whole_number
 from buildshelf.publishing.commands import check_tokens
+from buildshelf.store import data_files
 from buildshelf.text import counted, printable, size
 from buildshelf.webhooks import outbox
-from buildshelf.webhooks.targets import NoTargetsFile, TargetsError, read_targets
+from buildshelf.webhooks.targets import (
+    NoTargetsFile,
+    TargetsError,
+    read_targets,
+    unknown_projects,
+)
 from buildshelf.writing import purging, refusals, rewrite, writer
 from buildshelf.writing.objects_in_use import kept_file_documents
 
@@ -206,9 +212,10 @@ def purge_parser(commands):
 # --- check -------------------------------------------------------------------------------------
 
 
-def _check_webhooks(state_dir, path, verbose):
-    """What is wrong with the webhook targets (1), or, `verbose`, them said in a line (a
-    restore drill sees them there) (0)."""
+def _check_webhooks(state_dir, path, data_dir, verbose):
+    """What is wrong with the webhook targets, a project they name that is not in
+    `data_dir` too (1), or, `verbose`, them said in a line (a restore drill sees them there)
+    (0)."""
     try:
         targets = read_targets(path)
     except NoTargetsFile:
@@ -218,6 +225,14 @@ def _check_webhooks(state_dir, path, verbose):
         return 1 if left else 0
     except TargetsError as error:
         print("\n".join(error.lines()))
+        return 1
+    try:
+        unknown = unknown_projects(targets, data_files(data_dir))
+    except OSError:  # no data directory: checking.check said so
+        unknown = []
+    for project in unknown:
+        print(f"{printable(path)}: {project.message()}")
+    if unknown:
         return 1
     if verbose:
         hosts = ", ".join(t.host for t in targets)
@@ -229,7 +244,7 @@ def check(args):
     status = checking.check(
         args.data, args.artifacts, args.verify, not args.prune, verbose=args.verbose
     )
-    status = max(status, _check_webhooks(args.state, args.webhooks, args.verbose))
+    status = max(status, _check_webhooks(args.state, args.webhooks, args.data, args.verbose))
     status = max(status, check_tokens(args.state))
     if args.prune:
         say = kept_files.would_delete if args.dry_run else kept_files.deleted

@@ -15,6 +15,7 @@ from buildshelf.webhooks.targets import (
     Target,
     TargetsError,
     read_targets,
+    unknown_projects,
 )
 from buildshelf.webhooks.targets import host as address_shown
 
@@ -109,6 +110,25 @@ def test_a_target_hears_only_its_projects_and_events():
     assert not target.wants("build.published", "a")
     assert not target.wants("build.yanked", "b")
     assert Target(0, DISCORD, "slack", None, frozenset(EVENTS), None).wants("build.yanked", "z")
+
+
+def test_a_project_a_target_names_that_is_not_there_is_told_with_what_it_meant():
+    hears = Target(
+        0, DISCORD, "discord", frozenset({"alpah", "gamma", "beta"}), frozenset(EVENTS), None
+    )
+    every = Target(1, SLACK, "slack", None, frozenset(EVENTS), None)
+    unknown = unknown_projects((hears, every), {"alpha", "beta"})
+    assert [(u.target.index, u.project, u.near) for u in unknown] == [
+        (0, "alpah", "alpha"),
+        (0, "gamma", None),
+    ]
+    assert [u.message() for u in unknown] == [
+        "targets[0] (discord.com): 'projects' names 'alpah', which is no project: did you mean "
+        "'alpha'?",
+        "targets[0] (discord.com): 'projects' names 'gamma', which is no project: it hears "
+        "nothing of it until a project so named is added",
+    ]
+    assert unknown_projects((hears,), {"alpah", "gamma", "beta"}) == []
 
 
 def test_no_file_is_its_own_refusal(tmp_path):

@@ -834,6 +834,56 @@ def test_check_and_webhook_test_name_targets_by_index_and_host(data_dir, receive
     assert "webhooks.json" in capsys.readouterr().out
 
 
+def test_check_tells_a_target_s_project_that_is_not_there(data_dir, receiver, state, capsys):
+    os.makedirs(state, mode=0o700)
+    path = os.path.join(state, "webhooks.json")
+    write_targets(path, {"url": receiver.url(), "format": "discord", "projects": ["alpah"]})
+    assert cli.main(["check", "--data", str(data_dir), "--state", state]) == 1
+    assert capsys.readouterr().out == (
+        f"{path}: targets[0] ({receiver.host}): 'projects' names 'alpah', which is no "
+        "project: did you mean 'alpha'?\n"
+    )
+    write_targets(path, {"url": receiver.url(), "format": "discord", "projects": ["alpha"]})
+    assert cli.main(["check", "--data", str(data_dir), "--state", state]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_a_target_s_project_that_is_not_there_is_logged_once_and_degrades_healthz(
+    data_dir, make_notifier, receiver, caplog
+):
+    said = "'projects' names"
+    with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):
+        store, notifier = make_notifier(json_target(receiver, projects=["alpah", "gamma"]))
+        client = webtest.TestApp(server.make_app(store, notifier=notifier))
+        for _ in range(3):
+            health = client.get("/healthz").json
+        publish(data_dir, 20)  # a build, not a project: nothing new to say
+        store.refresh()
+        time.sleep(0.2)  # the notifier's thread wakes to it
+        lines = [r.getMessage() for r in caplog.records if said in r.getMessage()]
+        assert len(lines) == 1  # at start only: neither the requests nor the build said it
+        assert "'alpah', which is no project: did you mean 'alpha'?" in lines[0]
+        assert "'gamma', which is no project" in lines[0]
+        write_file(data_dir / "gamma.json", make_project([make_build(1)]))
+        store.refresh()  # the projects changed: said again, of what is still wrong
+        wait_until(lambda: len([r for r in caplog.records if said in r.getMessage()]) == 2)
+    last = [r.getMessage() for r in caplog.records if said in r.getMessage()][-1]
+    assert "'alpah'" in last and "'gamma'" not in last
+    assert health["status"] == "degraded"
+    assert health["webhooks"] == {
+        "file": None,
+        "failing": [],
+        "unknownProjects": [
+            {"target": 0, "host": receiver.host, "project": "alpah", "didYouMean": "alpha"},
+            {"target": 0, "host": receiver.host, "project": "gamma", "didYouMean": None},
+        ],
+    }
+    validate_schema(health, "#/components/schemas/Health")
+    assert client.get("/healthz").json["webhooks"]["unknownProjects"] == [
+        {"target": 0, "host": receiver.host, "project": "alpah", "didYouMean": "alpha"}
+    ]
+
+
 def test_a_state_directory_with_an_outbox_but_no_targets_file_says_so(make_notifier, state, caplog):
     # A restore that left webhooks.json out sends nothing: the log says why (issue 38).
     with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):

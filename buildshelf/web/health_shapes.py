@@ -63,6 +63,19 @@ class FailingTarget(msgspec.Struct, rename="camel"):
     ]
 
 
+class UnknownProject(msgspec.Struct, rename="camel"):
+    """A project a webhook target's `projects` names that is not there: the target hears
+    nothing of it."""
+
+    target: typing.Annotated[int, Meta(ge=0, description="Its index in webhooks.json, from 0.")]
+    host: _text("Its host (and port): never its URL, which may be a credential.")
+    project: _text("The slug it names.")
+    did_you_mean: typing.Annotated[
+        str | None,
+        Meta(description="The project it most likely meant, or null when none is close."),
+    ]
+
+
 class WebhooksHealth(msgspec.Struct):
     """What is wrong with the webhooks (docs/webhooks.md)."""
 
@@ -76,6 +89,14 @@ class WebhooksHealth(msgspec.Struct):
     failing: typing.Annotated[
         list[FailingTarget], Meta(description="Every target failing for more than 15 minutes.")
     ]
+    unknown_projects: typing.Annotated[
+        list[UnknownProject],
+        Meta(
+            description="Every project a target's `projects` names that is not there (no "
+            "data file of that slug): the target hears nothing of it. Checked against the "
+            "data served, so adding the project clears it."
+        ),
+    ] = msgspec.field(name="unknownProjects")
 
 
 class WatchedToken(msgspec.Struct, rename="camel"):

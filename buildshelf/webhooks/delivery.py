@@ -38,7 +38,14 @@ from buildshelf.webhooks.sending import (
     Sender,
     post,
 )
-from buildshelf.webhooks.targets import NoTargetsFile, Target, TargetsError, read_targets
+from buildshelf.webhooks.targets import (
+    NoTargetsFile,
+    Target,
+    TargetsError,
+    UnknownProject,
+    read_targets,
+    unknown_projects,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +109,12 @@ class Notifier:
         self._stopping = threading.Event()
         self._thread = None
         self._last_expiry = 0.0
+        # (targets, projects) -> the projects the targets name that are not there; and the
+        # (targets, projects) last logged: said once, and again when either changes
+        self._unknown: tuple[tuple, list[UnknownProject]] = ((), [])
+        self._told = None
         self.reload_targets()
+        self._tell_unknown_projects()
         left = left_without_targets(state_dir, path)
         if left:
             log.warning("webhooks: %s", left)
@@ -137,7 +149,8 @@ class Notifier:
 
     def problems(self) -> dict:
         """What /healthz adds: the file refused, the targets failing for over FAILING
-        seconds (index and host only); {} when all is well."""
+        seconds (index and host only), the projects the targets name that are not there;
+        {} when all is well."""
         now, problem = self._clock(), self.file_problem
         file = None
         if problem is not None:
@@ -153,9 +166,36 @@ class Notifier:
             for w in sorted(workers, key=lambda w: w.target.index)
             if (since := w.failing_since) is not None and now - since > FAILING
         ]
-        if file is None and not failing:
+        unknown = [
+            {"target": u.target.index, "host": u.target.host, "project": u.project,
+             "didYouMean": u.near}
+            for u in self.unknown_projects()[1]
+        ]  # fmt: skip
+        if file is None and not failing and not unknown:
             return {}
-        return {"webhooks": {"file": file, "failing": failing}}
+        return {"webhooks": {"file": file, "failing": failing, "unknownProjects": unknown}}
+
+    def unknown_projects(self) -> tuple[tuple, list[UnknownProject]]:
+        """(targets, projects), and each project the targets name that is not one of those
+        projects: the newest snapshot's, and those whose file is rejected (a project all the
+        same). Worked out again only when the targets or the projects change."""
+        snapshot = self.store.snapshot()
+        rejected = {os.path.splitext(name)[0] for name in snapshot.errors}
+        now = (self.targets, frozenset(snapshot.projects) | rejected)
+        seen, unknown = self._unknown
+        if seen != now:
+            unknown = unknown_projects(*now)
+            self._unknown = now, unknown
+        return now, unknown
+
+    def _tell_unknown_projects(self) -> None:
+        """Log the projects the targets name that are not there: at start, and again when
+        the targets or the projects change, never for each request."""
+        now, unknown = self.unknown_projects()
+        if now != self._told:
+            self._told = now
+            if unknown:
+                log.warning("webhooks: %s", "; ".join(u.message() for u in unknown))
 
     # -- the notifier's thread
 
@@ -202,6 +242,7 @@ class Notifier:
                 if time.monotonic() - last_stamp_check >= STAMP_SECONDS:
                     last_stamp_check = time.monotonic()
                     self.reload_targets()
+                self._tell_unknown_projects()
                 self.announce()
                 self._expire()
             except Exception:  # a bug, a full disk: the snapshot is kept and tried again

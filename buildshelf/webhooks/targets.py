@@ -1,5 +1,6 @@
 """The webhook targets: `webhooks.json` read strictly into `Target`s, or refused with every
-problem and its place (`TargetsError`, told as a data file's problems are).
+problem and its place (`TargetsError`, told as a data file's problems are); the projects they
+name that are not there (`unknown_projects`, each with its "did you mean").
 
 The file is a secret (a Discord or Slack webhook URL is a credential): it is refused unless
 only its owner may read it, and no message here ever holds a URL or a secret. A target is
@@ -83,6 +84,39 @@ def host(url) -> str:
     if ":" in name:  # IPv6, as a URL writes it
         name = f"[{name}]"
     return f"{name}:{port}" if port is not None else name
+
+
+@dataclass(frozen=True)
+class UnknownProject:
+    """A slug a target's `projects` names that is no project: the target hears nothing of
+    it. `near` is the project it most likely meant, or None."""
+
+    target: Target
+    project: str
+    near: str | None
+
+    def message(self) -> str:
+        """What check, the log and /healthz's readers are told (never the URL)."""
+        hint = (
+            f"did you mean {self.near!r}?"
+            if self.near
+            else "it hears nothing of it until a project so named is added"
+        )
+        return (
+            f"targets[{self.target.index}] ({self.target.host}): 'projects' names "
+            f"{self.project!r}, which is no project: {hint}"
+        )
+
+
+def unknown_projects(targets, projects) -> list[UnknownProject]:
+    """Each slug the targets' `projects` name that is none of `projects` (the slugs of the
+    data directory), in the file's order, with the project it most likely meant."""
+    return [
+        UnknownProject(target, slug, closest(slug, projects))
+        for target in targets
+        for slug in sorted(target.projects or ())
+        if slug not in projects
+    ]
 
 
 def read_targets(path) -> tuple[Target, ...]:
