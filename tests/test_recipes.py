@@ -66,16 +66,20 @@ def moved(text, root):
 @pytest.fixture
 def box(tmp_path):
     """A box set up as docs/running.md says, under tmp_path/root; returns that root."""
+    return set_up_box(tmp_path, code_block(read("docs", "running.md"), "## Deploying", "sh"))
+
+
+def set_up_box(tmp_path, setup):
+    """A box set up by the lines of `setup` (but NOT_RUN's), run as one script as a reader
+    pastes them, under tmp_path/root; returns that root."""
     root = str(tmp_path / "root")
     for place in ("/etc/cron.d", "/etc/systemd/system", "/usr/local/bin"):  # every Debian has
         os.makedirs(root + place)
     os.makedirs(root + "/opt/buildshelf")
     os.symlink(sys.prefix, root + "/opt/buildshelf/.venv")
-    setup = code_block(read("docs", "running.md"), "## Deploying", "sh")
-    for line in setup.splitlines():
-        if not NOT_RUN.match(line):
-            line = re.sub(r" -o \S+ -g \S+", "", line)  # no user deploy here
-            subprocess.run(moved(line, root), shell=True, cwd=REPO, check=True)
+    script = "\n".join(line for line in setup.splitlines() if not NOT_RUN.match(line))
+    script = re.sub(r" -o \S+ -g \S+", "", script)  # no user deploy here
+    subprocess.run(["sh", "-euc", moved(script, root)], cwd=REPO, check=True)
     for path in ("/etc/buildshelf/buildshelf.env", "/usr/local/bin/buildshelf",
                  "/usr/local/bin/buildshelf-ssh", "/etc/cron.d/buildshelf"):  # fmt: skip
         with open(root + path, "r+", encoding="utf-8") as f:
@@ -321,6 +325,21 @@ def test_the_cron_lines_run_with_cron_s_path(box, fake_jenkins):
     assert served(box)["tinplate"].build(21).channel == "1.21.4"  # imported from the job
     # cron mails what a job prints: with nothing new and nothing wrong, nothing.
     assert [cron(command) for *_, command in jobs] == ["", ""]
+
+
+def test_deploying_sets_the_public_url_before_the_first_start_and_says_to_restart(tmp_path):
+    # A newcomer follows the steps in order: the service reads the settings when it starts.
+    section = read("docs", "running.md").split("## Deploying", 1)[1].split("\n## ", 1)[0]
+    setup = code_block(section, "", "sh")
+    lines = setup.splitlines()
+    start = next(i for i, line in enumerate(lines) if "enable --now buildshelf" in line)
+    edits = [i for i, line in enumerate(lines) if "BUILDSHELF_PUBLIC_URL=" in line]
+    assert edits and max(edits) < start
+    assert "systemctl restart buildshelf" in section  # what a later edit needs
+    [host] = re.findall(r"^host=(\S+)", setup, re.M)
+    root = set_up_box(tmp_path, setup.replace(f"host={host}", "host=builds.acme.test"))
+    with open(root + "/etc/buildshelf/buildshelf.env", encoding="utf-8") as f:
+        assert "\nBUILDSHELF_PUBLIC_URL=https://builds.acme.test\n" in f.read()
 
 
 def test_the_settings_file_reaches_the_service_and_every_user(box):
