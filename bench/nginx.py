@@ -2,6 +2,12 @@
 
     python bench/nginx.py                   # about a minute
     python bench/nginx.py --seconds 10 --server-args "--threads 8"
+    python bench/nginx.py --config DIR      # only write the site to try it by hand
+
+`--config DIR` writes into DIR the site as the load runs use it (plain HTTP on
+127.0.0.1:--port, Buildshelf on --upstream, kept files from --store) and the main
+configuration around it, prints the nginx command that runs it, and exits: docs/running.md,
+"Trying the site locally". Only nginx is needed then.
 
 Needs Debian's nginx, wrk, systemd (for systemd-analyze), openssl and curl:
 apt-get install nginx wrk systemd openssl curl. Checks, and prints a table of them (exit 1 if
@@ -812,11 +818,46 @@ def parse_args(argv):
         metavar="ARGS",
         help="extra flags for server.py (default: none)",
     )
+    trying = parser.add_argument_group("trying the site by hand")
+    trying.add_argument(
+        "--config",
+        metavar="DIR",
+        help="only write the site and its main configuration into DIR, print the nginx "
+        "command that runs them, and exit",
+    )
+    trying.add_argument(
+        "--port", type=int, default=8081, help="--config: nginx's port (default: %(default)s)"
+    )
+    trying.add_argument(
+        "--upstream",
+        type=int,
+        default=8080,
+        help="--config: Buildshelf's port (default: %(default)s)",
+    )
+    trying.add_argument(
+        "--store",
+        default=os.path.join("data", "artifacts"),
+        help="--config: the artifact store nginx sends kept files from (default: %(default)s)",
+    )
     return parser.parse_args(argv)
+
+
+def write_trial(args):
+    """--config: the site as the load runs use it, written into args.config; the command
+    that runs it printed."""
+    work = os.path.abspath(args.config)
+    with open(SITE) as f:
+        site = render_site(
+            f.read(), work, args.upstream, args.port, store=os.path.abspath(args.store)
+        )
+    print(shlex.join(write_config(work, site)))
+    return 0
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.config is not None:
+        return write_trial(args)
     harness.stop_servers_on_sigterm()
     missing = [
         tool

@@ -14,6 +14,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -711,3 +712,42 @@ def test_an_upload_over_the_limit_is_a_413_at_once_through_nginx(publishing_thro
     # Over nginx's too: its own 413, the backstop.
     status, kind, body = over_the_limit(site.port, (site.nginx_limit_mb << 20) + 1, site.token)
     assert (status, kind) == (413, "text/html") and b"413" in body
+
+
+# --- trying deploy/nginx.conf locally, as docs/running.md says ---
+
+
+def test_the_recipe_that_tries_the_site_locally_runs_as_written(nginx_available):
+    """The block of "Trying the site locally" run as one script, from a checkout of its own
+    (links to this one's, a copy of data/: nothing is written here), with free ports."""
+    with open(os.path.join(ROOT, "docs", "running.md"), encoding="utf-8") as f:
+        running = f.read()
+    section = running.split("### Trying the site locally", 1)[1]
+    recipe = re.search(r"^```sh\n(.*?)^```", section, re.M | re.S)[1]
+    *steps, stop = recipe.strip().splitlines()
+    upstream, port = harness.free_port(), harness.free_port()
+    with tempfile.TemporaryDirectory() as checkout:
+        os.chmod(checkout, 0o755)  # nginx's workers run as nobody when root starts it
+        for name in ("server.py", "bench", "deploy"):
+            os.symlink(os.path.join(ROOT, name), os.path.join(checkout, name))
+        shutil.copytree(os.path.join(ROOT, "data"), os.path.join(checkout, "data"))
+        script = "\n".join([f"trap '{stop}' EXIT", *steps])
+        for old, new in (("/tmp/nginx-try", f"{checkout}/nginx-try"), ("8080", str(upstream)),
+                         ("8081", str(port)), ("python ", f"{sys.executable} ")):  # fmt: skip
+            assert old in script
+            script = script.replace(old, new)
+        done = subprocess.run(["timeout", "60", "sh", "-euc", script], cwd=checkout,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert os.path.isdir(f"{checkout}/data/.buildshelf")  # the copy served, not ours
+        assert done.stdout.splitlines()[-2:] == ["X-Cache-Status: MISS", "200 371"]
+        deadline = time.monotonic() + 15  # its last line stops nginx and Buildshelf
+        while any(listening(p) for p in (port, upstream)):
+            assert time.monotonic() < deadline, "the recipe left a server running"
+            time.sleep(0.05)
+
+
+def listening(port):
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+        return True
+    return False
