@@ -161,8 +161,8 @@ def test_a_json_build_gives_its_extra_files_elsewhere(web, data_dir):
         ),
         (
             {4 + n: (f"download:a:{n}", b"x", f"{n}.jar") for n in range(15)},
-            "goes past a limit (Maximum segment count exceeded): a publish has a part 'build', "
-            "a part 'file' and a part 'download:KEY' for each extra file (16 at most)",
+            "the multipart/form-data body has over 18 parts: a publish has a part 'build', a "
+            "part 'file' and a part 'download:KEY' for each extra file (16 at most)",
         ),
     ],
 )

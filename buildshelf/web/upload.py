@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 MULTIPART = "multipart/form-data"
 BUILD_BYTES = 1 << 20  # a build's JSON: a JSON body, or the part `build`
-PART_HEADER_BYTES = 4096
+PART_HEADER_BYTES = 4096  # a header line of a part
+PART_HEADER_LINES = 8
 PARTS = ("build", "file")
 EXTRA_PART = "download:"  # then an extra file's key: the part of that extra file
 MAX_PARTS = len(PARTS) + MAX_PUBLISHED_EXTRAS
@@ -32,6 +33,35 @@ PARTS_TAKEN = (
     f"file ({MAX_PUBLISHED_EXTRAS} at most)"
 )
 READ_BYTES = objects.CHUNK_BYTES
+# The multipart parser's messages, by how they begin, said as a curl user can act on them:
+# its own words ("segment", "parser closed", "option") name its insides. One not here is
+# passed on as it is.
+_NO_NAME = (
+    f"a part of the {MULTIPART} body has no name: each part is a form field, as curl -F "
+    "NAME=VALUE sends it"
+)
+_IN_OUR_WORDS = (
+    (
+        "Unexpected end of multipart stream",
+        f"the {MULTIPART} body ends before its last boundary: it was cut short (the client "
+        "stopped sending), and nothing was kept",
+    ),
+    ("Missing Content-Disposition", _NO_NAME),
+    ("Invalid Content-Disposition", _NO_NAME),
+    (
+        "Malformed segment header",
+        f"a header line of a part of the {MULTIPART} body is not NAME: VALUE",
+    ),
+    ("Maximum segment count", f"the {MULTIPART} body has over {MAX_PARTS} parts: {PARTS_TAKEN}"),
+    (
+        "Maximum segment header length",
+        f"a header line of a part of the {MULTIPART} body has over {PART_HEADER_BYTES} bytes",
+    ),
+    (
+        "Maximum segment header count",
+        f"a part of the {MULTIPART} body has over {PART_HEADER_LINES} header lines",
+    ),
+)
 
 
 def too_large(message):
@@ -42,6 +72,15 @@ def too_large(message):
 def invalid(message):
     """A 400: a publish's body, or the build it gives, not as the route takes it."""
     return ApiError(400, "invalid_build", message)
+
+
+def malformed(error) -> ApiError:
+    """The 400 of a body the multipart parser refused, in a curl user's words."""
+    text = str(error)
+    for start, said in _IN_OUR_WORDS:
+        if text.startswith(start):
+            return invalid(said)
+    return invalid(f"the {MULTIPART} body is malformed: {text}")
 
 
 def refused_by_the_store(refused) -> ApiError:
@@ -105,11 +144,12 @@ class Upload:
             self.parser = multipart.PushMultipartParser(
                 boundary,
                 max_header_size=PART_HEADER_BYTES,
+                max_header_count=PART_HEADER_LINES,
                 max_segment_count=MAX_PARTS,
                 strict=True,
             )
         except multipart.MultipartError as error:  # a boundary of over 1,024 characters
-            raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
+            raise malformed(error) from None
         self.build, self.seen, self.part, self.error = bytearray(), set(), None, None
         # By the name of their part, in the order received: the files' names, their stagings.
         self.names, self.stagings, self.staged = {}, {}, {}
@@ -165,13 +205,8 @@ class Upload:
             if not chunk:  # the end
                 for part, staging in self.stagings.items():
                     self.staged[part] = staging.finish()
-        except multipart.ParserLimitReached as error:
-            raise invalid(
-                f"the {MULTIPART} body goes past a limit ({error}): {PARTS_TAKEN}, each with "
-                f"{PART_HEADER_BYTES} bytes of headers at most"
-            ) from None
-        except multipart.MultipartError as error:
-            raise invalid(f"the {MULTIPART} body is malformed: {error}") from None
+        except multipart.MultipartError as error:  # ParserLimitReached too
+            raise malformed(error) from None
         except objects.TooLarge:
             raise too_large(
                 f"the file may have {self.max_file_bytes / (1 << 20):g} MiB at most (the "
@@ -209,6 +244,12 @@ def _part(segment, seen):
         raise invalid(f"unknown part {name!r}: {PARTS_TAKEN}")
     if name in seen:
         raise invalid(f"the part {name!r} is given twice: give it once")
+    if name != "build" and (segment.content_type or "").lower().startswith("multipart/"):
+        raise invalid(
+            f"the part {name!r} holds several files (as curl -F '{name}=@A,B' sends them): "
+            "give one file a part, -F file=@NAME for the build's file and -F "
+            f"{EXTRA_PART}KEY=@NAME for each extra file"
+        )
     seen.add(name)
     return name
 
