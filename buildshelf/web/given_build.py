@@ -79,7 +79,7 @@ def build_of(given, file, number, ci_job_url, extras=None):
     try:
         url = build["url"] or writer.job_run_url(ci_job_url, number)
     except writer.NoRunUrl as problem:
-        raise invalid(f"{problem}: give it as 'url'") from None
+        raise invalid(f"{problem} as 'url'") from None  # as `publish` adds "with --url"
     if problem := keeping.extra_files_problem(build, keep, kept):  # as `publish` says it
         raise invalid(problem)
     whole = dict(build, url=url)  # every file as the data file will hold it
