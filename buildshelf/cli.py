@@ -124,7 +124,12 @@ def parse_args(argv=None, environ=os.environ):
         parser.error(problem)
     # Said by a command that writes: otherwise it would change a checkout's data/ unseen.
     args.data_defaulted = "data" not in vars(args) and "BUILDSHELF_DATA" not in environ
-    settings.settle(parser, args, environ, serve=serving, makes_data=args.command == "add-project")
+    # The serve settings a command reads too, from their variables (its parser's default
+    # `server_settings`): webhook test links the public URL the server is given.
+    also = () if serving else parser.commands[args.command].get_default("server_settings")
+    settings.settle(
+        parser, args, environ, serving, makes_data=args.command == "add-project", also=also or ()
+    )
     return args
 
 

@@ -386,11 +386,13 @@ def settle(
     serve: bool,
     module_dir: str = HERE,
     makes_data: bool = False,
+    also: tuple[str, ...] = (),
 ) -> None:
     """Fill each setting of the command not given as a flag from its variable, then its
-    default; a bad value is parser.error() naming the variable."""
+    default; a bad value is parser.error() naming the variable. `also` names the serve
+    settings a command reads too, from their variables only (webhook test's public URL)."""
     for setting in _settings(makes_data):
-        if setting.name in vars(args) or not setting.taken(serve):
+        if setting.name in vars(args) or not (setting.taken(serve) or setting.name in also):
             continue
         value = setting.default
         if setting.variable is not None and setting.variable in environ:

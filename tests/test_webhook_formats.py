@@ -20,6 +20,7 @@ from buildshelf.webhooks.targets import EVENTS, Target
 KEY = bytes(range(32))
 SECRET = "whsec_" + base64.b64encode(KEY).decode()
 NOW = 1_780_000_000
+PUBLIC = "https://builds.example.org"  # a server's --public-url
 
 
 def target(kind, secret=None):
@@ -86,7 +87,7 @@ def test_the_standard_webhooks_library_verifies_it_too():
 
 @pytest.mark.parametrize("kind", ["discord", "slack"])
 def test_the_chat_formats_are_json(kind):
-    body, headers = render(target(kind), sample_event())
+    body, headers = render(target(kind), sample_event(PUBLIC))
     assert headers == {"Content-Type": "application/json"}
     assert isinstance(json.loads(body), dict)
 
@@ -145,7 +146,7 @@ def test_what_cannot_be_rendered_is_refused():
 
 
 def test_sample_events_render_in_every_format_each_with_its_own_id():
-    first, second = sample_event(), sample_event()
+    first, second = sample_event(PUBLIC), sample_event(PUBLIC)
     assert first.id != second.id and first.id.startswith("msg_")
     for kind in ("discord", "slack"):
         assert json.loads(render(target(kind), first)[0])

@@ -884,6 +884,37 @@ def test_a_target_s_project_that_is_not_there_is_logged_once_and_degrades_health
     ]
 
 
+def test_webhook_test_links_the_public_url_and_a_project_the_target_hears(
+    data_dir, receiver, state, capsys, monkeypatch
+):
+    receiver.answer = lambda got: (204, {}, b"")
+    os.makedirs(state, mode=0o700)
+    write_targets(
+        os.path.join(state, "webhooks.json"),
+        {"url": receiver.url("/d"), "format": "discord", "projects": ["beta"]},
+        {"url": receiver.url("/s"), "format": "slack"},  # every project: the first, alpha
+    )
+    common = ["webhook", "test", "--data", str(data_dir), "--state", state]
+    monkeypatch.delenv("BUILDSHELF_PUBLIC_URL", raising=False)
+    for given, base in (
+        ("https://builds.acme.test/shelf/", "https://builds.acme.test/shelf"),  # the box's
+        (None, "http://127.0.0.1:8080"),  # a server started with no setting names itself so
+    ):
+        if given:
+            monkeypatch.setenv("BUILDSHELF_PUBLIC_URL", given)
+        else:
+            monkeypatch.delenv("BUILDSHELF_PUBLIC_URL")
+        receiver.received.clear()
+        assert cli.main(common) == 0
+        discord, slack = sorted(receiver.received, key=lambda got: got.path)
+        [embed] = discord.json["embeds"]
+        assert embed["url"] == f"{base}/projects/beta"
+        assert f"({base}/downloads/latest?project=beta)" in json.dumps(embed["fields"])
+        assert f"<{base}/projects/alpha|" in slack.body.decode()
+        assert "builds.example.org" not in (discord.body + slack.body).decode()
+    capsys.readouterr()
+
+
 def test_a_state_directory_with_an_outbox_but_no_targets_file_says_so(make_notifier, state, caplog):
     # A restore that left webhooks.json out sends nothing: the log says why (issue 38).
     with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):

@@ -1,5 +1,7 @@
 """`buildshelf webhook test`: a sample event sent to each target of the webhooks file
-(delivery.send_samples), each answer printed; its arguments. Its log lines go to stderr as a
+(delivery.send_samples), each answer printed; its arguments. The sample names a project of
+the data directory the target hears of, and links it where the server serves it
+(BUILDSHELF_PUBLIC_URL, which the box's settings file gives the server and every command). Its log lines go to stderr as a
 server's do: cli.main sets that up (only the modules that start the server import the serving
 side, where the log format is).
 """
@@ -7,6 +9,7 @@ side, where the log format is).
 import sys
 
 from buildshelf import settings
+from buildshelf.store import data_files
 from buildshelf.text import counted, printable
 from buildshelf.webhooks import delivery
 from buildshelf.webhooks.targets import TargetsError, read_targets
@@ -26,6 +29,7 @@ def webhook_parsers(commands):
         "(index, host, status or error; never a URL or secret): exit 1 unless all are 2xx",
         [settings.options(serve=False, only=("data", "state", "webhooks"))],
     )
+    sub.set_defaults(server_settings=("public_url",))  # BUILDSHELF_PUBLIC_URL, read
     sub.add_argument(
         "--target",
         type=settings.number_in(0, 1 << 20),
@@ -52,8 +56,14 @@ def webhook_test(args):
             f"buildshelf webhook test: {printable(args.webhooks)} has no targets", file=sys.stderr
         )
         return 1
+    try:
+        projects = sorted(data_files(args.data))
+    except OSError:  # no data directory: the sample names a made-up project
+        projects = []
+    # Unset, the address a server started with no flag names itself (settings' default).
+    public_url = args.public_url or f"http://{settings.DEFAULT_HOST}:{settings.DEFAULT_PORT}"
     status = 0
-    for target, code, said in delivery.send_samples(targets, args.target):
+    for target, code, said in delivery.send_samples(targets, public_url, args.target, projects):
         print(f"target {target.index} ({target.host}, {target.format}): {said}", flush=True)
         if code is None or not 200 <= code < 300:
             status = 1

@@ -347,7 +347,7 @@ class Notifier:
         return written
 
     def _project_url(self, slug: str) -> str:
-        return f"{self._public_url}/projects/{slug}"
+        return formats.project_page(self._public_url, slug)
 
     def _expire(self):
         now = self._clock()
@@ -374,13 +374,23 @@ class Notifier:
 # --- webhook test --------------------------------------------------------------------------------
 
 
-def send_samples(targets, only: int | None = None, post=post, seconds=ATTEMPT_SECONDS):
+def send_samples(
+    targets,
+    public_url: str,
+    only: int | None = None,
+    projects=(),
+    post=post,
+    seconds=ATTEMPT_SECONDS,
+):
     """Send formats.sample_event() to each target (or the one of index `only`), one
-    after the other: (target, status or None, what to say) for each."""
+    after the other: (target, status or None, what to say) for each. The sample names the
+    first of `projects` the target hears of, linked on `public_url`."""
     for target in targets:
         if only is not None and target.index != only:
             continue
-        body, headers = formats.render(target, formats.sample_event())
+        heard = [slug for slug in projects if target.wants("build.published", slug)]
+        event = formats.sample_event(public_url, *heard[:1])
+        body, headers = formats.render(target, event)
         try:
             answer = post(target.url, body, headers, seconds)
         except HttpError as error:

@@ -102,21 +102,25 @@ def sign(key: bytes, message_id: str, timestamp: str, body: bytes) -> str:
     return "v1," + base64.b64encode(mac.digest()).decode()
 
 
-def sample_event(
-    project: str = "example", project_url: str = "https://builds.example.org/projects/example"
-) -> Event:
-    """An event to try a target with (`buildshelf webhook test`): a made-up build, now."""
+def project_page(public_url: str, slug: str) -> str:
+    """The address of a project's page, which an event links."""
+    return f"{public_url}/projects/{slug}"
+
+
+def sample_event(public_url: str, project: str = "example") -> Event:
+    """An event to try a target with (`buildshelf webhook test`): a made-up build of
+    `project`, now, its links on `public_url` (the project's page, its latest download)."""
     now = time.time()
     return Event(
         id="msg_test_" + secrets.token_hex(12),
         type="build.published",
         timestamp=now,
         project=project,
-        project_url=project_url,
+        project_url=project_page(public_url, project),
         build={
             "buildNumber": 42,
-            "url": "https://ci.example.org/job/example/42/",
-            "downloadUrl": "https://ci.example.org/job/example/42/artifact/example-42.jar",
+            "url": f"https://ci.example.org/job/{project}/42/",  # its CI's: made up
+            "downloadUrl": f"{public_url}/downloads/latest?project={project}",
             "channelVersion": "1.21.4",
             "timestamp": int(now * 1000),
             "isExperimental": False,
