@@ -662,6 +662,22 @@ def test_the_feed_links_to_itself(client):
     assert self_link.type == "application/atom+xml"
 
 
+@pytest.mark.parametrize(
+    "query, page",
+    [
+        ("project=alpha", "/projects/alpha"),
+        ("project=Alpha&channel=1.21&experimental=true",
+         "/projects/alpha?channel=1.21&experimental=true"),
+    ],
+)  # fmt: skip
+def test_the_feed_s_alternate_is_the_project_page_with_its_filters(client, query, page):
+    feed = feed_of(client.get(f"/api/v2/feed?{query}"))
+    [alternate] = [link for link in feed.feed.links if link.rel == "alternate"]
+    assert (alternate.href, alternate.type) == ("http://127.0.0.1:8080" + page, "text/html")
+    assert client.get(page).status_int == 200  # the builds the feed holds, as a page
+    assert feed.feed.author_detail.href == "https://ci.example.org/job/Alpha/"  # who builds
+
+
 def test_a_timestamp_in_seconds_shows_as_the_same_time_as_in_milliseconds(data_dir, client):
     builds = [make_build(1, timestamp=1700000000), make_build(2, timestamp=1700000060000)]
     write_file(data_dir / "alpha.json", make_project(builds))

@@ -160,6 +160,15 @@ def feed_link(project, channel=None, experimental=False):
     )
 
 
+def page_link(project, channel=None, experimental=False):
+    """The project's page, showing the builds these filters pass (the feed's alternate)."""
+    return link(
+        f"/projects/{project.slug}",
+        channel=channel,
+        experimental="true" if experimental else None,
+    )
+
+
 def project_view(project, shapes, downloads=None):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
@@ -317,7 +326,9 @@ def feed_xml(project, channel, experimental, shapes):
     add(feed, "updated", atom_time(newest.timestamp if newest else 0))
     add(feed, "link", rel="self", type=ATOM,
         href=shapes.public_url + feed_link(project, channel, experimental))  # fmt: skip
-    add(feed, "link", rel="alternate", type="text/html", href=project.ci_job_url)
+    # The same builds as a page; the CI job is the feed's author, below.
+    add(feed, "link", rel="alternate", type="text/html",
+        href=shapes.public_url + page_link(project, channel, experimental))  # fmt: skip
     author = add(feed, "author")
     add(author, "name", project.ci_job)
     add(author, "uri", project.ci_job_url)
