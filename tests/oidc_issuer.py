@@ -44,6 +44,17 @@ def new_key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+# An issuer's first, second... key, made once for every issuer: a 2048-bit key takes about
+# 40 ms to make, and a test starts an issuer of its own. new_key() is never one of them.
+_ISSUER_KEYS = []
+
+
+def _issuer_key(n: int) -> rsa.RSAPrivateKey:
+    while len(_ISSUER_KEYS) <= n:
+        _ISSUER_KEYS.append(new_key())
+    return _ISSUER_KEYS[n]
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -93,8 +104,8 @@ class OidcIssuer:
             "response_types_supported": ["id_token"],
             "id_token_signing_alg_values_supported": ["RS256"],
         }
-        # Polled every 50 ms, so that a shutdown is quick.
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,))
+        # Polled every 10 ms, so that a shutdown is quick.
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.01,))
         self._thread.daemon = True
 
     def __enter__(self):
@@ -109,7 +120,7 @@ class OidcIssuer:
     def add_key(self) -> str:
         """A new key, published beside the others; tokens are signed with it from now on."""
         self.kid = uuid.uuid4().hex
-        self.keys[self.kid] = new_key()
+        self.keys[self.kid] = _issuer_key(len(self.keys))
         return self.kid
 
     def jwks(self) -> dict:
