@@ -39,6 +39,7 @@ from buildshelf.webhooks.sending import (
     post,
 )
 from buildshelf.webhooks.targets import (
+    PUBLISHED,
     NoTargetsFile,
     Target,
     TargetsError,
@@ -388,7 +389,7 @@ def send_samples(
     for target in targets:
         if only is not None and target.index != only:
             continue
-        heard = [slug for slug in projects if target.wants("build.published", slug)]
+        heard = [slug for slug in projects if target.wants(PUBLISHED, slug)]
         event = formats.sample_event(public_url, *heard[:1])
         body, headers = formats.render(target, event)
         try:

@@ -12,9 +12,7 @@ import msgspec
 from buildshelf.model import Build, Project
 from buildshelf.store import Snapshot
 from buildshelf.webhooks.formats import Event
-from buildshelf.webhooks.targets import EVENTS
-
-PUBLISHED, YANKED, UNYANKED = EVENTS
+from buildshelf.webhooks.targets import PUBLISHED, UNYANKED, YANKED
 
 
 def events_between(

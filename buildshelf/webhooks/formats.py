@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from buildshelf.model import SHA256_PATTERN, file_name_in_url
-from buildshelf.webhooks.targets import EVENTS
+from buildshelf.webhooks.targets import EVENTS, PUBLISHED, UNYANKED, YANKED
 
 JSON_TYPE = "application/json"
 PRODUCT = "Buildshelf"
@@ -50,7 +50,6 @@ COLORS = {
     "yanked": 0xE74C3C,
     "unyanked": 0x3498DB,
 }
-YANKED, UNYANKED = "build.yanked", "build.unyanked"
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def sample_event(public_url: str, project: str = "example") -> Event:
     now = time.time()
     return Event(
         id="msg_test_" + secrets.token_hex(12),
-        type="build.published",
+        type=PUBLISHED,
         timestamp=now,
         project=project,
         project_url=project_page(public_url, project),

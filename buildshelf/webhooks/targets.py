@@ -24,7 +24,8 @@ from buildshelf.model import SLUG_PATTERN, URL_PATTERN
 from buildshelf.text import closest
 
 FORMATS = ("discord", "slack", "json")
-EVENTS = ("build.published", "build.yanked", "build.unyanked")
+PUBLISHED, YANKED, UNYANKED = "build.published", "build.yanked", "build.unyanked"
+EVENTS = (PUBLISHED, YANKED, UNYANKED)
 KEYS = ("url", "format", "projects", "events", "secret")
 SECRET_PREFIX = "whsec_"
 # Standard Webhooks: keys SHOULD be 24 to 64 bytes. Fewer is refused: an HMAC key that short
