@@ -793,6 +793,7 @@ def test_unyank_of_a_purged_build_is_409_and_of_none_404(web, data_dir):
     assert yank(web, 9).status_int == 204 and purge(web).status_int == 200
     message = error(unyank(web), 409, "build_purged")
     assert "alpha-9.jar" in message and "PUT it again" in message
+    assert "buildshelf publish" not in message  # the command's remedy is not an API client's
     assert "yankedAt" in in_file(data_dir, 9)
     error(unyank(web, 99), 404, "unknown_build")
     error(unyank(web, "x"), 404, "unknown_build")

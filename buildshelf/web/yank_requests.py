@@ -75,7 +75,7 @@ def build_number(slug: str, given: str) -> int:
 def not_undone(refused: refusals.Refused, slug: str, number: int) -> ApiError:
     """The 409 of a purge of a build served (refusals.NotYanked), or of an unyank of a
     build whose kept files were purged (refusals.FilesPurged), which only a PUT serves
-    again: the writer's message names the files, and the command to publish them."""
+    again: as the writer names the files, with the PUT in place of its command."""
     if isinstance(refused, refusals.NotYanked):
         return ApiError(
             409,
@@ -83,8 +83,9 @@ def not_undone(refused: refusals.Refused, slug: str, number: int) -> ApiError:
             f"build {number} of {slug!r} is served: yank it first (DELETE); only a yanked "
             "build's files are purged",
         )
-    said = str(refused).partition(". Publish it again")[0]
-    return ApiError(409, "build_purged", f"{said}: PUT it again (?replace=true) to serve it")
+    return ApiError(
+        409, "build_purged", f"{refused.purged}: PUT it again (?replace=true) to serve it"
+    )
 
 
 def not_an_action() -> ApiError:

@@ -33,7 +33,13 @@ class NotYanked(Refused):
 
 
 class FilesPurged(Refused):
-    """A yanked build's kept file was purged: it cannot be served again, only published."""
+    """A yanked build's kept file was purged: it cannot be served again, only published.
+    `purged` says which files, from where; the message adds `remedy`, the command's way to
+    publish it again (an HTTP client is told its own)."""
+
+    def __init__(self, purged: str, remedy: str):
+        super().__init__(f"{purged}. {remedy}")
+        self.purged = purged
 
 
 class FileInvalid(Refused):
