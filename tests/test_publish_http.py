@@ -1427,7 +1427,8 @@ def test_a_yank_with_its_reason_an_unyank_and_a_purge_through_a_real_server(
     assert purged[-1] == "200" and json.loads(purged[0])["files"][0]["status"] == "deleted"
     assert curl("-X", "POST", url + "/purge").splitlines()[-1] == "401"
     assert artifacts.objects(str(data_dir / "artifacts")) == {}
-    time.sleep(0.5)  # the log's lines, written by a thread of their own
+    # The log's lines are written by a thread of their own: the purge's is the last.
+    eventually(lambda: "purged build 9 of alpha" in running.log.read_text())
     lines = [line for line in running.log.read_text().splitlines() if "web.publish" in line]
     who = f"by token {running.token.id} from 127.0.0.1"
     assert [line.partition("buildshelf.web.publish: ")[2] for line in lines] == [

@@ -853,13 +853,15 @@ def test_a_target_s_project_that_is_not_there_is_logged_once_and_degrades_health
 ):
     said = "'projects' names"
     with caplog.at_level(logging.WARNING, "buildshelf.webhooks.delivery"):
-        store, notifier = make_notifier(json_target(receiver, projects=["alpah", "gamma"]))
+        targets = json_target(receiver, projects=["alpah", "gamma", "alpha"])
+        store, notifier = make_notifier(targets)
         client = webtest.TestApp(server.make_app(store, notifier=notifier))
         for _ in range(3):
             health = client.get("/healthz").json
         publish(data_dir, 20)  # a build, not a project: nothing new to say
         store.refresh()
-        time.sleep(0.2)  # the notifier's thread wakes to it
+        # Its announcement arrives after the notifier's thread has looked at the projects.
+        assert receiver.wait_for(1)[0].json["data"]["build"]["buildNumber"] == 20
         lines = [r.getMessage() for r in caplog.records if said in r.getMessage()]
         assert len(lines) == 1  # at start only: neither the requests nor the build said it
         assert "'alpah', which is no project: did you mean 'alpha'?" in lines[0]
