@@ -3,8 +3,6 @@ expired while still in use, is said by `check`, /healthz and /metrics; `token li
 long each has left; a write refused because its token had expired is recorded, a sign that
 the token is still in use. Time is a clock the tests set: nothing sleeps."""
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -17,11 +15,12 @@ import pytest
 import webtest
 from prometheus_client.parser import text_string_to_metric_families
 
-from buildshelf import cli, server, state, text
+from buildshelf import server, state, text
 from buildshelf.publishing import expiry, tokens
 from buildshelf.publishing.commands import utc_minute
 from buildshelf.web import openapi
 from helpers import ROOT, eventually, real_server
+from test_tokens import run
 
 SECOND = 1000
 MINUTE = 60 * SECOND
@@ -30,17 +29,6 @@ DAY = 24 * HOUR  # milliseconds, as the tokens keep time
 WINDOW = 14 * DAY  # what the issue asks: warned 14 days ahead
 NOW = 1_790_000_000_000  # 2026-09-21, epoch milliseconds, a whole second
 GAUGE = "buildshelf_token_expiry_timestamp_seconds"
-
-
-def run(argv):
-    """`buildshelf ARGV`: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = cli.main(argv)
-        except SystemExit as exit:
-            status = exit.code
-    return status, out.getvalue(), err.getvalue()
 
 
 def state_of(data_dir):
