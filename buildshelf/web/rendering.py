@@ -23,6 +23,7 @@ from buildshelf.web.query import API
 from buildshelf.web.shapes import DOWNLOADS
 
 PAGE_SIZE = 50
+SHOWN_TIME = "%Y-%m-%d %H:%M UTC"  # a time as a page shows it, beside its ISO_TIME
 FEED_SIZE = 50
 UNNAMED_FILE = "artifact"  # a download's name when its URL names no file
 ATOM = "application/atom+xml"
@@ -95,7 +96,7 @@ def build_view(project, build, shapes, downloads=None):
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
         iso=when.strftime(ISO_TIME),
-        date=when.strftime("%Y-%m-%d %H:%M UTC"),
+        date=when.strftime(SHOWN_TIME),
         commits=[
             SimpleNamespace(short=c.hash[:7], hash=c.hash, message=c.message) for c in build.commits
         ],
@@ -121,21 +122,22 @@ def yanked_view(project, build):
     """What a project page and a yanked build's 410 page show of a yanked build: what it was,
     when it was yanked and why, and no download (its link answers 410)."""
     when, yanked = utc_time(build.timestamp), utc_time(build.yanked_at)
+    anchor = f"yanked-{build.number}"  # its entry on the project page
     return SimpleNamespace(
         number=build.number,
         channel=build.channel,
         experimental=build.is_experimental,
-        anchor=f"yanked-{build.number}",
-        link=f"/projects/{project.slug}#yanked-{build.number}",
+        anchor=anchor,
+        link=f"{page_path(project)}#{anchor}",
         url=build.url,
         reason=build.yank_reason or None,
         file=build.file_name or UNNAMED_FILE,
         sha256=build.sha256 or None,
         size_text=size_text(build.size) if build.sha256 else None,
         iso=when.strftime(ISO_TIME),
-        date=when.strftime("%Y-%m-%d %H:%M UTC"),
+        date=when.strftime(SHOWN_TIME),
         yanked_iso=yanked.strftime(ISO_TIME),
-        yanked_date=yanked.strftime("%Y-%m-%d %H:%M UTC"),
+        yanked_date=yanked.strftime(SHOWN_TIME),
     )
 
 
@@ -160,10 +162,15 @@ def feed_link(project, channel=None, experimental=False):
     )
 
 
+def page_path(project):
+    """The path of the project's page."""
+    return f"/projects/{project.slug}"
+
+
 def page_link(project, channel=None, experimental=False):
     """The project's page, showing the builds these filters pass (the feed's alternate)."""
     return link(
-        f"/projects/{project.slug}",
+        page_path(project),
         channel=channel,
         experimental="true" if experimental else None,
     )
@@ -172,7 +179,7 @@ def page_link(project, channel=None, experimental=False):
 def project_view(project, shapes, downloads=None):
     stable = project.latest(None, False)
     newest = project.latest(None, True)
-    page = f"/projects/{project.slug}"
+    page = page_path(project)
     # The page hides experimental builds unless asked: the link to all of them asks.
     hidden = len(project.select(None, False)) < len(project.builds)
     return SimpleNamespace(
@@ -231,7 +238,7 @@ def project_page(project, channel, experimental, page, shapes, shown_counts=None
     downloads = shown_counts and shown_counts.downloads(project)
     pages = page_count(builds)
     newest_first = builds[::-1][(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
-    here = f"/projects/{project.slug}"
+    here = page_path(project)
     filters = {"channel": channel, "experimental": "true" if experimental else None}
     feed = feed_link(project, channel, experimental)
     # The newest build of this list, whatever it is when the link is followed.
