@@ -40,7 +40,7 @@ def make_app(
     cache_mb: int = settings.DEFAULT_CACHE_MB,
     compat: str | None = None,
     accel_redirect: str | None = None,
-    public_url: str = serving.base_url(settings.DEFAULT_HOST, settings.DEFAULT_PORT),
+    public_url: str = settings.DEFAULT_PUBLIC_URL,
     credentials: Credentials | None = None,
     max_file_mb: int = settings.setting("max_file_mb").default,
     counter: counts.Counter | None = None,

@@ -119,6 +119,9 @@ DEFAULT_MAX_AGE = 60
 DEFAULT_CACHE_MB = 256
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+# The address a server started with no flag names itself (its --public-url unset), which a
+# command that links the server without being told its public URL links too.
+DEFAULT_PUBLIC_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 # What X-Accel-Redirect may name: plain segments, nothing nginx would decode or resolve.
 _LOCATION_PREFIX = re.compile(r"(/(?!\.\.?(/|$))[A-Za-z0-9._-]+)+/?")
 

@@ -60,8 +60,7 @@ def webhook_test(args):
         projects = sorted(data_files(args.data))
     except OSError:  # no data directory: the sample names a made-up project
         projects = []
-    # Unset, the address a server started with no flag names itself (settings' default).
-    public_url = args.public_url or f"http://{settings.DEFAULT_HOST}:{settings.DEFAULT_PORT}"
+    public_url = args.public_url or settings.DEFAULT_PUBLIC_URL
     status = 0
     for target, code, said in delivery.send_samples(targets, public_url, args.target, projects):
         print(f"target {target.index} ({target.host}, {target.format}): {said}", flush=True)
