@@ -5,7 +5,8 @@ Nothing is counted on a request's path for it. The requests are tallied from the
 records the server already makes of every request, those answered from memory on its loop
 thread too, by the thread that writes the access log (`observe`, a batch at a time); every
 other number is read when /metrics is scraped, from what the store, the download counter,
-the webhook notifier and the token watch keep anyway. docs/metrics.md lists each metric and its labels.
+the webhook notifier and the token watch keep anyway. docs/metrics.md lists each metric and
+its labels.
 """
 
 import bisect

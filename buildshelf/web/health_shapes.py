@@ -112,15 +112,16 @@ class WatchedToken(msgspec.Struct, rename="camel"):
         str | None,
         _ISO_TIME,
         Meta(
-            description="When it was last used to publish, UTC (recorded at most once a minute), or null."
+            description="When it was last used to publish, UTC (recorded at most once a "
+            "minute), or null."
         ),
     ]
     last_refused: typing.Annotated[
         str | None,
         _ISO_TIME,
         Meta(
-            description="When a write was last refused because it had expired, UTC (recorded at most once a "
-            "minute), or null."
+            description="When a write was last refused because it had expired, UTC "
+            "(recorded at most once a minute), or null."
         ),
     ]
 

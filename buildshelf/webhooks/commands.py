@@ -1,9 +1,9 @@
 """`buildshelf webhook test`: a sample event sent to each target of the webhooks file
 (delivery.send_samples), each answer printed; its arguments. The sample names a project of
 the data directory the target hears of, and links it where the server serves it
-(BUILDSHELF_PUBLIC_URL, which the box's settings file gives the server and every command). Its log lines go to stderr as a
-server's do: cli.main sets that up (only the modules that start the server import the serving
-side, where the log format is).
+(BUILDSHELF_PUBLIC_URL, which the box's settings file gives the server and every command).
+Its log lines go to stderr as a server's do: cli.main sets that up (only the modules that
+start the server import the serving side, where the log format is).
 """
 
 import sys
