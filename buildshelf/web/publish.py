@@ -75,11 +75,12 @@ def max_body_bytes(max_file_bytes: int) -> int:
 
 def screen(service: Service, environ) -> ApiError | Deferred | None:
     """The refusal of a request that its headers (`environ` without a body) earn, or
-    None: for the write routes 429, 401 for a credential whose text shows that it cannot
-    be valid (Credentials.precheck), 415, 413 by Content-Length, and else Deferred(the
-    credential proven, by prove()); a body sent to a build's URL with another method, 405;
-    for every other route 413 for a body of more than BODY_BYTES. Cheap: the server calls it on its loop thread for every request, and no
-    file or network is touched here."""
+    None: for the writes (_written_path) 429, 401 for a credential whose text shows that it
+    cannot be valid (Credentials.precheck), 415 (a DELETE's body too, which is JSON), 413 by
+    Content-Length, and else Deferred(the credential proven, by prove()); a body sent to a
+    build's URL, its /unyank or its /purge with another method, 405; for every other route
+    413 for a body of more than BODY_BYTES. Cheap: the server calls it on its loop thread
+    for every request, and no file or network is touched here."""
     if not _written_path(environ):
         # Most requests have no body: let through here, without the call (every request).
         if environ.get("CONTENT_LENGTH", "0") == "0" and "HTTP_TRANSFER_ENCODING" not in environ:
