@@ -794,6 +794,7 @@ def test_unyank_of_a_purged_build_is_409_and_of_none_404(web, data_dir):
     message = error(unyank(web), 409, "build_purged")
     assert "alpha-9.jar" in message and "PUT it again" in message
     assert "buildshelf publish" not in message  # the command's remedy is not an API client's
+    assert str(data_dir) not in message  # nor the store's path, the server's own
     assert "yankedAt" in in_file(data_dir, 9)
     error(unyank(web, 99), 404, "unknown_build")
     error(unyank(web, "x"), 404, "unknown_build")

@@ -34,11 +34,12 @@ class NotYanked(Refused):
 
 class FilesPurged(Refused):
     """A yanked build's kept file was purged: it cannot be served again, only published.
-    `purged` says which files, from where; the message adds `remedy`, the command's way to
-    publish it again (an HTTP client is told its own)."""
+    `purged` says which files; the message adds the store they were purged from and
+    `remedy`, the command's way to publish it again. An HTTP client is told `purged` alone
+    with its own remedy: the store's path or bucket is the server's."""
 
-    def __init__(self, purged: str, remedy: str):
-        super().__init__(f"{purged}. {remedy}")
+    def __init__(self, purged: str, store: str, remedy: str):
+        super().__init__(f"{purged} from {store}. {remedy}")
         self.purged = purged
 
 

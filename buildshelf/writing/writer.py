@@ -295,7 +295,8 @@ def unyank(directory: str, slug: str, number: int, store_dir: str | None = None)
             raise FilesPurged(
                 f"build {number} of {slug} cannot be served again: its "
                 f"{'file' if len(purged) == 1 else 'files'} {', '.join(purged)} "
-                f"{'was' if len(purged) == 1 else 'were'} purged from {printable(store_dir)}",
+                f"{'was' if len(purged) == 1 else 'were'} purged",
+                printable(store_dir),
                 f"Publish it again: 'buildshelf publish {slug} --build {number} "
                 f"{_files_given(build)} --replace' (with its channel and timestamp)",
             )
