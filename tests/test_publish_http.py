@@ -1387,8 +1387,8 @@ def test_a_publish_through_a_real_server(running, data_dir, state, tmp_path):
     wrong = curl("-X", "PUT", "-H", f"Authorization: Bearer {running.text}x", "-F", "a=b", url)
     assert wrong.splitlines()[-1] == "401"
     assert leftovers(data_dir) == []
-    time.sleep(0.5)  # the access log is written by a thread of its own, in batches
-    log_text = running.log.read_text()
+    # The access log is written by a thread of its own, in batches: the 401's line is last.
+    log_text = eventually(lambda: (text := running.log.read_text()).count(" 401 ") and text)
     sha = hashlib.sha256(data).hexdigest()
     lines = [line for line in log_text.splitlines() if "buildshelf.web.publish" in line]
     assert len(lines) == 1, log_text
