@@ -46,8 +46,14 @@ def connect(state_dir: str, name: str) -> sqlite3.Connection:
     side files SQLite gives the same mode), in autocommit mode: a caller's `with connection:`
     is one transaction. The caller closes it."""
     path = database_path(ensure(state_dir), name)
-    # Created here with its mode, before SQLite would create it with the umask's.
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE))
+    # Created here with its mode, before SQLite would create it with the umask's. Only if it
+    # is not there: closing a descriptor of a database this process has open elsewhere (a
+    # server's second connection) drops every POSIX lock the process holds on it, and another
+    # process's close would then delete the WAL under the open connection.
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
+    except FileExistsError:
+        pass
     connection = sqlite3.connect(path, timeout=BUSY_SECONDS, check_same_thread=False)
     try:
         connection.execute("PRAGMA journal_mode=WAL")

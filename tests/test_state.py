@@ -4,13 +4,16 @@ tests/state_before_versions/, written by the code of 2026-11-28: a token, a trus
 and a spent jti, two downloads counted, a webhook delivery owed) opens with everything in it;
 one written by a later release is refused with a message that says so."""
 
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
 from buildshelf import counts, state
-from buildshelf.publishing import tokens, trust
+from buildshelf.publishing import expiry, tokens, trust
 from buildshelf.webhooks import outbox
 from helpers import ROOT
 from test_tokens import run
@@ -106,6 +109,38 @@ def test_a_server_keeps_each_database_open_and_migrates_it_once(before_versions,
         assert tokens.authenticate(databases, TOKEN, record=False) is not None
         assert trust.listed(before_versions, "alpha")
     assert [name for _, name in opened] == ["tokens", "trust", "trust", "trust"]
+
+
+@pytest.mark.system
+def test_a_server_reading_the_tokens_again_sees_what_commands_change(tmp_path):
+    """A server keeps the tokens' database open (Databases) and reads it again every minute
+    on a connection of its own (TokenWatch). Opening that one must not drop the locks the
+    first holds (POSIX locks go with any close of the file in the process): a command's close
+    would then find itself the last user, delete the WAL under the server, and leave it on a
+    copy of its own: a token revoked still taken, a token made refused (issue 38)."""
+    data, state_dir = tmp_path / "data", str(tmp_path / "state")
+    data.mkdir()
+    old, old_text = tokens.create(state_dir, "alpha", 30, "before the start")
+    databases, now = state.Databases(state_dir), tokens.now_ms()
+    assert isinstance(tokens.verdict(databases, old_text, now), tokens.Token)
+    expiry.TokenWatch(state_dir).refresh()
+
+    def command(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "buildshelf", *argv, "--data", data, "--state", state_dir],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    command("token", "create", "*")
+    assert os.path.exists(state.database_path(state_dir, "tokens") + "-wal")
+    tokens.verdict(databases, old_text, now + 2 * tokens.LAST_USED_EVERY_MS)  # a write
+    made = command("token", "create", "*")
+    command("token", "revoke", old.id)
+    assert isinstance(tokens.verdict(databases, made), tokens.Token)
+    assert tokens.verdict(databases, old_text).reason == "revoked"
 
 
 @pytest.mark.parametrize("damage", ["not a database", "a later release's"])
