@@ -391,3 +391,45 @@ def test_a_server_reports_an_expiring_token_in_healthz_and_metrics(data_dir):
     assert [t["id"] for t in health["tokens"]["expiring"]] == [token.id]
     assert f'{GAUGE}{{project="alpha",token="{token.id}"}}' in scraped
     assert secret_of(token_text) not in json.dumps(health) + scraped
+
+
+# --- a tokens database edited by hand ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("expires", "'2027-06-01'"),  # a hand edit to give a token more time
+        ("expires", "1.8e12 + 0.5"),
+        ("last_used", "X'00'"),
+        ("expires", str(2**62)),  # past year 9999: no date to write
+        ("note", "X'6369'"),  # bytes, where text is kept
+    ],
+)
+def test_a_token_edited_by_hand_to_another_type_is_said_in_one_line(
+    data_dir, store, caplog, column, value
+):
+    """A value of another type than its column's (SQLite keeps whatever it is given) named
+    with its token and column where the tokens are read, never a traceback or a 500; the
+    token is refused, its id and why in the log; the others still work."""
+    where = state_of(data_dir)
+    token, token_text = tokens.create(where, "alpha", 10, "ci", now=tokens.now_ms())
+    good, good_text = tokens.create(where, "alpha", 10, "ci", now=tokens.now_ms())
+    watch = watching(where, Clock(tokens.now_ms()))  # read before the edit: kept
+    with sqlite3.connect(state.database_path(where, "tokens")) as connection:
+        connection.execute(f"UPDATE tokens SET {column} = {value} WHERE id = ?", (token.id,))
+    said = f"token {token.id} in the tokens database has {column} = "
+    for argv in (["token", "list"], ["token", "list", "--json"]):
+        status, out, err = run([*argv, "--data", str(data_dir)])
+        assert (status, out) == (1, "") and err.count("\n") == 1 and said in err
+    status, out, err = check(data_dir)
+    assert status == 1 and said in out and "Traceback" not in out + err
+    watch.refresh()
+    assert watch.tokens == (token, good)
+    assert [r.getMessage() for r in caplog.records if said in r.getMessage()]
+    client = webtest.TestApp(server.make_app(store, token_watch=watch))
+    assert client.get("/healthz").status_int == 200
+    assert client.get("/metrics").status_int == 200
+    refused = tokens.verdict(where, token_text)
+    assert refused.token_id == token.id and said in refused.reason
+    assert isinstance(tokens.verdict(where, good_text), tokens.Token)

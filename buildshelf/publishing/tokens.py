@@ -15,7 +15,7 @@ import re
 import secrets
 import sqlite3
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 
 from buildshelf import state
 
@@ -37,6 +37,9 @@ WARNING_DAYS = 14
 WARNING_MS = WARNING_DAYS * DAY_MS
 EXPIRING = "expiring"  # within WARNING_MS of its expiry: a warning
 EXPIRED_IN_USE = "expired in use"  # expired, and used or tried since WARNING_MS: a problem
+# The latest time a token keeps (epoch milliseconds): the end of the year 9999, the last one
+# a date is written for.
+LATEST_MS = 253_402_300_799_999
 # What an unknown id is compared with, so that it costs what a known one does.
 _NO_HASH = bytes(32)
 
@@ -65,6 +68,11 @@ _FIELDS = "id, project, created, expires, last_used, note, revoked, refused_expi
 
 class TokenError(Exception):
     """A token command refused: the message says why."""
+
+
+class Damaged(state.Unusable):
+    """A token's row holding a value that its column cannot (SQLite keeps any type in any
+    column): a hand edit, said in one line that names the token, the column and the value."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,19 @@ def _opened(where):
 
 
 def _token(row) -> Token:
+    """The Token of a row of _FIELDS; Damaged for a value of another type than its field's,
+    or a time no date is written for, which would otherwise fail each use of the token far
+    from here (a 500 of /healthz, a traceback of `token list`)."""
+    for field, value in zip(fields(Token), row):
+        if isinstance(value, field.type) and not (type(value) is int and value > LATEST_MS):
+            continue
+        kind = "text" if field.type is str else f"a time in epoch milliseconds up to {LATEST_MS}"
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+        raise Damaged(
+            f"token {row[0]} in the tokens database has {field.name} = {shown}, not {kind}: set "
+            "it right (sqlite3), or restore the database from a backup (docs/running.md, "
+            '"Backing up and restoring")'
+        )
     return Token(*row)
 
 
@@ -202,8 +223,8 @@ def revoke(state_dir: str, token_id: str, now: int | None = None) -> tuple[Token
 @dataclass(frozen=True)
 class Refusal:
     """Why a token's text was refused, for the server's log: the id it names (never its
-    secret), and `reason`: 'malformed', 'unknown', 'its secret does not match', 'expired' or
-    'revoked'."""
+    secret), and `reason`: 'malformed', 'unknown', 'its secret does not match', 'expired',
+    'revoked', or the damage of its row (Damaged)."""
 
     token_id: str
     reason: str
@@ -231,7 +252,10 @@ def verdict(
             return Refusal(token_id, "unknown")
         if not matches:
             return Refusal(token_id, "its secret does not match")
-        token = _token(row[1:])
+        try:
+            token = _token(row[1:])
+        except Damaged as damaged:  # no use of it can be decided: refused
+            return Refusal(token_id, str(damaged))
         status = token.status(now)
         if status == "expired" and record and _due(token.refused_expired, now):
             _record(connection, "refused_expired", token.id, now)
