@@ -55,7 +55,9 @@ done
 # --- the inputs, each checked before anything is sent ---------------------------------------
 
 url=${BUILDSHELF_URL:-}
-url=${url%/}  # a --public-url has no trailing slash: the audience must be it exactly
+while [[ $url == */ ]]; do  # a --public-url has no trailing slash: the audience is it exactly
+    url=${url%/}
+done
 if ! [[ $url =~ ^https?://[^/?#[:space:]]+[^?#[:space:]]*$ ]]; then
     fail "url: '${BUILDSHELF_URL:-}' is not Buildshelf's public URL (its --public-url, such as https://builds.example.org)"
 fi

@@ -327,3 +327,13 @@ def test_the_audience_is_url_encoded(tmp_path, data_dir, checkout):
     assert runner.front.url.endswith("/shelf+beta&x=%41")
     assert runner.endpoint.audiences == [runner.front.url]
     assert runner.front.passed == [201]
+
+
+@pytest.mark.system
+def test_a_url_with_trailing_slashes_is_the_public_url(tmp_path, data_dir, checkout):
+    """The audience is the public URL exactly, as the server has it (its slashes at the end
+    dropped): `url: https://builds.example.org//` is no other server."""
+    with github_job(tmp_path, data_dir, checkout) as (runner, _):
+        result = runner.run(url=runner.front.url + "//")
+    assert result.returncode == 0, said(result)
+    assert runner.endpoint.audiences == [runner.front.url] and runner.front.passed == [201]
