@@ -485,6 +485,36 @@ def test_a_ref_pattern_limits_publishing_to_the_refs_it_matches(
             creds.authenticate(bearer(token), "alpha")
 
 
+@pytest.mark.parametrize(
+    "pattern, ref, matches",
+    [
+        ("refs/heads/***", "refs/heads/a/b", True),  # ** then *
+        ("refs/heads/*/**", "refs/heads/a", False),
+        ("refs/heads/*/**", "refs/heads/a/", True),
+        ("refs/heads/**/x", "refs/heads/a/b/x", True),
+        ("refs/heads/**", "refs/heads/", True),
+        ("refs/heads/a*b*c", "refs/heads/aXbYbZc", True),
+        ("refs/heads/a*b*c", "refs/heads/aXbYbZ/c", False),
+        ("refs/heads/a.b+c(d)$", "refs/heads/a.b+c(d)$", True),  # no regular expression
+        ("refs/heads/a.b+c(d)$", "refs/heads/aXbbc(d)", False),
+        ("refs/heads/*", "refs/heads/é", True),
+    ],
+)
+def test_a_ref_pattern_matches_by_its_wildcards_alone(pattern, ref, matches):
+    assert trust.ref_matches(pattern, ref) is matches
+
+
+def test_a_ref_pattern_of_many_wildcards_is_decided_at_once():
+    """A ref comes in a token, its branch or tag named by whoever may push to the repository:
+    a pattern of a few `*` and a long ref that it does not match must not take the match
+    (under the trust database's lock) minutes, as a backtracking regular expression does."""
+    pattern, ref = "refs/heads/" + "*a" * 8 + "*b", "refs/heads/" + "a" * 250
+    started = time.monotonic()
+    assert not trust.ref_matches(pattern, ref)
+    assert trust.ref_matches(pattern, ref + "b")
+    assert time.monotonic() - started < 1
+
+
 def test_a_ref_refused_names_the_ref_presented_and_the_pattern_trusted(issuer, creds, state_dir):
     trust.add(state_dir, "alpha", REPOSITORY, workflow="release.yml", ref="refs/tags/v*")
     with pytest.raises(Forbidden) as refusal:
