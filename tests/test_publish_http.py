@@ -819,6 +819,21 @@ def test_purge_deletes_a_yanked_build_s_file_once_and_says_so(web, data_dir, cap
     ]
 
 
+def test_purge_deletes_a_file_yanked_later_than_the_server_s_clock(web, data_dir):
+    """A purge over HTTP is of one build, now, whatever its yank time: one ahead of this
+    server's clock (a clock stepped back since, another instance's) is not "not due", and
+    never answered "gone" for a file still served from the store."""
+    assert put(web, 9, *kept()).status_int == 201 and yank(web, 9).status_int == 204
+    path = data_dir / "alpha.json"
+    doc = json.loads(path.read_text())
+    for build in doc["builds"]:
+        if build["buildNumber"] == 9:
+            build["yankedAt"] = time.time_ns() // 1_000_000 + 3_600_000  # in an hour
+    path.write_text(json.dumps(doc))
+    assert purge(web).json["files"][0]["status"] == "deleted"
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
 def test_purge_keeps_a_file_another_build_uses_and_only_this_build_s(web, data_dir):
     assert put(web, 9, *kept()).status_int == 201
     assert put(web, 10, *kept(build={**KEPT[0], "timestamp": 1700000010000})).status_int == 201

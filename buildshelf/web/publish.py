@@ -305,7 +305,7 @@ def purge_build(service: Service, slug, number):
     number = yank_requests.build_number(slug, number)
     store_dir = service.store.artifacts
     try:
-        purged = purging.purge(service.store.directory, store_dir, slug, 0, number=number)
+        purged = purging.purge(service.store.directory, store_dir, slug, None, number=number)
     except refusals.Refused as refused:
         raise _answer(refused, slug, number) from None
     project = service.store.refreshed().project(slug)

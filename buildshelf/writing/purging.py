@@ -62,22 +62,23 @@ def purge(
     directory: str,
     store_dir: str,
     slug: str | None = None,
-    older_than_days: float = 30,
+    older_than_days: float | None = 30,
     dry_run: bool = False,
     number: int | None = None,
 ) -> list[Purged]:
     """Delete the objects of the files (primary and extra) of the builds yanked at least
-    `older_than_days` ago (of project `slug`, else of every project; with `number`, of its
-    build of that number only, see _yanked) that no other build uses; with `dry_run`,
+    `older_than_days` ago (None: whenever, even at a time ahead of this clock) (of project
+    `slug`, else of every project; with `number`, of its build of that number only, see
+    _yanked) that no other build uses; with `dry_run`,
     delete nothing and say what would go. A file whose object is not
     in the store (purged before, or lost: `check` says so) is left out, so that a build
     purged once is never spoken of again. Refused while a data file cannot be read."""
-    before = _due_before(older_than_days)
+    before = None if older_than_days is None else _due_before(older_than_days)
     with nullcontext() if dry_run else locked(directory):
         due = [
             (name, build.number, key, file)
             for name, build in _yanked(directory, slug, number)
-            if build.yanked_at <= before
+            if before is None or build.yanked_at <= before
             for key, file in distinct_objects(build)
         ]
         used = used_objects(directory, {(name, number) for name, number, _, _ in due})
