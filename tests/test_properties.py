@@ -510,7 +510,7 @@ def every_key_projects(draw):
     aside): the project's optional keys, integrity data, kept files, extra files and commit
     authors."""
     builds = []
-    for n in draw(st.lists(st.integers(0, 2**63), unique=True, max_size=12)):
+    for n in draw(st.lists(st.integers(0, dataformat.MAX_BUILD_NUMBER), unique=True, max_size=12)):
         build = {
             "buildNumber": n,
             "url": draw(st.sampled_from(["https://ci.example.org/1/", "http://ci.example:8080/a"])),

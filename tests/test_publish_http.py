@@ -819,6 +819,16 @@ def test_purge_deletes_a_yanked_build_s_file_once_and_says_so(web, data_dir, cap
     ]
 
 
+@pytest.mark.parametrize("number", [2**53, 2**64, 10**29])
+def test_a_build_number_over_2_53_is_refused_and_nothing_written(web, data_dir, number):
+    """A number no JSON reader keeps exactly, nor the download counts' SQLite past 2**63."""
+    before = (data_dir / "alpha.json").read_text()
+    message = error(put(web, number, *kept()), 400, "invalid_build")
+    assert "is over 9007199254740991" in message
+    assert (data_dir / "alpha.json").read_text() == before
+    assert artifacts.objects(str(data_dir / "artifacts")) == {}
+
+
 def test_purge_deletes_a_file_yanked_later_than_the_server_s_clock(web, data_dir):
     """A purge over HTTP is of one build, now, whatever its yank time: one ahead of this
     server's clock (a clock stepped back since, another instance's) is not "not due", and

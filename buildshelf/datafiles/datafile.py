@@ -390,7 +390,7 @@ def _fast_project(slug, text):
     all_reasons = "".join(reasons) if reasons_given else ""
     if not (
         project_problem(fields, slug) is None
-        and min(numbers, default=0) >= 0
+        and 0 <= min(numbers, default=0) <= max(numbers, default=0) <= dataformat.MAX_BUILD_NUMBER
         and min(timestamps, default=0) in TIMESTAMPS
         and max(timestamps, default=0) in TIMESTAMPS
         and (in_order or len(set(numbers)) == len(numbers))

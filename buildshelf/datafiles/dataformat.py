@@ -39,6 +39,9 @@ from buildshelf.text import closest
 
 URL_RULE = "must be an absolute http(s) URL of ASCII letters, digits and URL punctuation"
 CHANNEL_TEXT_RULE = "letters, digits and . _ + -"  # CHANNEL_PATTERN in words
+# The largest build number: every JSON reader (a launcher's JavaScript) keeps it exactly, and
+# SQLite (the download counts) keeps it at all.
+MAX_BUILD_NUMBER = 2**53 - 1
 HEX_DIGITS = frozenset(HASH_DIGITS)
 # The keys of each object, in the order files are written: the model's fields.
 PROJECT_KEYS = file_keys(Project)
@@ -135,6 +138,11 @@ def valid_build(value, channels):
     number = value.get("buildNumber")
     if not (type(number) is int and number >= 0):
         raise RuleBroken("'buildNumber' must be an integer >= 0")
+    if number > MAX_BUILD_NUMBER:
+        raise RuleBroken(
+            f"'buildNumber' is over {MAX_BUILD_NUMBER} (2**53 - 1), the largest that "
+            "every JSON reader keeps exactly"
+        )
     if "gameVersion" in value:
         raise RuleBroken("'gameVersion' is the old name: rename it to 'channelVersion'")
     integrity = {}

@@ -16,7 +16,7 @@ import json
 import msgspec
 
 from buildshelf.counts import Tally
-from buildshelf.datafiles.dataformat import CONTROL_CHARACTERS
+from buildshelf.datafiles.dataformat import CONTROL_CHARACTERS, MAX_BUILD_NUMBER
 from buildshelf.model import (
     DOWNLOAD_KEY_PATTERN,
     MAX_PUBLISHED_EXTRAS,
@@ -129,7 +129,7 @@ SCHEMAS = {
                                    "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                                    "size": {"type": "integer", "minimum": 0}},
                     "additionalProperties": False}},
-            "buildNumber": {"type": "integer", "minimum": 0,
+            "buildNumber": {"type": "integer", "minimum": 0, "maximum": MAX_BUILD_NUMBER,
                             "description": "The path's number, if given."},
         },
         "required": ["channelVersion"], "additionalProperties": False,
