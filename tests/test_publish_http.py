@@ -1224,6 +1224,8 @@ def test_a_chunked_delete_is_refused_on_its_head(app):
     ok = dict(HTTP_AUTHORIZATION=f"Bearer {ALPHA_TOKEN}", HTTP_TRANSFER_ENCODING="chunked")
     refused = app.screen(environ("DELETE", WRITE, **ok))
     assert (refused.status_code, refused.code) == (413, "too_large")
+    # Said so: a reason of 20 bytes is not "over 1024 bytes".
+    assert refused.body == "this request may have a body of 1024 bytes at most, not chunked"
 
 
 # --- the log line, and no secret anywhere --------------------------------------------------------

@@ -128,7 +128,7 @@ def _over_the_body_limit(environ, most, max_file_bytes):
     """The 413 of a body over `most` bytes by its Content-Length, or chunked (a size no
     header says) where BODY_BYTES are taken at most; None if it is within."""
     length = environ.get("CONTENT_LENGTH")
-    chunked = most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ
+    chunked = most == BODY_BYTES and "HTTP_TRANSFER_ENCODING" in environ and ", not chunked"
     if not (chunked or (length and _over(length, most))):
         return None
     if most > BUILD_BYTES:
@@ -138,7 +138,7 @@ def _over_the_body_limit(environ, most, max_file_bytes):
             f"extra files of a publish count with it), and {FRAMING_BYTES} bytes for the "
             "part 'build' and the framing"
         )
-    return too_large(f"this request may have a body of {most} bytes at most")
+    return too_large(f"this request may have a body of {most} bytes at most{chunked or ''}")
 
 
 def _limited(service: Service, address):
