@@ -6,6 +6,7 @@ migrated to this release's version (`PRAGMA user_version`). A command opens one 
 (`opened` with a path); a server keeps each open (`Databases`).
 """
 
+import errno
 import os
 import sqlite3
 import stat
@@ -53,7 +54,9 @@ def connect(state_dir: str, name: str) -> sqlite3.Connection:
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
     except FileExistsError:
-        pass
+        # Said as the file system says it (SQLite would say "unable to open database file").
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path) from None
     connection = sqlite3.connect(path, timeout=BUSY_SECONDS, check_same_thread=False)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
