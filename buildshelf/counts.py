@@ -20,6 +20,7 @@ from types import MappingProxyType
 
 from buildshelf import addresses, state
 from buildshelf.model import Kept
+from buildshelf.periodic import Periodic
 from buildshelf.text import counted as counted_noun
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class Counter:
         max_remembered=MAX_REMEMBERED,
         max_pending_rows=MAX_PENDING_ROWS,
     ):
-        self.state_dir, self.window, self.flush_seconds = state_dir, window, flush_seconds
+        self.state_dir, self.window = state_dir, window
         self.clock = clock
         self.max_remembered, self.max_pending_rows = max_remembered, max_pending_rows
         self.counted = 0  # running totals since start (read by /metrics)
@@ -166,8 +167,11 @@ class Counter:
         self._tally = EMPTY
         self._connection = None
         self._flush_lock = threading.Lock()  # one batch at a time (the thread, stop, tests)
-        self._stopping = threading.Event()
-        self._thread = None
+        self._flusher = Periodic(
+            "download counts", flush_seconds,
+            lambda: self.flush(),  # looked up each round: a test may wrap it after this
+            log, "download counts: flushing failed",
+        )  # fmt: skip
 
     # --- on request threads ---
 
@@ -223,15 +227,11 @@ class Counter:
     def start(self) -> None:
         """Start the thread that writes the counts every flush_seconds."""
         self.flush()  # reads what the database holds, so that the first tally has it
-        self._thread = threading.Thread(target=self._run, name="download counts", daemon=True)
-        self._thread.start()
+        self._flusher.start()
 
     def stop(self) -> None:
         """Write what is pending, then stop the thread: exact after a graceful stop."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._flusher.stop()
         try:
             self.flush()
         except Exception:  # a bug: say so, and let the server stop
@@ -253,13 +253,6 @@ class Counter:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-
-    def _run(self):
-        while not self._stopping.wait(self.flush_seconds):
-            try:
-                self.flush()
-            except Exception:  # the thread must go on: the next batch may do better
-                log.exception("download counts: flushing failed")
 
     def flush(self) -> None:
         """Write the pending counts now, and make the next tally."""

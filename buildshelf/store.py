@@ -19,6 +19,7 @@ from buildshelf import files
 from buildshelf.datafiles.datafile import DataError, fingerprint, parse_project
 from buildshelf.kept import artifacts, stores
 from buildshelf.model import Build, Kept, Project
+from buildshelf.periodic import Periodic
 from buildshelf.readers import Readers
 from buildshelf.text import counted, printable
 
@@ -174,7 +175,6 @@ class Store:
     ):
         self.directory = os.fspath(directory)
         self.artifacts = artifacts_dir or artifacts.default_store(self.directory)
-        self.check_interval = check_interval
         self.read_wait = read_wait
         self._reload_lock = threading.Lock()
         self._files = {}  # slug -> _Loaded
@@ -187,8 +187,10 @@ class Store:
         self.last_check = None  # wall-clock time the last check ended
         self.reloads = 0  # snapshots that replaced another while serving (for /metrics)
         self._serving = False  # once requests may come: big files are parsed politely then
-        self._stopping = threading.Event()
-        self._watcher = None
+        self._watcher = Periodic(
+            "buildshelf-reload", check_interval, self.refresh, log,
+            "checking the data files failed; trying again",
+        )  # fmt: skip
         self._listeners = []  # on_change's callbacks
         with self._reload_lock:
             self._refresh_locked(startup_wait)
@@ -237,21 +239,11 @@ class Store:
 
     def start(self) -> None:
         """Check the files every `check_interval` seconds on a thread of its own."""
-        self._watcher = threading.Thread(target=self._watch, name="buildshelf-reload", daemon=True)
         self._watcher.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._watcher:
-            self._watcher.join()
+        self._watcher.stop()
         self._readers.stop()
-
-    def _watch(self):
-        while not self._stopping.wait(self.check_interval):
-            try:
-                self.refresh()
-            except Exception:  # a bug here must not end reloading for good
-                log.exception("checking the data files failed; trying again")
 
     def progress(self) -> tuple[float | None, dict[str, float]]:
         """(seconds the check under way has taken, or None; {file name: seconds} of the reads

@@ -8,10 +8,10 @@ into its warning, or expires, on time.
 import logging
 import os
 import sqlite3
-import threading
 from collections.abc import Callable
 
 from buildshelf import state
+from buildshelf.periodic import Periodic
 from buildshelf.publishing import tokens
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,12 @@ class TokenWatch:
         clock: Callable[[], int] = tokens.now_ms,
         every: float = READ_EVERY_SECONDS,
     ):
-        self.state_dir, self.clock, self.every = state_dir, clock, every
+        self.state_dir, self.clock = state_dir, clock
         self.tokens: tuple[tokens.Token, ...] = ()
         self._complaint = None  # the last failure logged: said once, not every minute
-        self._stopping = threading.Event()
-        self._thread = None
+        self._reader = Periodic(
+            "token expiry", every, self.refresh, log, "reading the tokens failed"
+        )
 
     def refresh(self) -> None:
         """Read the tokens again; on a failure (locked, unreadable), keep the last read and
@@ -75,18 +76,7 @@ class TokenWatch:
 
     def start(self) -> None:
         self.refresh()
-        self._thread = threading.Thread(target=self._run, name="token expiry", daemon=True)
-        self._thread.start()
+        self._reader.start()
 
     def stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self):
-        while not self._stopping.wait(self.every):
-            try:
-                self.refresh()
-            except Exception:  # a bug: said, and the thread goes on
-                log.exception("reading the tokens failed")
+        self._reader.stop()
